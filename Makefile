@@ -1,0 +1,53 @@
+# tracekit: see README.md. `make help` lists the targets.
+PYTHON   ?= python3
+VENV     ?= .venv
+# On a machine where everything is already installed (the lent GPU machine),
+# run with SETUP= TRACEKIT="python3 -m tracekit" to skip the virtual environment.
+SETUP    ?= $(VENV)/.setup-done
+TRACEKIT ?= $(VENV)/bin/tracekit
+PYTEST   ?= $(VENV)/bin/python -m pytest
+TORCH_CPU ?= torch==2.13.0
+
+MODEL  ?= vit16x6x384
+MODE   ?= eager
+TRACES ?= traces
+REPORTS ?= reports
+SUITE  ?= vit-study
+TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
+             $(if $(ITERS),--iters $(ITERS))
+
+.PHONY: help setup demo trace analyze bench test clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
+
+setup: $(SETUP)  ## create .venv with tracekit, its dependencies and torch
+
+# With a CUDA build of torch already importable, the venv sees it (system site
+# packages) and keeps it; otherwise it gets the CPU build of torch.
+$(VENV)/.setup-done: pyproject.toml
+	@if $(PYTHON) -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then \
+	  echo "keeping the installed CUDA torch"; $(PYTHON) -m venv --system-site-packages $(VENV); \
+	else \
+	  $(PYTHON) -m venv $(VENV) && $(VENV)/bin/pip install -q $(TORCH_CPU); \
+	fi
+	$(VENV)/bin/pip install -q -e ".[dev]"
+	@touch $@
+
+demo: $(SETUP)  ## set up, trace the small default workload eagerly and compiled, analyze
+	$(TRACEKIT) bench workloads/demo.toml --traces $(TRACES) --reports $(REPORTS)/demo
+
+trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead
+	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
+
+analyze: $(SETUP)  ## analyze everything under traces/ into reports/
+	$(TRACEKIT) analyze $(TRACES) --out $(REPORTS)
+
+bench: $(SETUP)  ## run a suite of workloads/: make bench SUITE=vit-study
+	$(TRACEKIT) bench workloads/$(SUITE).toml --traces $(TRACES)
+
+test: $(SETUP)  ## run the test suite (GPU tests skip without CUDA)
+	$(PYTEST) -q
+
+clean:  ## remove the virtual environment and local traces
+	rm -rf $(VENV) $(TRACES)/*/

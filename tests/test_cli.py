@@ -1,0 +1,69 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+from tracebuilder import TraceBuilder
+
+from tracekit.cli import main
+
+
+def test_every_command_has_help():
+    runner = CliRunner()
+    for cmd in ([], ["trace"], ["analyze"], ["bench"], ["models"], ["modes"]):
+        result = runner.invoke(main, [*cmd, "--help"])
+        assert result.exit_code == 0 and "Usage" in result.output
+
+
+def test_unknown_model_and_mode_are_one_line_errors(tmp_path):
+    runner = CliRunner()
+    r = runner.invoke(main, ["trace", "--model", "nope", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "valid models" in r.output and "Traceback" not in r.output
+    r = runner.invoke(main, ["trace", "--model", "mlp", "--mode", "turbo", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "valid modes" in r.output
+
+
+def test_analyze_prints_rows_and_writes_reports(tmp_path):
+    t = TraceBuilder()
+    t.kernel("a", 0, 10, launch_at=-5)
+    t.graph_launch(20, [(30, 5), (35, 5)])
+    (tmp_path / "traces").mkdir()
+    t.write(tmp_path / "traces" / "x.pt.trace.json.gz")
+    out = tmp_path / "reports"
+    r = CliRunner().invoke(main, ["analyze", str(tmp_path / "traces"), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "x.pt.trace.json.gz" in r.output
+    data = json.loads((out / "runs.json").read_text())
+    assert data["runs"][0]["kernels"] == 3 and data["runs"][0]["host_launches"] == 2
+    assert "| x.pt.trace.json.gz |" in (out / "summary.md").read_text()
+    assert (out / "runs.csv").read_text().startswith("run,")
+
+
+def test_analyze_json_and_missing_path(tmp_path):
+    t = TraceBuilder()
+    t.kernel("a", 0, 10, launch_at=-5)
+    path = t.write(tmp_path / "one.json")
+    r = CliRunner().invoke(main, ["analyze", str(path), "--json", "--out", str(tmp_path / "r")])
+    assert r.exit_code == 0
+    assert json.loads(r.output)["runs"][0]["kernels"] == 1
+    r = CliRunner().invoke(main, ["analyze", str(tmp_path / "missing")])
+    assert r.exit_code == 2 and "no such file" in r.output
+
+
+def test_analyze_fixture_folder(fixtures, tmp_path):
+    r = CliRunner().invoke(main, ["analyze", str(fixtures / "h100"), "--json", "--out", str(tmp_path)])
+    runs = {row["run"]: row for row in json.loads(r.output)["runs"]}
+    assert [runs[f"vit16x6x384_{m}.pt.trace.json.gz"]["kernels"] for m in ("eager", "default", "reduce-overhead")] \
+        == [660, 600, 610]
+
+
+@pytest.mark.slow
+def test_trace_then_analyze_reduce_overhead_vit(tmp_path):
+    """The README's main job, on the CPU: trace vit16x6x384 in reduce-overhead mode, then analyze."""
+    runner = CliRunner()
+    traces = tmp_path / "traces"
+    r = runner.invoke(main, ["trace", "--model", "vit16x6x384", "--mode", "reduce-overhead", "--warmup", "1",
+                             "--iters", "2", "--profile-iters", "2", "--out", str(traces)])
+    assert r.exit_code == 0, r.output
+    assert "CUDA graphs only on CUDA" in r.output  # honest label on the CPU
+    r = runner.invoke(main, ["analyze", str(traces), "--out", str(tmp_path / "reports")])
+    assert r.exit_code == 0 and "vit16x6x384/reduce-overhead" in r.output

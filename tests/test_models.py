@@ -1,0 +1,47 @@
+import pytest
+import torch
+
+from tracekit import models
+
+
+@pytest.mark.parametrize("name, dim, depth, patch", [
+    ("vit16x6x384", 384, 6, 16), ("vit32x12x768", 768, 12, 32), ("vit32x18x1024", 1024, 18, 32)])
+def test_vit_names_parse_into_their_sizes(name, dim, depth, patch):
+    module, (x,) = models.build(name, batch=1)
+    assert x.shape == (1, 3, 224, 224)
+    assert module.patch_embed.kernel_size == (patch, patch)
+    assert len(module.blocks) == depth
+    assert module.blocks[0].attn.heads == dim // 64
+    assert module.head.out_features == 1000
+
+
+@pytest.mark.parametrize("name, in_shape, out_shape", [
+    ("mlp", (4, 256), (4, 10)),
+    ("conv", (4, 3, 128, 128), (4, 10)),
+    ("transformer", (2, 128, 256), (2, 128, 256)),
+])
+def test_small_models_run_at_their_default_batch(name, in_shape, out_shape):
+    module, inputs = models.build(name)
+    assert inputs[0].shape == in_shape
+    with torch.no_grad():
+        assert module(*inputs).shape == out_shape
+
+
+def test_dtype_and_seed():
+    m1, (x1,) = models.build("mlp", dtype="bf16", seed=3)
+    m2, (x2,) = models.build("mlp", dtype="bf16", seed=3)
+    assert x1.dtype == torch.bfloat16 and next(m1.parameters()).dtype == torch.bfloat16
+    assert torch.equal(x1, x2)
+
+
+def test_unknown_model_lists_the_valid_ones():
+    with pytest.raises(models.UnknownModel) as err:
+        models.build("resnet50")
+    assert "vit16x6x384" in str(err.value) and "mlp" in str(err.value)
+
+
+def test_bad_sizes_are_clear_errors():
+    with pytest.raises(ValueError, match="multiple of 64"):
+        models.build("vit16x6x100")
+    with pytest.raises(ValueError, match="dtype"):
+        models.build("mlp", dtype="fp8")

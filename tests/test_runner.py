@@ -1,0 +1,67 @@
+import json
+
+import pytest
+
+from tracekit import backends, runner
+from tracekit.analysis.runs import analyze
+from tracekit.spec import RunSpec
+
+QUICK = dict(warmup=1, iters=3, profile_iters=2)
+
+
+@pytest.mark.slow
+def test_eager_run_writes_trace_and_manifest(tmp_path):
+    manifest = runner.run(RunSpec("mlp", "eager", **QUICK), tmp_path, log=lambda m: None)
+    folder = tmp_path / "mlp" / "eager"
+    assert manifest["status"] == "ok"
+    on_disk = json.loads((folder / "run.json").read_text())
+    assert on_disk["status"] == "ok" and on_disk["spec"]["batch"] == 4 and on_disk["device_type"] == "cpu"
+    assert on_disk["latency_ms"]["n"] == 3 and on_disk["latency_ms"]["timer"] == "perf_counter"
+    assert on_disk["max_abs_diff"] == 0.0
+    traces = list(folder.glob("*.pt.trace.json.gz"))
+    assert len(traces) == 1 and traces[0].name == on_disk["profile"]["traces"][0]
+    result = analyze(tmp_path)
+    row = result.runs.iloc[0]
+    assert row["run"] == "mlp/eager" and row["iterations"] == 2 and not row["has_gpu"]
+    assert "no GPU activity" in row["note"]
+    assert len(result.iterations) == 2  # one ProfilerStep marker per profiled iteration
+
+
+@pytest.mark.slow
+def test_compiled_run_matches_eager(tmp_path):
+    manifest = runner.run(RunSpec("mlp", "default", **QUICK), tmp_path, log=lambda m: None)
+    assert manifest["status"] == "ok"
+    assert manifest["max_abs_diff"] < 1e-4
+    assert manifest["compile_s"] > 0
+
+
+@pytest.mark.slow
+def test_failures_are_recorded_not_raised(tmp_path, monkeypatch):
+    def broken(module, inputs, spec):
+        raise RuntimeError("backend exploded")
+
+    monkeypatch.setitem(backends.BACKENDS, "broken", backends.Backend("broken", "test", broken))
+    manifest = runner.run(RunSpec("mlp", "broken", **QUICK), tmp_path, log=lambda m: None)
+    assert manifest["status"] == "failed"
+    assert "backend exploded" in manifest["reason"] and manifest["stage"] == "prepare"
+    rows = analyze(tmp_path).runs
+    assert rows.iloc[0]["status"] == "failed"
+
+
+def test_unavailable_backend_is_a_status_row(tmp_path, monkeypatch):
+    b = backends.Backend("nope", "test", lambda *a: None, unavailable=lambda device: "needs foo: pip install foo")
+    monkeypatch.setitem(backends.BACKENDS, "nope", b)
+    manifest = runner.run(RunSpec("mlp", "nope"), tmp_path, log=lambda m: None)
+    assert manifest["status"] == "unavailable" and "pip install foo" in manifest["reason"]
+
+
+def test_invalid_names_raise_before_writing(tmp_path):
+    with pytest.raises(backends.UnknownMode, match="reduce-overhead"):
+        runner.run(RunSpec("mlp", "turbo"), tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_labels_name_non_default_settings():
+    assert RunSpec("vit16x6x384", batch=8).label(8, "cuda") == "vit16x6x384"
+    assert RunSpec("vit16x6x384", batch=1, dtype="bf16").label(8, "cuda") == "vit16x6x384-b1-bf16"
+    assert RunSpec("mlp", device="cpu").label(4, "cuda") == "mlp-cpu"

@@ -1,0 +1,99 @@
+"""Hand-made Kineto traces with known answers, a few lines each.
+
+    t = TraceBuilder()
+    t.kernel("gemm", start=0, dur=10, stream=7, launch_at=-5)   # launch call 5 µs before
+    t.graph_launch(at=20, kernels=[(30, 5), (36, 5)])            # one cudaGraphLaunch, two kernels
+    path = t.write(tmp_path / "t.pt.trace.json.gz")
+
+Events follow Kineto's format (cat, ph, args names) as in real traces.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+PID, TID = 100, 100
+
+
+class TraceBuilder:
+    def __init__(self, base_ts: float = 1_000_000.0, device_name: str | None = "NVIDIA H100 80GB HBM3"):
+        self.base = base_ts
+        self.events: list[dict] = []
+        self._corr = 0
+        self.device_name = device_name
+
+    def _next_corr(self) -> int:
+        self._corr += 1
+        return self._corr
+
+    def _launch(self, name: str, at: float, dur: float, corr: int, cat: str = "cuda_runtime") -> None:
+        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": TID,
+                            "ts": self.base + at, "dur": dur, "args": {"correlation": corr, "External id": corr}})
+        self.events.append({"ph": "s", "id": corr, "pid": PID, "tid": TID, "ts": self.base + at,
+                            "cat": "ac2g", "name": "ac2g"})
+
+    def _gpu(self, cat: str, name: str, start: float, dur: float, stream: int, device: int, corr: int,
+             **args) -> None:
+        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": device, "tid": stream,
+                            "ts": self.base + start, "dur": dur,
+                            "args": {"device": device, "stream": stream, "correlation": corr,
+                                     "External id": corr, **args}})
+        self.events.append({"ph": "f", "id": corr, "pid": device, "tid": stream, "ts": self.base + start,
+                            "cat": "ac2g", "name": "ac2g", "bp": "e"})
+
+    def kernel(self, name: str = "k", start: float = 0.0, dur: float = 10.0, stream: int = 7, device: int = 0,
+               launch_at: float | None = None, launch_dur: float = 4.0, api: str = "cudaLaunchKernel") -> int:
+        """A kernel [start, start+dur) µs, launched by ``api`` at ``launch_at`` (None: no launch call)."""
+        corr = self._next_corr()
+        if launch_at is not None:
+            self._launch(api, launch_at, launch_dur, corr,
+                         cat="cuda_driver" if api.startswith("cu") and not api.startswith("cuda") else "cuda_runtime")
+        self._gpu("kernel", name, start, dur, stream, device, corr, grid=[1, 1, 1], block=[128, 1, 1])
+        return corr
+
+    def memcpy(self, start: float, dur: float, nbytes: int = 1 << 20, stream: int = 7, device: int = 0,
+               launch_at: float | None = None, kind: str = "Memcpy HtoD (Pageable -> Device)") -> int:
+        corr = self._next_corr()
+        if launch_at is not None:
+            self._launch("cudaMemcpyAsync", launch_at, 3.0, corr)
+        self._gpu("gpu_memcpy", kind, start, dur, stream, device, corr, bytes=nbytes)
+        return corr
+
+    def memset(self, start: float, dur: float, nbytes: int = 1024, stream: int = 7, device: int = 0,
+               launch_at: float | None = None) -> int:
+        corr = self._next_corr()
+        if launch_at is not None:
+            self._launch("cudaMemsetAsync", launch_at, 3.0, corr)
+        self._gpu("gpu_memset", "Memset (Device)", start, dur, stream, device, corr, bytes=nbytes)
+        return corr
+
+    def graph_launch(self, at: float, kernels: list[tuple[float, float]], stream: int = 7, device: int = 0) -> int:
+        """One cudaGraphLaunch at ``at`` replaying ``kernels`` [(start, dur), ...]; they share its correlation."""
+        corr = self._next_corr()
+        self._launch("cudaGraphLaunch", at, 8.0, corr)
+        for i, (start, dur) in enumerate(kernels):
+            self._gpu("kernel", f"graph_k{i}", start, dur, stream, device, corr)
+        return corr
+
+    def cpu_op(self, name: str, start: float, dur: float, cat: str = "cpu_op") -> None:
+        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": TID,
+                            "ts": self.base + start, "dur": dur, "args": {"External id": 0}})
+
+    def step(self, n: int, start: float, dur: float) -> None:
+        """An iteration marker as torch.profiler's schedule writes it (ProfilerStep#n)."""
+        self.cpu_op(f"ProfilerStep#{n}", start, dur, cat="user_annotation")
+
+    def build(self) -> dict:
+        props = [{"id": 0, "name": self.device_name, "numSms": 132}] if self.device_name else []
+        meta = [{"name": "process_name", "ph": "M", "pid": PID, "tid": 0, "args": {"name": "python3"}}]
+        return {"schemaVersion": 1, "deviceProperties": props, "traceEvents": meta + self.events,
+                "displayTimeUnit": "ms"}
+
+    def write(self, path: Path) -> Path:
+        """Write JSON, gzipped when the name ends in .gz."""
+        path = Path(path)
+        data = json.dumps(self.build()).encode()
+        path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
+        return path

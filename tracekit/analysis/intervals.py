@@ -1,0 +1,44 @@
+"""Interval arithmetic on GPU-op timelines (µs), vectorised with numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge possibly overlapping intervals [start, end) into disjoint ones.
+
+    Args:
+        starts, ends: 1-D float arrays of equal length n (µs), in any order.
+
+    Returns:
+        (merged_starts, merged_ends): sorted, disjoint, non-touching intervals
+        covering exactly the union of the inputs; length m <= n.
+    """
+    if len(starts) == 0:
+        return np.empty(0), np.empty(0)
+    order = np.argsort(starts, kind="stable")
+    s = np.asarray(starts, dtype=np.float64)[order]
+    e = np.asarray(ends, dtype=np.float64)[order]
+    running_end = np.maximum.accumulate(e)
+    # A new merged interval begins where a start lies beyond every earlier end.
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > running_end[:-1]
+    idx = np.flatnonzero(new)
+    merged_starts = s[idx]
+    merged_ends = running_end[np.r_[idx[1:] - 1, len(s) - 1]]
+    return merged_starts, merged_ends
+
+
+def busy_and_gaps(starts: np.ndarray, ends: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """Busy time and the idle gaps between merged intervals.
+
+    Returns:
+        (busy_us, gap_starts, gap_ends): the length of the union of the
+        intervals (overlap counted once) and the gaps inside the active span
+        (first start to last end), each gap a pair [gap_start, gap_end).
+    """
+    ms, me = union(starts, ends)
+    busy = float(np.sum(me - ms))
+    return busy, me[:-1], ms[1:]

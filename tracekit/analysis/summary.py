@@ -1,0 +1,143 @@
+"""Per-run headline metrics: kernels, launches, GPU busy/idle time, utilization.
+
+Definitions (DESIGN.md, "Terms"):
+  * kernel: one GPU kernel execution (Kineto ``cat == "kernel"``).
+  * GPU op: kernel, memcpy or memset.
+  * host launch: one host API call that enqueued GPU work, counted as the
+    distinct correlation ids of GPU ops. A ``cudaGraphLaunch`` replaying 60
+    kernels is one launch (its kernels share its correlation id; Kineto, CUPTI
+    activity records).
+  * busy time: the union of GPU-op intervals on a device (overlap across
+    streams counted once), not their sum.
+  * active span: first GPU-op start to last GPU-op end on a device.
+  * utilization = busy / span; idle = span - busy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis.intervals import busy_and_gaps
+from tracekit.trace.reader import EventTables
+
+NO_GPU_NOTE = "no GPU activity in this trace (CPU ops only)"
+
+
+def per_device(tables: EventTables) -> pd.DataFrame:
+    """Busy time, span and idle gaps of each GPU device in the trace.
+
+    Returns:
+        One row per device: device, kernels, gpu_ops, host_launches,
+        gpu_busy_us, active_span_us, idle_us, idle_gaps, utilization
+        (0..1), kernel_time_us (sum of kernel durations, overlap counted twice).
+        Empty (with these columns) for a trace without GPU ops.
+    """
+    rows = []
+    for device, ops in tables.gpu_ops.groupby("device", sort=True):
+        starts, ends = ops["ts"].to_numpy(), ops["end"].to_numpy()
+        busy, gap_s, gap_e = busy_and_gaps(starts, ends)
+        span = float(ends.max() - starts.min())
+        kernels = ops[ops["kind"] == "kernel"]
+        rows.append({
+            "device": int(device),
+            "kernels": len(kernels),
+            "gpu_ops": len(ops),
+            "host_launches": int(ops.loc[ops["correlation"] >= 0, "correlation"].nunique()),
+            "gpu_busy_us": busy,
+            "active_span_us": span,
+            "idle_us": span - busy,
+            "idle_gaps": len(gap_s),
+            "utilization": busy / span if span > 0 else math.nan,
+            "kernel_time_us": float(kernels["dur"].sum()),
+        })
+    return pd.DataFrame(rows, columns=["device", "kernels", "gpu_ops", "host_launches", "gpu_busy_us",
+                                       "active_span_us", "idle_us", "idle_gaps", "utilization",
+                                       "kernel_time_us"])
+
+
+def per_iteration(tables: EventTables) -> pd.DataFrame:
+    """Metrics of each iteration marked in the trace (``ProfilerStep#N``).
+
+    A GPU op belongs to the iteration during which its launch call ran (found
+    by correlation id); an op without a launch call belongs to the iteration
+    its start falls in.
+
+    Returns:
+        One row per marker: step, iteration_us (the marker's CPU-side length),
+        kernels, host_launches, gpu_busy_us, active_span_us. Empty when the
+        trace has no markers.
+    """
+    markers = tables.markers
+    cols = ["step", "iteration_us", "kernels", "host_launches", "gpu_busy_us", "active_span_us"]
+    if markers.empty:
+        return pd.DataFrame(columns=cols)
+    ops = tables.gpu_ops
+    launch_ts = tables.host_calls.drop_duplicates("correlation").set_index("correlation")["ts"]
+    anchor = ops["correlation"].map(launch_ts).fillna(ops["ts"]).to_numpy()
+    # Markers are sorted and do not overlap; searchsorted finds the one each anchor lies in.
+    idx = np.searchsorted(markers["ts"].to_numpy(), anchor, side="right") - 1
+    inside = (idx >= 0) & (anchor < markers["end"].to_numpy()[np.clip(idx, 0, None)])
+    rows = []
+    for i, m in enumerate(markers.itertuples()):
+        sel = ops[inside & (idx == i)]
+        busy, _, _ = busy_and_gaps(sel["ts"].to_numpy(), sel["end"].to_numpy())
+        rows.append({
+            "step": int(m.step), "iteration_us": float(m.dur),
+            "kernels": int((sel["kind"] == "kernel").sum()),
+            "host_launches": int(sel.loc[sel["correlation"] >= 0, "correlation"].nunique()),
+            "gpu_busy_us": busy,
+            "active_span_us": float(sel["end"].max() - sel["ts"].min()) if len(sel) else 0.0,
+        })
+    return pd.DataFrame(rows, columns=cols)
+
+
+def summarize(tables: EventTables, iterations: int | None = None) -> dict:
+    """The headline row of one trace.
+
+    Args:
+        tables: the trace's event tables.
+        iterations: iterations the profiled window holds, used when the trace
+            has no iteration markers (the runner records it in run.json).
+
+    Returns:
+        A flat dict: kernels, gpu_ops, memcpys, memsets, host_launches,
+        gpu_busy_us, active_span_us, idle_us, idle_gaps, utilization,
+        mean_kernel_us, iterations, kernels_per_iter, launches_per_iter,
+        busy_per_iter_us, idle_per_iter_us, iteration_ms (mean marker length),
+        cpu_ops, has_gpu, note. Sums run over all devices; utilization is
+        total busy over total span.
+    """
+    dev = per_device(tables)
+    ops = tables.gpu_ops
+    kernels = ops[ops["kind"] == "kernel"]
+    n_iter = len(tables.markers) or iterations
+    row = {
+        "kernels": len(kernels),
+        "gpu_ops": len(ops),
+        "memcpys": int((ops["kind"] == "memcpy").sum()),
+        "memsets": int((ops["kind"] == "memset").sum()),
+        "host_launches": int(ops.loc[ops["correlation"] >= 0, "correlation"].nunique()),
+        "gpu_busy_us": float(dev["gpu_busy_us"].sum()),
+        "active_span_us": float(dev["active_span_us"].sum()),
+        "idle_us": float(dev["idle_us"].sum()),
+        "idle_gaps": int(dev["idle_gaps"].sum()),
+        "mean_kernel_us": float(kernels["dur"].mean()) if len(kernels) else math.nan,
+        "iterations": n_iter or math.nan,
+        "iteration_ms": float(tables.markers["dur"].mean()) / 1e3 if len(tables.markers) else math.nan,
+        "cpu_ops": int((tables.cpu_ops["cat"] == "cpu_op").sum()),
+        "has_gpu": tables.has_gpu,
+        "note": "" if tables.has_gpu else NO_GPU_NOTE,
+    }
+    if not tables.has_gpu:  # no GPU timeline: time metrics are undefined, not zero
+        row.update(gpu_busy_us=math.nan, active_span_us=math.nan, idle_us=math.nan, idle_gaps=math.nan)
+    span = row["active_span_us"]
+    row["utilization"] = row["gpu_busy_us"] / span if span > 0 else math.nan
+    per = (lambda v: v / n_iter) if n_iter else (lambda v: math.nan)
+    row["kernels_per_iter"] = per(row["kernels"])
+    row["launches_per_iter"] = per(row["host_launches"])
+    row["busy_per_iter_us"] = per(row["gpu_busy_us"])
+    row["idle_per_iter_us"] = per(row["idle_us"])
+    return row

@@ -1,0 +1,5 @@
+"""The baseline: the module called as it is."""
+
+from tracekit.backends import Backend, register
+
+register(Backend("eager", "PyTorch eager mode (the baseline)", lambda module, inputs, spec: module))

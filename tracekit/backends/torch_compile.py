@@ -1,0 +1,48 @@
+"""torch.compile with the Inductor back end, one registered mode per ``mode=``.
+
+Modes as documented for torch.compile
+(https://pytorch.org/docs/stable/generated/torch.compile.html):
+``default``; ``reduce-overhead`` (CUDA graphs to cut launch overhead);
+``max-autotune`` (Triton/template autotuning plus CUDA graphs);
+``max-autotune-no-cudagraphs``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tracekit.backends import Backend, register
+
+CUDAGRAPH_MODES = {"reduce-overhead", "max-autotune"}
+
+
+def _prepare(mode: str):
+    def prepare(module, inputs, spec):
+        compiled = torch.compile(module, mode=None if mode == "default" else mode)
+        if mode not in CUDAGRAPH_MODES:
+            return compiled
+
+        def call(*args):
+            # Tell CUDA-graph trees a new iteration starts, so the previous
+            # iteration's outputs may be overwritten (torch.compiler docs).
+            torch.compiler.cudagraph_mark_step_begin()
+            return compiled(*args)
+        return call
+    return prepare
+
+
+def _note(mode: str):
+    def note(device: str) -> str:
+        if mode in CUDAGRAPH_MODES and device != "cuda":
+            return f"mode={mode} uses CUDA graphs only on CUDA; on {device} it runs without them"
+        return ""
+    return note
+
+
+for _mode, _text in [
+    ("default", "torch.compile, Inductor, mode=default (fusion, Triton/C++ kernels)"),
+    ("reduce-overhead", "torch.compile mode=reduce-overhead (Inductor + CUDA graphs)"),
+    ("max-autotune", "torch.compile mode=max-autotune (autotuned kernels + CUDA graphs)"),
+    ("max-autotune-no-cudagraphs", "torch.compile mode=max-autotune-no-cudagraphs"),
+]:
+    register(Backend(_mode, _text, _prepare(_mode), note=_note(_mode)))

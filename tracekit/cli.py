@@ -1,0 +1,162 @@
+"""The ``tracekit`` command line (click). Each command parses options, calls one
+library function and prints; everything here is callable from Python too."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from tracekit import __version__
+
+
+class UserError(click.ClickException):
+    """A problem with the user's input: one line on stderr, exit code 2, no traceback."""
+
+    exit_code = 2
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracekit")
+def main() -> None:
+    """Profiler-driven analysis of PyTorch performance.
+
+    \b
+    Run a workload under torch.profiler and write its trace:
+      tracekit trace --model vit16x6x384 --mode reduce-overhead
+    Measure kernels, launches, GPU busy and idle time from the traces:
+      tracekit analyze traces/
+    """
+
+
+@main.command()
+@click.option("--model", "-m", required=True, help="Workload, e.g. vit16x6x384, mlp, conv, transformer "
+              "(`tracekit models` lists them).")
+@click.option("--mode", default="eager", show_default=True,
+              help="Backend mode: eager, default, reduce-overhead, max-autotune, ... (`tracekit modes`).")
+@click.option("--batch", "-b", type=int, default=None, help="Batch size [default: the model's].")
+@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
+@click.option("--device", default=None, help="cpu, cuda or cuda:N [default: cuda if visible, else cpu].")
+@click.option("--warmup", type=int, default=None, help="Warm-up calls after the first (compile) call "
+              "[default: 5].")
+@click.option("--iters", type=int, default=None, help="Unprofiled timed iterations [default: 50].")
+@click.option("--profile-iters", type=int, default=None, help="Iterations in the profiled window "
+              "[default: 10].")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"),
+              show_default=True, help="Traces root; the run goes to OUT/<model>/<mode>/.")
+def trace(model, mode, batch, dtype, device, warmup, iters, profile_iters, out) -> None:
+    """Run one workload on one mode: compile, time, profile; write trace + run.json.
+
+    The trace lands in OUT/<model>/<mode>/<worker>.<ts>.pt.trace.json.gz (the
+    layout TensorBoard's profiler plugin reads) beside run.json, the run's
+    manifest. A run that fails (OOM, compile error) still writes run.json with
+    its status and reason; the exit code is then 1.
+    """
+    from tracekit import backends, models, runner
+    from tracekit.spec import RunSpec
+
+    given = {k: v for k, v in dict(warmup=warmup, iters=iters, profile_iters=profile_iters).items()
+             if v is not None}
+    spec = RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device, **given)
+    try:
+        manifest = runner.run(spec, out)
+    except (models.UnknownModel, backends.UnknownMode, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    lat = manifest.get("latency_ms", {})
+    click.echo(f"{manifest['label']}/{mode}: {manifest['status']}"
+               + (f", latency p50 {lat['median']:.3f} ms, first call {manifest['compile_s']:.2f} s"
+                  if manifest["status"] == "ok" else f": {manifest['reason'][:500]}"))
+    if manifest["note"]:
+        click.echo(f"note: {manifest['note']}")
+    if manifest["status"] != "ok":
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),
+              show_default=True, help="Where summary.md, runs.csv and runs.json go.")
+@click.option("--json", "as_json", is_flag=True, help="Print every table as JSON on stdout instead of "
+              "the terminal table.")
+def analyze(path, out, as_json) -> None:
+    """Analyze the traces under PATH (a folder, searched recursively, or one file).
+
+    Per run: kernels executed, host launches (distinct correlation ids: one
+    cudaGraphLaunch is one launch however many kernels it replays), GPU busy
+    time (union of kernel/memcpy/memset intervals across streams), active span,
+    utilization = busy/span, idle time and gaps; per iteration where markers exist.
+    Writes OUT/summary.md, OUT/runs.csv, OUT/runs.json.
+    """
+    from tracekit.analysis.runs import analyze as run_analysis
+    from tracekit.io import jsonable
+    from tracekit.report import print_runs, write_reports
+    from tracekit.trace import TraceError
+
+    try:
+        result = run_analysis(path)
+    except TraceError as exc:
+        raise UserError(str(exc)) from None
+    if result.runs.empty and not result.errors:
+        raise UserError(f"{path}: no traces found (looked for *.json and *.json.gz)")
+    written = write_reports(result, out, source=str(path))
+    if as_json:
+        click.echo(json.dumps(jsonable(result.to_dict()), default=str))
+    else:
+        print_runs(result)
+        click.echo("wrote " + ", ".join(str(p) for p in written), err=True)
+
+
+@main.command()
+@click.argument("suite_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--traces", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"),
+              show_default=True, help="Traces root the runs write to.")
+@click.option("--reports", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the suite's report goes [default: reports/<suite name>].")
+def bench(suite_file, traces, reports) -> None:
+    """Run every cell of SUITE_FILE (a workloads/*.toml grid), then analyze them.
+
+    Each cell runs in its own process and writes its trace and run.json as soon
+    as it finishes; a failed cell is recorded with its status and the suite goes on.
+    """
+    from tracekit.analysis.runs import analyze as run_analysis
+    from tracekit.bench import run_suite
+    from tracekit.report import print_runs, write_reports
+    from tracekit.runner import run_dir
+    from tracekit.suite import SuiteError, load_suite
+
+    try:
+        suite = load_suite(suite_file)
+    except SuiteError as exc:
+        raise UserError(str(exc)) from None
+    click.echo(f"suite {suite.name}: {len(suite.cells)} runs", err=True)
+    run_suite(suite, traces, log=lambda m: click.echo(m, err=True))
+    names = {str(run_dir(spec, traces).relative_to(traces)) for spec in suite.cells}
+    result = run_analysis(traces, only=names)
+    out = reports or Path("reports") / suite.name
+    write_reports(result, out, source=str(traces))
+    print_runs(result)
+    click.echo(f"report in {out}/", err=True)
+
+
+@main.command("models")
+def list_models() -> None:
+    """List the workload families and their name patterns."""
+    from tracekit import models
+
+    for key, fam in models.FAMILIES.items():
+        click.echo(f"{fam.example:<14} batch {fam.default_batch:<3} {fam.description}")
+
+
+@main.command("modes")
+def list_modes() -> None:
+    """List backend modes and whether each can run here."""
+    from tracekit import backends
+    from tracekit.environment import default_device
+
+    device = default_device()
+    for name, b in backends.BACKENDS.items():
+        reason = b.unavailable(device)
+        status = "available" if not reason else f"unavailable: {reason}"
+        click.echo(f"{name:<28} {status:<12} {b.description}")

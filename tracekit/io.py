@@ -1,0 +1,43 @@
+"""Atomic file output: a crash never leaves a half-written file over a good one."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path: Path | str, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def jsonable(value):
+    """NaN/inf become null so the JSON is standard (browsers and jq reject NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return jsonable(value.item())
+    return value
+
+
+def write_json(path: Path | str, data) -> Path:
+    """Write ``data`` as indented standard JSON (NaN -> null), atomically."""
+    return write_atomic(path, json.dumps(jsonable(data), indent=1, default=str) + "\n")

@@ -1,0 +1,219 @@
+"""Run one workload on one backend mode: warm-up, timing, profiled window, manifest.
+
+Layout written (the one TensorBoard's profiler plugin reads: one run per folder)::
+
+    <out>/<label>/<mode>/<worker>.<timestamp_ns>.pt.trace.json.gz
+    <out>/<label>/<mode>/run.json
+
+Failures are data: an out-of-memory, a compile error or an unavailable
+backend still writes run.json, with ``status`` and ``reason``.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from tracekit import __version__, backends, models
+from tracekit.environment import default_device, describe
+from tracekit.io import write_json
+from tracekit.spec import RunSpec, resolve
+from tracekit.trace.reader import is_trace_file
+
+Log = Callable[[str], None]
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def latency_stats(samples_ms: list[float]) -> dict:
+    """Summary of per-iteration latencies (ms): n, mean, median, p10, p90, std, min, max."""
+    a = np.asarray(samples_ms, dtype=np.float64)
+    return {"n": int(a.size), "mean": float(a.mean()), "median": float(np.median(a)),
+            "p10": float(np.percentile(a, 10)), "p90": float(np.percentile(a, 90)),
+            "std": float(a.std(ddof=1)) if a.size > 1 else 0.0, "min": float(a.min()), "max": float(a.max())}
+
+
+class _Timer:
+    """Per-call latency in ms: CUDA events on a GPU (device time between the
+    calls' enqueue points, read after one final sync), perf_counter on the CPU."""
+
+    def __init__(self, device: str):
+        self.cuda = device.startswith("cuda")
+        self.name = "cuda_events" if self.cuda else "perf_counter"
+
+    def time(self, fn: Callable[[], object], n: int) -> list[float]:
+        if self.cuda:
+            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+            for start, end in pairs:
+                start.record()
+                fn()
+                end.record()
+            torch.cuda.synchronize()
+            return [start.elapsed_time(end) for start, end in pairs]
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t0) * 1e3)
+        return out
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _max_abs_diff(out, ref) -> float:
+    if isinstance(out, (tuple, list)):
+        return max(_max_abs_diff(o, r) for o, r in zip(out, ref))
+    return float((out.float() - ref.float()).abs().max().item())
+
+
+def _clone(out):
+    if isinstance(out, (tuple, list)):
+        return type(out)(_clone(o) for o in out)
+    return out.detach().clone()
+
+
+def _peak_memory(device: str) -> tuple[float, str]:
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated(torch.device(device)) / 2**20, "cuda_max_memory_allocated"
+    # Linux reports ru_maxrss in KiB: the process's peak resident set, over its whole life.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process_max_rss"
+
+
+def _classify(exc: BaseException) -> str:
+    if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower():
+        return "oom"
+    return "failed"
+
+
+def run_dir(spec: RunSpec, out: Path) -> Path:
+    """The folder a run of ``spec`` writes to: ``out/<label>/<mode>``."""
+    label = spec.label(models.default_batch(spec.model), default_device())
+    return Path(out) / label / spec.mode
+
+
+def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> dict:
+    """Run ``spec``, write its trace and run.json under ``out``; return the manifest.
+
+    Stages: build the model and the eager reference output; prepare the backend;
+    first call (``compile_s``: compilation happens here for compiled modes);
+    ``warmup`` more calls; ``iters`` timed calls (``latency_ms``); output
+    ``max_abs_diff`` against eager; then ``profile_iters`` iterations under
+    torch.profiler, one ``ProfilerStep#N`` marker each, after one profiler
+    warm-up step.
+
+    Raises:
+        models.UnknownModel, backends.UnknownMode: invalid names (nothing written).
+        ValueError: invalid dtype, batch or device (nothing written).
+    Any other failure is recorded in run.json (status "oom" or "failed") and returned.
+    """
+    backend = backends.get(spec.mode)
+    family_batch = models.default_batch(spec.model)
+    if spec.dtype not in models.DTYPES:
+        raise ValueError(f"unknown dtype {spec.dtype!r}; valid dtypes: {', '.join(models.DTYPES)}")
+    device_default = default_device()
+    directory = run_dir(spec, Path(out))
+    spec = resolve(spec, family_batch, device_default)
+    device_type = spec.device.split(":")[0]
+    if device_type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device cuda requested but torch sees no GPU (is this the CPU build of torch?)")
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.iterdir():
+        if old.is_file() and is_trace_file(old):
+            old.unlink()
+    manifest = {
+        "tracekit": __version__, "spec": spec.to_dict(), "label": directory.parent.name,
+        "model": spec.model, "mode": spec.mode, "device_type": device_type,
+        "status": "running", "reason": "", "stage": "start",
+        "note": backend.note(device_type), "environment": describe(spec.device),
+        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    manifest_path = directory / "run.json"
+    write_json(manifest_path, manifest)
+
+    def stage(name: str) -> None:
+        manifest["stage"] = name
+        log(f"[{directory}] {name}")
+
+    reason = backend.unavailable(device_type)
+    if reason:
+        manifest.update(status="unavailable", reason=reason)
+        write_json(manifest_path, manifest)
+        log(f"[{directory}] unavailable: {reason}")
+        return manifest
+    try:
+        _measure(spec, backend, directory, manifest, stage)
+        manifest.update(status="ok", stage="done")
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a status row
+        manifest.update(status=_classify(exc), reason=f"{type(exc).__name__}: {str(exc).strip()[:2000]}")
+        log(f"[{directory}] {manifest['status']} during {manifest['stage']}: {manifest['reason'][:300]}")
+    finally:
+        manifest["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        write_json(manifest_path, manifest)
+    return manifest
+
+
+def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage) -> None:
+    device = spec.device
+    stage("build")
+    module, inputs = models.build(spec.model, spec.batch, spec.dtype, device, spec.seed)
+    with torch.no_grad():
+        reference = _clone(module(*inputs))
+        _sync(device)
+
+        stage("prepare")
+        fn = backend.prepare(module, inputs, spec)
+        stage("compile (first call)")
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats(torch.device(device))
+        t0 = time.perf_counter()
+        out = fn(*inputs)
+        _sync(device)
+        manifest["compile_s"] = time.perf_counter() - t0
+
+        stage(f"warm-up ({spec.warmup} calls)")
+        t0 = time.perf_counter()
+        for _ in range(spec.warmup):
+            out = fn(*inputs)
+        _sync(device)
+        manifest["warmup_s"] = time.perf_counter() - t0
+        manifest["max_abs_diff"] = _max_abs_diff(out, reference)
+
+        stage(f"timing ({spec.iters} iterations)")
+        timer = _Timer(device)
+        samples = timer.time(lambda: fn(*inputs), spec.iters)
+        manifest["latency_ms"] = {**latency_stats(samples), "timer": timer.name}
+        manifest["peak_memory_MB"], manifest["memory_source"] = _peak_memory(device)
+
+        stage(f"profiling ({spec.profile_iters} iterations)")
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device.startswith("cuda"):
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        worker = f"{socket.gethostname()}_{os.getpid()}"
+        with torch.profiler.profile(
+            activities=activities, record_shapes=True,
+            schedule=torch.profiler.schedule(wait=0, warmup=1, active=spec.profile_iters, repeat=1),
+            on_trace_ready=torch.profiler.tensorboard_trace_handler(str(directory), worker_name=worker,
+                                                                    use_gzip=True),
+        ) as prof:
+            for step in range(1 + spec.profile_iters):
+                fn(*inputs)
+                if step == spec.profile_iters:
+                    _sync(device)  # let the last kernels finish inside the window
+                prof.step()
+    traces = sorted(p.name for p in directory.iterdir() if is_trace_file(p))
+    manifest["profile"] = {"iterations": spec.profile_iters, "traces": traces}

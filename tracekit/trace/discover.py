@@ -1,0 +1,60 @@
+"""Find runs under a path: trace files, each with the ``run.json`` beside it if any."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracekit.trace.reader import TraceError, is_trace_file
+
+MANIFEST = "run.json"
+
+
+@dataclass
+class Run:
+    """One run: its trace files (none for a run that failed) and its manifest.
+
+    ``manifest`` is the parsed ``run.json`` written by the runner, or None for
+    a bare trace file (one taken by another script).
+    """
+
+    name: str
+    traces: list[Path]
+    manifest: dict | None
+
+
+def _read_manifest(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise TraceError(path, f"unreadable run manifest ({exc})") from None
+
+
+def discover(path: Path | str) -> list[Run]:
+    """List the runs under ``path`` (a trace file, or a folder searched recursively).
+
+    A folder with a ``run.json`` is one run holding every trace file in it; any
+    other trace file is a run of its own, named by its path. Runs come sorted
+    by name.
+
+    Raises:
+        TraceError: ``path`` does not exist, or a ``run.json`` is not JSON.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(path, "no such file or folder")
+    if path.is_file():
+        return [Run(name=path.name, traces=[path], manifest=None)]
+    runs = []
+    for manifest_path in sorted(path.rglob(MANIFEST)):
+        folder = manifest_path.parent
+        traces = sorted(p for p in folder.iterdir() if p.is_file() and is_trace_file(p))
+        manifest = _read_manifest(manifest_path)
+        runs.append(Run(name=str(folder.relative_to(path)) if folder != path else folder.name,
+                        traces=traces, manifest=manifest))
+    owned = {p for r in runs for p in r.traces}
+    for p in sorted(path.rglob("*")):
+        if p.is_file() and is_trace_file(p) and p not in owned:
+            runs.append(Run(name=str(p.relative_to(path)), traces=[p], manifest=None))
+    return sorted(runs, key=lambda r: r.name)

@@ -1,0 +1,75 @@
+"""The subset of the Chrome trace-event / Kineto format that tracekit reads.
+
+Kineto (PyTorch's profiler back end) writes Chrome trace-event JSON:
+``{"traceEvents": [...], "deviceProperties": [...], ...}``. Each event has a
+phase ``ph`` (``X`` complete event with ``dur``, ``s``/``f`` flow start/finish,
+``i`` instant, ``M`` metadata) and a category ``cat``. Timestamps ``ts`` and
+durations ``dur`` are float microseconds (µs).
+
+Reference: the Trace Event Format document
+(https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU)
+and Kineto's ``ChromeTraceLogger`` (libkineto/src/output_json.cpp).
+
+Only the fields analyzers use are declared; msgspec skips the rest while
+decoding, so no Python dict is built per event.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+# Tools disagree on types (ROCm writes ``"stream": "0x0"``, Inductor's cpu_op
+# writes ``"grid": "grid(100,)"``): accept them all, coerce in the reader.
+Scalar = int | float | str | None
+
+
+class Args(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The ``args`` of an event; names as Kineto writes them."""
+
+    external_id: Scalar = msgspec.field(default=None, name="External id")
+    correlation: Scalar = None
+    device: Scalar = None
+    stream: Scalar = None
+    grid: list[int] | str | None = None
+    block: list[int] | str | None = None
+    registers: Scalar = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Scalar = msgspec.field(default=None, name="shared memory")
+    occupancy_pct: Scalar = msgspec.field(default=None, name="est. achieved occupancy %")
+    bytes: Scalar = None
+    bandwidth_GBps: Scalar = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+
+
+class Event(msgspec.Struct, frozen=True):
+    """One trace event. ``ts``/``dur`` in µs; ``pid``/``tid`` int or label."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: Scalar = None
+    dur: Scalar = None
+    id: int | str | None = None
+    args: Args | None = None
+
+
+class DeviceProperties(msgspec.Struct, frozen=True):
+    """One entry of Kineto's ``deviceProperties`` list."""
+
+    id: int = 0
+    name: str = ""
+    totalGlobalMem: int | None = None
+    computeMajor: int | None = None
+    computeMinor: int | None = None
+    numSms: int | None = None
+
+
+class Trace(msgspec.Struct, frozen=True):
+    """A whole Kineto trace file (the top-level JSON object)."""
+
+    traceEvents: list[Event]
+    deviceProperties: list[DeviceProperties] = []
+    schemaVersion: int | None = None
+    cuda_runtime_version: int | None = None
+    cuda_driver_version: int | None = None
+    traceName: str | None = None
