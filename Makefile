@@ -44,7 +44,7 @@ analyze: $(SETUP)  ## analyze everything under traces/ into reports/
 	$(TRACEKIT) analyze $(TRACES) --out $(REPORTS)
 
 bench: $(SETUP)  ## run a suite of workloads/: make bench SUITE=vit-study
-	$(TRACEKIT) bench workloads/$(SUITE).toml --traces $(TRACES)
+	$(TRACEKIT) bench workloads/$(SUITE).toml --traces $(TRACES) --reports $(REPORTS)/$(SUITE)
 
 test: $(SETUP)  ## run the test suite (GPU tests skip without CUDA)
 	$(PYTEST) -q

@@ -15,7 +15,9 @@ import os
 import resource
 import socket
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -99,6 +101,26 @@ def _classify(exc: BaseException) -> str:
     return "failed"
 
 
+@contextmanager
+def _compile_cache():
+    """A fresh, empty Inductor/Triton cache for the run, so ``compile_s`` is a cold
+    compile, unless the user set TORCHINDUCTOR_CACHE_DIR (then theirs is used).
+
+    Yields "cold" or the user's cache folder, recorded in the manifest.
+    Inductor reads TORCHINDUCTOR_CACHE_DIR at each use and keeps Triton's cache
+    under it (torch/_inductor/runtime/cache_dir_utils.py).
+    """
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        yield os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        return
+    with tempfile.TemporaryDirectory(prefix="tracekit-inductor-") as tmp:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tmp
+        try:
+            yield "cold"
+        finally:
+            del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+
+
 def run_dir(spec: RunSpec, out: Path) -> Path:
     """The folder a run of ``spec`` writes to: ``out/<label>/<mode>``."""
     label = spec.label(models.default_batch(spec.model), default_device())
@@ -156,7 +178,9 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> dict:
         log(f"[{directory}] unavailable: {reason}")
         return manifest
     try:
-        _measure(spec, backend, directory, manifest, stage)
+        with _compile_cache() as cache:
+            manifest["compile_cache"] = cache
+            _measure(spec, backend, directory, manifest, stage)
         manifest.update(status="ok", stage="done")
     except Exception as exc:  # noqa: BLE001 - every failure becomes a status row
         manifest.update(status=_classify(exc), reason=f"{type(exc).__name__}: {str(exc).strip()[:2000]}")

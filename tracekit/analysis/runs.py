@@ -93,6 +93,15 @@ def _analyze_run(run: Run, root: Path, result: Analysis, scanned: bool) -> None:
             result.iterations.append(it.assign(run=run.name, trace=rel))
 
 
+def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs of one workload together, eager (the usual baseline) first, then by name."""
+    if runs.empty or "model" not in runs:
+        return runs
+    workload = runs["run"].str.rsplit("/", n=1).str[0]
+    key = pd.DataFrame({"w": workload, "e": runs["mode"] != "eager", "r": runs["run"]})
+    return runs.loc[key.sort_values(["w", "e", "r"]).index].reset_index(drop=True)
+
+
 def analyze(path: Path | str, only: set[str] | None = None) -> Analysis:
     """Analyze a trace file or every run under a folder (recursively).
 
@@ -115,6 +124,6 @@ def analyze(path: Path | str, only: set[str] | None = None) -> Analysis:
     result = Analysis(runs=[], iterations=[])
     for run in runs:
         _analyze_run(run, root if scanned else root.parent, result, scanned)
-    result.runs = pd.DataFrame(result.runs)
+    result.runs = _ordered(pd.DataFrame(result.runs))
     result.iterations = pd.concat(result.iterations, ignore_index=True) if result.iterations else pd.DataFrame()
     return result
