@@ -6,32 +6,20 @@ float µs as Kineto writes them.
 
 from __future__ import annotations
 
-import gzip
-import math
-import re
-import zlib
+import multiprocessing
+import os
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
-import numpy as np
 import pandas as pd
 
-from tracekit.trace.schema import Args, Event, Trace
-
-# Kineto category names, old (capitalised, torch < 1.11) and new, mapped to ours.
-GPU_OP_KINDS = {
-    "kernel": "kernel", "Kernel": "kernel",
-    "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
-    "gpu_memset": "memset", "Memset": "memset",
-}
-HOST_CALL_KINDS = {
-    "cuda_runtime": "runtime", "Runtime": "runtime",
-    "cuda_driver": "driver", "Driver": "driver",
-}
-CPU_OP_CATS = {"cpu_op", "Operator", "user_annotation", "python_function"}
-# torch.profiler's schedule wraps each step in a "ProfilerStep#N" range.
-ITERATION_MARKER = re.compile(r"^ProfilerStep#(\d+)$")
+from tracekit.trace.columns import (CPU_COLUMNS, FLOW_COLUMNS, GPU_COLUMNS, HOST_COLUMNS, MARKER_COLUMNS,
+                                    TableBuilder, build_chunk)
+from tracekit.trace.schema import Trace
+from tracekit.trace.stream import StreamError, iter_events, split_file
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -85,149 +73,140 @@ def is_trace_file(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES) and not path.name.endswith("run.json")
 
 
-def _read_bytes(path: Path) -> bytes:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise TraceError(path, "no such file") from None
-    except IsADirectoryError:
-        raise TraceError(path, "is a directory, not a trace file") from None
-    except OSError as exc:
-        raise TraceError(path, f"cannot read: {exc.strerror}") from None
-    if raw[:2] == b"\x1f\x8b":
+def _problem(exc: StreamError) -> TraceError:
+    """A user-facing problem for a decode failure (msgspec's message in brackets)."""
+    msg = str(exc.__cause__ or exc)
+    low = msg.lower()
+    if "gzip" in exc.problem:
+        return TraceError, exc.problem
+    if "missing required field `traceevents`" in low:
+        return NotATrace, "JSON without 'traceEvents': not a Kineto/Chrome trace"
+    if "expected `object`, got `array`" in low and "$.traceEvents" not in msg:
+        return NotATrace, ("a JSON array, not a Kineto trace object "
+                           "(an ONNX Runtime profile? read it with the onnx backend)")
+    if "truncated" in low:
+        return TraceError, "truncated JSON (was the trace cut off mid-write?)"
+    if isinstance(exc.__cause__, msgspec.ValidationError):
+        return TraceError, f"unexpected trace content ({msg})"
+    return TraceError, f"not valid JSON ({msg})"
+
+
+PARALLEL_MIN_BYTES = 64 << 20  # below this (uncompressed), worker start-up costs more than it saves
+GZIP_RATIO = 8                  # Kineto JSON compresses about 8-15x; a conservative guess of the size
+
+
+class _BadCut(Exception):
+    pass
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _workers(path: Path) -> int:
+    """Processes to decode with: one per usable core for a large file, else 1."""
+    size = path.stat().st_size * (GZIP_RATIO if _is_gzip(path) else 1)
+    if size < PARALLEL_MIN_BYTES or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return min(len(os.sched_getaffinity(0)), 8)
+
+
+def _read(path: Path, builder: TableBuilder) -> Trace:
+    header = None
+    for item in iter_events(path):
+        if isinstance(item, Trace):
+            header = item
+        else:
+            builder.add(item)
+    return header
+
+
+def _read_parallel(path: Path, builder: TableBuilder, workers: int) -> Trace:
+    """Cut the file into raw chunks here; decode and tabulate them in ``workers`` processes.
+
+    At most ``workers + 1`` chunks are in flight, so memory stays bounded.
+    """
+    def take(future: Future) -> None:
         try:
-            return gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise TraceError(path, f"corrupt or truncated gzip ({exc})") from None
-    return raw
+            builder.merge(*future.result())
+        except StreamError as exc:
+            raise _BadCut from exc
 
-
-def _decode(path: Path, data: bytes) -> Trace:
-    if not data.strip():
-        raise TraceError(path, "empty file")
-    try:
-        return msgspec.json.decode(data, type=Trace)
-    except msgspec.ValidationError as exc:
-        if "traceEvents" in str(exc) and "missing required field" in str(exc).lower():
-            raise NotATrace(path, "JSON without 'traceEvents': not a Kineto/Chrome trace") from None
-        if "Expected `object`, got `array`" in str(exc):
-            raise NotATrace(path, "a JSON array, not a Kineto trace object "
-                                   "(an ONNX Runtime profile? read it with the onnx backend)") from None
-        raise TraceError(path, f"unexpected trace content ({exc})") from None
-    except msgspec.DecodeError as exc:
-        if "truncated" in str(exc).lower():
-            raise TraceError(path, "truncated JSON (was the trace cut off mid-write?)") from None
-        raise TraceError(path, f"not valid JSON ({exc})") from None
-
-
-def _int(value, default: int = -1) -> int:
-    """An integer field: ints pass, hex/decimal strings ("0x0") parse, else ``default``."""
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return int(value)
-    if isinstance(value, str):
+    if _is_gzip(path):
+        items = iter_events(path, raw=True)
+    else:  # the workers map the file themselves: this process reads only the head and tail
         try:
-            return int(value, 0)
-        except ValueError:
-            return default
-    return default
+            ranges, header, tail = split_file(path)
+        except StreamError:
+            return _read(path, builder)
+        items = [*((path, a, b) for a, b in ranges), tail, header]
+    header = None
+    # fork: workers inherit the imported modules, and nothing re-runs __main__
+    # (forkserver/spawn re-import it, which breaks under `python -m` and stdin).
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        pending: deque[Future] = deque()
+        for item in items:
+            if isinstance(item, (bytes, tuple)):
+                pending.append(pool.submit(build_chunk, item))
+                while len(pending) > workers:
+                    take(pending.popleft())
+            elif isinstance(item, Trace):
+                header = item
+            else:
+                builder.add(item)
+        while pending:
+            take(pending.popleft())
+    return header
 
 
-def _num(value) -> float | None:
-    """A numeric field (ts, dur, ...): numbers and numeric strings, else None."""
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
-
-
-def _dims(value) -> list:
-    """grid/block as three ints, or three Nones where Kineto gave none."""
-    if isinstance(value, list) and len(value) >= 3:
-        return value[:3]
-    return [None, None, None]
-
-
-_NO_ARGS = Args()
-
-
-def load(path: Path | str) -> EventTables:
+def load(path: Path | str, workers: int | None = None) -> EventTables:
     """Read one trace file (``.json`` or ``.json.gz``) into :class:`EventTables`.
 
+    The file is streamed in chunks (:mod:`tracekit.trace.stream`), so memory
+    holds a few chunks of text at a time plus the columns kept. A large file
+    (over ``PARALLEL_MIN_BYTES`` of JSON) is decoded by one worker process per
+    core (``workers`` overrides the count; 1 decodes here).
+
     Raises:
-        TraceError: the file is missing, unreadable, not gzip/JSON, truncated,
-            or not a Chrome trace object with ``traceEvents``.
+        TraceError: the file is missing, unreadable, empty, not gzip/JSON,
+            truncated, or not a Chrome trace object with ``traceEvents``
+            (:class:`NotATrace` for the last).
     """
     path = Path(path)
-    trace = _decode(path, _read_bytes(path))
-    return tables_from_events(path, trace.traceEvents, meta={
-        "trace_name": trace.traceName,
-        "cuda_runtime_version": trace.cuda_runtime_version,
-        "cuda_driver_version": trace.cuda_driver_version,
-    }, devices=[msgspec.structs.asdict(d) for d in trace.deviceProperties])
+    try:
+        if path.is_dir():
+            raise TraceError(path, "is a directory, not a trace file")
+        if path.stat().st_size == 0:
+            raise TraceError(path, "empty file")
+        workers = _workers(path) if workers is None else workers
+        builder = TableBuilder()
+        try:
+            header = _read_parallel(path, builder, workers) if workers > 1 else _read(path, builder)
+        except _BadCut:  # a chunk cut inside a value: read again with checked cuts
+            builder = TableBuilder()
+            header = _read(path, builder)
+    except FileNotFoundError:
+        raise TraceError(path, "no such file") from None
+    except PermissionError:
+        raise TraceError(path, "permission denied") from None
+    except StreamError as exc:
+        kind, problem = _problem(exc)
+        raise kind(path, problem) from None
+    return _tables(path, builder, header)
 
 
-def tables_from_events(path: Path, events: list[Event], meta: dict | None = None,
-                       devices: list[dict] | None = None) -> EventTables:
-    """Split decoded events into the typed tables of :class:`EventTables`.
-
-    Complete events (``ph == 'X'``) without a numeric ``ts`` are dropped; a
-    missing ``dur`` counts as 0 µs.
-    """
-    gpu, host, cpu, markers, flows = [], [], [], [], []
-    for ev in events:
-        ph, cat = ev.ph, ev.cat
-        if ph == "X":
-            ts = _num(ev.ts)
-            if ts is None:
-                continue
-            dur = _num(ev.dur) or 0.0
-            a = ev.args or _NO_ARGS
-            kind = GPU_OP_KINDS.get(cat)
-            if kind is not None:
-                gpu.append((
-                    kind, ev.name, _int(a.device, _int(ev.pid, 0)), _int(a.stream, _int(ev.tid)),
-                    ts, dur, _int(a.correlation), _int(a.external_id),
-                    *_dims(a.grid), *_dims(a.block),
-                    _num(a.registers), _num(a.shared_memory), _num(a.occupancy_pct), _num(a.bytes),
-                ))
-            elif (api := HOST_CALL_KINDS.get(cat)) is not None:
-                host.append((api, ev.name, str(ev.pid), str(ev.tid), ts, dur,
-                             _int(a.correlation), _int(a.external_id)))
-            elif cat in CPU_OP_CATS:
-                cpu.append((cat, ev.name, str(ev.pid), str(ev.tid), ts, dur, _int(a.external_id)))
-                if m := ITERATION_MARKER.match(ev.name):
-                    markers.append((int(m.group(1)), ts, dur))
-        elif ph in ("s", "f") and cat == "ac2g" and (ts := _num(ev.ts)) is not None:
-            flows.append((str(ev.id), ph, str(ev.pid), str(ev.tid), ts))
-
-    gpu_ops = _frame(gpu, ["kind", "name", "device", "stream", "ts", "dur", "correlation", "external_id",
-                           "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                           "registers", "shared_memory", "occupancy_pct", "bytes"])
-    host_calls = _frame(host, ["api", "name", "pid", "tid", "ts", "dur", "correlation", "external_id"])
-    cpu_ops = _frame(cpu, ["cat", "name", "pid", "tid", "ts", "dur", "external_id"])
-    marker_df = _frame(markers, ["step", "ts", "dur"])
+def _tables(path: Path, builder: TableBuilder, header: Trace) -> EventTables:
+    gpu_ops = builder.table("gpu", GPU_COLUMNS)
+    host_calls = builder.table("host", HOST_COLUMNS)
+    cpu_ops = builder.table("cpu", CPU_COLUMNS)
+    flows = builder.table("flows", FLOW_COLUMNS, end=False)
     # Nested ProfilerStep ranges of the same step (cpu_op and user_annotation) collapse to one.
-    marker_df = marker_df.drop_duplicates("step").reset_index(drop=True)
-    flow_df = pd.DataFrame(flows, columns=["id", "ph", "pid", "tid", "ts"])
-    for df in (gpu_ops, host_calls, cpu_ops, marker_df):
-        df["end"] = df["ts"] + df["dur"]
-    for col in ("device", "stream", "correlation", "external_id"):
-        gpu_ops[col] = gpu_ops[col].astype(np.int64)
-    for col in ("correlation", "external_id"):
-        host_calls[col] = host_calls[col].astype(np.int64)
+    markers = builder.table("markers", MARKER_COLUMNS).drop_duplicates("step").reset_index(drop=True)
+    meta = {"trace_name": header.traceName, "cuda_runtime_version": header.cuda_runtime_version,
+            "cuda_driver_version": header.cuda_driver_version, "events": builder.events,
+            "dropped_events": builder.dropped}
     return EventTables(path=path, gpu_ops=gpu_ops, host_calls=host_calls, cpu_ops=cpu_ops,
-                       markers=marker_df, flows=flow_df, devices=pd.DataFrame(devices or []),
-                       meta=meta or {})
-
-
-def _frame(rows: list[tuple], columns: list[str]) -> pd.DataFrame:
-    df = pd.DataFrame(rows, columns=columns)
-    for col in ("ts", "dur"):
-        df[col] = df[col].astype(np.float64)
-    return df.sort_values("ts", kind="stable").reset_index(drop=True)
+                       markers=markers, flows=flows,
+                       devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),
+                       meta=meta)

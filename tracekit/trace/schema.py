@@ -23,7 +23,7 @@ import msgspec
 Scalar = int | float | str | None
 
 
-class Args(msgspec.Struct, frozen=True, omit_defaults=True):
+class Args(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """The ``args`` of an event; names as Kineto writes them."""
 
     external_id: Scalar = msgspec.field(default=None, name="External id")
@@ -39,7 +39,7 @@ class Args(msgspec.Struct, frozen=True, omit_defaults=True):
     bandwidth_GBps: Scalar = msgspec.field(default=None, name="memory bandwidth (GB/s)")
 
 
-class Event(msgspec.Struct, frozen=True):
+class Event(msgspec.Struct, frozen=True, gc=False):
     """One trace event. ``ts``/``dur`` in µs; ``pid``/``tid`` int or label."""
 
     ph: str = ""
@@ -53,7 +53,7 @@ class Event(msgspec.Struct, frozen=True):
     args: Args | None = None
 
 
-class DeviceProperties(msgspec.Struct, frozen=True):
+class DeviceProperties(msgspec.Struct, frozen=True, gc=False):
     """One entry of Kineto's ``deviceProperties`` list."""
 
     id: int = 0

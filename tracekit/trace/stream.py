@@ -1,0 +1,266 @@
+"""Decode a trace file in bounded memory: the ``traceEvents`` array in chunks.
+
+A Kineto trace is one JSON object whose ``traceEvents`` array holds nearly all
+of its bytes. Instead of holding the whole text and a Python object per event
+at once, the file is read (and gunzipped) as a stream; each block of whole
+events is cut at an event boundary, decoded by msgspec into gc-untracked
+structs, handed to the caller, and dropped. Peak memory is then one chunk of
+text and its structs plus whatever the caller keeps.
+
+Cutting: an event boundary is ``}`` ``,`` ``{`` with optional whitespace. The
+same bytes can occur inside a string or a nested ``args`` value; a cut there
+leaves the chunk's JSON unbalanced, so msgspec rejects it and the next earlier
+boundary is tried. A chunk that still fails is decoded with the whole rest of
+the file, so the error reported is the real one (truncation, bad JSON).
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import mmap
+import re
+import zlib
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+import msgspec
+
+from tracekit.trace.schema import Event, Trace
+
+CHUNK_BYTES = 32 << 20   # decode this much text at a time (bytes)
+_KEY = b'"traceEvents"'
+_WS = b" \t\r\n"
+_events_decoder = msgspec.json.Decoder(list[Event])
+_trace_decoder = msgspec.json.Decoder(Trace)
+
+
+class StreamError(Exception):
+    """The bytes could not be read or decoded; ``problem`` says why in a few words."""
+
+    def __init__(self, problem: str):
+        super().__init__(problem)
+        self.problem = problem
+
+
+@contextmanager
+def no_gc():
+    """Pause the cyclic garbage collector: decoding allocates millions of objects
+    that hold no cycles, and each collection pass would rescan all of them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _open(path: Path) -> BinaryIO:
+    f = open(path, "rb")
+    if f.read(2) == b"\x1f\x8b":
+        f.seek(0)
+        return gzip.GzipFile(fileobj=f)
+    f.seek(0)
+    return f
+
+
+def _read(stream: BinaryIO, n: int) -> bytes:
+    try:
+        return stream.read(n)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise StreamError(f"corrupt or truncated gzip ({exc})") from None
+
+
+def _last_boundary(buf: bytearray, end: int) -> tuple[int, int] | None:
+    """The last ``}``-``,``-``{`` before ``end``: (index after ``}``, index of ``{``)."""
+    while True:
+        j = buf.rfind(b"{", 0, end)
+        if j <= 0:
+            return None
+        k = j - 1
+        while k >= 0 and buf[k] in _WS:
+            k -= 1
+        if k > 0 and buf[k] == ord(","):
+            m = k - 1
+            while m >= 0 and buf[m] in _WS:
+                m -= 1
+            if m >= 0 and buf[m] == ord("}"):
+                return m + 1, j
+        end = j
+
+
+def _decode_whole(text: bytes) -> Trace:
+    try:
+        return _trace_decoder.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise StreamError(str(exc)) from exc
+
+
+def iter_events(path: Path, chunk_bytes: int = CHUNK_BYTES,
+                raw: bool = False) -> Iterator[list[Event] | bytes | Trace]:
+    """Yield the trace's events chunk by chunk, then its header as a ``Trace``
+    whose ``traceEvents`` is empty (deviceProperties, versions, ...).
+
+    With ``raw=True`` the chunks before the last are yielded undecoded, as
+    JSON array text (``bytes``) cut at a likely event boundary, for decoding
+    elsewhere (another process); a cut there is not checked, so a decode
+    failure of such a chunk means "cut inside a value": read again without raw.
+
+    Raises:
+        StreamError: unreadable gzip, invalid or truncated JSON, or JSON that
+            is not a trace; ``__cause__`` holds msgspec's error where there is one.
+    """
+    with no_gc(), _open(path) as stream:
+        buf = bytearray()
+        while (i := buf.find(_KEY)) < 0:
+            block = _read(stream, chunk_bytes)
+            if not block:  # no traceEvents key: decode as is, for the real error
+                trace = _decode_whole(bytes(buf))
+                yield trace.traceEvents
+                yield trace
+                return
+            buf += block
+        prefix = bytes(buf[:i])
+        j = buf.find(b"[", i + len(_KEY))
+        while j < 0:
+            block = _read(stream, chunk_bytes)
+            if not block:
+                raise StreamError("truncated JSON after 'traceEvents'")
+            buf += block
+            j = buf.find(b"[", i + len(_KEY))
+        rest = buf
+        del rest[:j]  # keep the array's '[' at the front (front deletion is O(1))
+        cut = _cut_raw if raw else _cut
+        while block := _read(stream, chunk_bytes):
+            rest += block
+            if len(rest) < chunk_bytes:
+                continue
+            events, rest = cut(rest)
+            if events is not None:
+                yield events
+        # What is left: the last events, ']' and the keys after the array.
+        tail = _decode_whole(b'{"traceEvents":' + rest)
+        yield tail.traceEvents
+        del rest
+        head = _decode_whole(prefix + b'"traceEvents":[]}')
+        yield _merge(head, tail)
+
+
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_WINDOW = 1 << 20  # how far past a split point to look for an event boundary (bytes)
+
+
+def split_file(path: Path, chunk_bytes: int = CHUNK_BYTES) -> tuple[list[tuple[int, int]], Trace, list[Event]]:
+    """Plan a parallel read of an uncompressed trace without reading most of it.
+
+    Returns:
+        (ranges, header, tail_events): ``ranges`` are (open, close) byte offsets
+        such that the text from ``open`` to ``close`` inclusive, with those two
+        bytes replaced by '[' and ']', is a JSON array of whole events (see
+        :func:`decode_range`); the cuts are unchecked (see :func:`iter_events`).
+        ``header`` is the trace's other keys; ``tail_events`` are the events
+        after the last range, decoded here.
+
+    Raises:
+        StreamError: as :func:`iter_events`.
+    """
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        key = mm.find(_KEY)
+        if key < 0:
+            raise StreamError("no 'traceEvents' key")  # read serially for the precise error
+        start = mm.find(b"[", key + len(_KEY))
+        if start < 0:
+            raise StreamError("truncated JSON after 'traceEvents'")
+        ranges = []
+        while start + chunk_bytes + _WINDOW < len(mm):
+            m = _BOUNDARY.search(mm, start + chunk_bytes, start + chunk_bytes + _WINDOW)
+            if m is None:
+                break
+            comma = mm.find(b",", m.start())
+            ranges.append((start, comma))
+            start = comma
+        with no_gc():
+            tail = _decode_whole(b'{"traceEvents":[' + mm[start + 1:])
+            head = _decode_whole(mm[:key] + b'"traceEvents":[]}')
+    return ranges, _merge(head, tail), tail.traceEvents
+
+
+def decode_range(path: Path, open_at: int, close_at: int) -> list[Event]:
+    """Decode the events between two offsets from :func:`split_file`, in place
+    (a private copy-on-write mapping: only the two bracket bytes are copied).
+
+    Raises:
+        StreamError: the range is not a JSON array of events (a bad cut).
+    """
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as mm:
+        mm[open_at] = ord("[")
+        mm[close_at] = ord("]")
+        try:
+            with no_gc(), memoryview(mm) as view:
+                return _events_decoder.decode(view[open_at:close_at + 1])
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise StreamError(str(exc)) from exc
+
+
+def _merge(head: Trace, tail: Trace) -> Trace:
+    """The header: keys written before ``traceEvents`` (head) and after it (tail)."""
+    fields = {f: getattr(tail, f) if getattr(tail, f) not in (None, []) else getattr(head, f)
+              for f in Trace.__struct_fields__ if f != "traceEvents"}
+    return Trace(traceEvents=[], **fields)
+
+
+def decode_chunk(data: bytes) -> list[Event]:
+    """Decode a chunk from ``iter_events(raw=True)``.
+
+    Raises:
+        StreamError: the chunk is not a JSON array of events (a bad cut).
+    """
+    try:
+        with no_gc():
+            return _events_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise StreamError(str(exc)) from exc
+
+
+def _drop_front(rest: bytearray, start: int) -> bytearray:
+    """Make the byte before the next event the new '[' and drop what precedes it."""
+    rest[start - 1] = ord("[")
+    del rest[:start - 1]
+    return rest
+
+
+def _cut_raw(rest: bytearray) -> tuple[bytes | None, bytearray]:
+    """The whole events at the front of ``rest`` as array text; an unchecked cut."""
+    cut = _last_boundary(rest, len(rest))
+    if cut is None:
+        return None, rest
+    comma = rest.index(b",", cut[0])
+    text = bytes(rest[:comma]) + b"]"
+    return text, _drop_front(rest, cut[1])
+
+
+def _cut(rest: bytearray, tries: int = 4) -> tuple[list[Event] | None, bytearray]:
+    """Decode the whole events at the front of ``rest`` (which starts with '[').
+
+    The comma after the last whole event is overwritten with ']' so the front
+    decodes in place (no copy); the byte before the next event becomes the new
+    '[' and everything before it is dropped. Returns (events or None, rest).
+    """
+    end = len(rest)
+    for _ in range(tries):
+        cut = _last_boundary(rest, end)
+        if cut is None:
+            break
+        comma = rest.index(b",", cut[0])
+        rest[comma] = ord("]")
+        try:
+            with memoryview(rest) as view:
+                events = _events_decoder.decode(view[:comma + 1])
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            rest[comma] = ord(",")
+            end = cut[1] - 1  # a cut inside a string or nested value: try an earlier one
+            continue
+        return events, _drop_front(rest, cut[1])
+    return None, rest  # decode with more data (or at the end, with the real error)
