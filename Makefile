@@ -16,7 +16,7 @@ SUITE  ?= vit-study
 TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
              $(if $(ITERS),--iters $(ITERS))
 
-.PHONY: help setup demo trace analyze bench test clean
+.PHONY: help setup demo trace analyze bench bench-analyze test clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -32,6 +32,7 @@ $(VENV)/.setup-done: pyproject.toml
 	  $(PYTHON) -m venv $(VENV) && $(VENV)/bin/pip install -q $(TORCH_CPU); \
 	fi
 	$(VENV)/bin/pip install -q -e ".[dev]"
+	$(VENV)/bin/pip install -q --no-deps holistictraceanalysis==0.5.0
 	@touch $@
 
 demo: $(SETUP)  ## set up, trace the small default workload eagerly and compiled, analyze
@@ -45,6 +46,9 @@ analyze: $(SETUP)  ## analyze everything under traces/ into reports/
 
 bench: $(SETUP)  ## run a suite of workloads/: make bench SUITE=vit-study
 	$(TRACEKIT) bench workloads/$(SUITE).toml --traces $(TRACES) --reports $(REPORTS)/$(SUITE)
+
+bench-analyze: $(SETUP)  ## speed/memory of tracekit analyze on 10 MB-1 GB traces, vs HTA: reports/bench-analyze.md
+	$(VENV)/bin/python -m tracekit.loadbench --report $(REPORTS)/bench-analyze.md
 
 test: $(SETUP)  ## run the test suite (GPU tests skip without CUDA)
 	$(PYTEST) -q

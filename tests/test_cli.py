@@ -46,7 +46,7 @@ def test_analyze_json_and_missing_path(tmp_path):
     assert r.exit_code == 0
     assert json.loads(r.output)["runs"][0]["kernels"] == 1
     r = CliRunner().invoke(main, ["analyze", str(tmp_path / "missing")])
-    assert r.exit_code == 2 and "no such file" in r.output
+    assert r.exit_code == 3 and "no such file" in r.output
 
 
 def test_analyze_fixture_folder(fixtures, tmp_path):

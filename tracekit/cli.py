@@ -10,17 +10,40 @@ from pathlib import Path
 import click
 
 from tracekit import __version__
+from tracekit.errors import ExitCode
 
 
 class UserError(click.ClickException):
-    """A problem with the user's input: one line on stderr, exit code 2, no traceback."""
+    """A problem with the user's input: one line on stderr, no traceback, and the
+    exit code of its kind (:class:`tracekit.errors.ExitCode`)."""
 
-    exit_code = 2
+    def __init__(self, message: str, code: int = ExitCode.USAGE):
+        super().__init__(message)
+        self.exit_code = int(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The command group; an unexpected exception becomes one line and exit code
+    INTERNAL (70), with the traceback only under ``--debug``."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"tracekit: internal error: {type(exc).__name__}: {exc} "
+                       "(rerun with --debug for the traceback)", err=True)
+            ctx.exit(ExitCode.INTERNAL)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tracekit")
-def main() -> None:
+@click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
     """Profiler-driven analysis of PyTorch performance.
 
     \b
@@ -28,7 +51,14 @@ def main() -> None:
       tracekit trace --model vit16x6x384 --mode reduce-overhead
     Measure kernels, launches, GPU busy and idle time from the traces:
       tracekit analyze traces/
+
+    \b
+    Exit codes: 0 ok; 1 a run failed (see its run.json); 2 usage; 3 path not
+    found; 4 no traces; 5 corrupt gzip; 6 truncated JSON; 7 not JSON; 8 not a
+    PyTorch profiler trace; 9 bad trace content; 10 analyzed, but some files or
+    events were bad (listed); 70 internal error.
     """
+    ctx.obj = {"debug": debug}
 
 
 @main.command()
@@ -63,7 +93,7 @@ def trace(model, mode, batch, dtype, device, warmup, iters, profile_iters, out) 
     try:
         manifest = runner.run(spec, out)
     except (models.UnknownModel, backends.UnknownMode, ValueError) as exc:
-        raise UserError(str(exc)) from None
+        raise UserError(str(exc), ExitCode.USAGE) from None
     lat = manifest.get("latency_ms", {})
     click.echo(f"{manifest['label']}/{mode}: {manifest['status']}"
                + (f", latency p50 {lat['median']:.3f} ms, first call {manifest['compile_s']:.2f} s"
@@ -71,7 +101,7 @@ def trace(model, mode, batch, dtype, device, warmup, iters, profile_iters, out) 
     if manifest["note"]:
         click.echo(f"note: {manifest['note']}")
     if manifest["status"] != "ok":
-        sys.exit(1)
+        sys.exit(ExitCode.RUN_FAILED)
 
 
 @main.command()
@@ -89,6 +119,8 @@ def analyze(path, out, as_json) -> None:
     utilization = busy/span, idle time and gaps; per iteration where markers exist.
     Writes OUT/summary.md, OUT/runs.csv, OUT/runs.json.
     """
+    import pandas as pd
+
     from tracekit.analysis.runs import analyze as run_analysis
     from tracekit.io import jsonable
     from tracekit.report import print_runs, write_reports
@@ -97,15 +129,25 @@ def analyze(path, out, as_json) -> None:
     try:
         result = run_analysis(path)
     except TraceError as exc:
-        raise UserError(str(exc)) from None
-    if result.runs.empty and not result.errors:
-        raise UserError(f"{path}: no traces found (looked for *.json and *.json.gz)")
+        raise UserError(str(exc), exc.code) from None
+    if result.runs.empty:
+        if not result.errors:
+            raise UserError(f"{path}: no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)
+        for p, problem, _ in result.errors[1:]:
+            click.echo(f"Error: {p}: {problem}", err=True)
+        p, problem, code = result.errors[0]
+        raise UserError(f"{p}: {problem}", code)  # nothing analyzed: no report written over an old one
     written = write_reports(result, out, source=str(path))
     if as_json:
         click.echo(json.dumps(jsonable(result.to_dict()), default=str))
     else:
         print_runs(result)
         click.echo("wrote " + ", ".join(str(p) for p in written), err=True)
+    damaged = result.runs.get("trace_problems", pd.Series(dtype=float)).fillna(0).sum()
+    if result.errors or damaged:
+        click.echo(f"warning: {len(result.errors)} unreadable file(s), {int(damaged)} damaged trace(s) "
+                   "(listed above and in the report)", err=True)
+        sys.exit(ExitCode.PARTIAL)
 
 
 @main.command()

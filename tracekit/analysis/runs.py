@@ -6,12 +6,16 @@ This is the library call behind ``tracekit analyze``; it needs no torch.
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from tracekit.analysis.summary import per_iteration, summarize
+from tracekit.errors import ExitCode
 from tracekit.trace import NotATrace, Run, TraceError, discover, load
 
 # Manifest fields copied into each row, with units in the names.
@@ -28,20 +32,20 @@ class Analysis:
                 (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff) and the
                 trace metrics of :func:`tracekit.analysis.summary.summarize`.
     iterations: per-iteration rows (run, step, ...) for traces with markers.
-    errors:     (path, problem) for each file that could not be read.
+    errors:     (path, problem, exit code) for each file that could not be read.
     skipped:    (path, why) for JSON files found in a folder that are not
                 traces (a summary.json, an ONNX Runtime profile).
     """
 
     runs: pd.DataFrame
     iterations: pd.DataFrame
-    errors: list[tuple[str, str]] = field(default_factory=list)
+    errors: list[tuple[str, str, int]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """All tables as lists of records (JSON-ready after :func:`tracekit.io.jsonable`)."""
         return {"runs": self.runs.to_dict("records"), "iterations": self.iterations.to_dict("records"),
-                "errors": [{"path": p, "problem": e} for p, e in self.errors],
+                "errors": [{"path": p, "problem": e, "code": c} for p, e, c in self.errors],
                 "skipped": [{"path": p, "why": w} for p, w in self.skipped]}
 
 
@@ -65,32 +69,72 @@ def _manifest_fields(manifest: dict | None) -> dict:
     return row
 
 
-def _analyze_run(run: Run, root: Path, result: Analysis, scanned: bool) -> None:
+@dataclass
+class _FileResult:
+    """What one trace file gave: metrics and iterations, or the error (picklable)."""
+
+    metrics: dict | None = None
+    iterations: pd.DataFrame | None = None
+    device_name: str | None = None
+    problems: list[str] = field(default_factory=list)
+    error: tuple[str, int] | None = None    # (problem, exit code)
+    not_a_trace: bool = False
+
+
+def _analyze_file(path: Path, profile_iters: int | None, workers: int | None) -> _FileResult:
+    try:
+        tables = load(path, workers=workers)
+    except TraceError as exc:
+        return _FileResult(error=(exc.problem, int(exc.code)), not_a_trace=isinstance(exc, NotATrace))
+    return _FileResult(metrics=summarize(tables, iterations=profile_iters), iterations=per_iteration(tables),
+                       device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
+                       problems=tables.meta.get("problems", []))
+
+
+def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis, scanned: bool) -> None:
     base = {"run": run.name, **_manifest_fields(run.manifest)}
+    if run.problem:
+        result.errors.append((str(root / run.name / "run.json"), run.problem, int(ExitCode.BAD_CONTENT)))
     if not run.traces:
         result.runs.append({**base, "trace": ""})
         return
-    profile_iters = (run.manifest or {}).get("profile", {}).get("iterations")
-    for path in run.traces:
-        try:
-            tables = load(path)
-        except NotATrace as exc:
+    for path, r in zip(run.traces, results):
+        if r.error:
             # Found by scanning a folder, a JSON that is no trace is passed over, not an error.
-            (result.skipped if scanned and run.manifest is None else result.errors).append((str(path), exc.problem))
+            if r.not_a_trace and scanned and run.manifest is None:
+                result.skipped.append((str(path), r.error[0]))
+            else:
+                result.errors.append((str(path), *r.error))
             continue
-        except TraceError as exc:
-            result.errors.append((str(path), exc.problem))
-            continue
-        metrics = summarize(tables, iterations=profile_iters)
-        note = "; ".join(n for n in (base.get("note"), metrics.pop("note")) if n)
+        metrics = dict(r.metrics)
+        notes = [base.get("note"), metrics.pop("note")] + [f"{p} (damaged trace)" for p in r.problems]
         rel = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
         if base.get("device_type") is None:
-            base = {**base, "device_type": "cuda" if tables.has_gpu else "cpu",
-                    "device_name": tables.devices["name"].iloc[0] if len(tables.devices) else None}
-        result.runs.append({**base, "trace": rel, **metrics, "note": note})
-        it = per_iteration(tables)
-        if len(it):
-            result.iterations.append(it.assign(run=run.name, trace=rel))
+            base = {**base, "device_type": "cuda" if metrics["has_gpu"] else "cpu", "device_name": r.device_name}
+        result.runs.append({**base, "trace": rel, **metrics, "note": "; ".join(n for n in notes if n),
+                            "trace_problems": len(r.problems)})
+        if len(r.iterations):
+            result.iterations.append(r.iterations.assign(run=run.name, trace=rel))
+
+
+PARALLEL_FILES_MIN_BYTES = 16 << 20  # several files totalling more than this are analyzed in parallel
+
+
+def _analyze_files(runs: list[Run]) -> list[list[_FileResult]]:
+    """Analyze every trace of ``runs``: one file at a time (each decoded in parallel
+    if large), or, for several files of some size, one worker process per core."""
+    jobs = [(p, (r.manifest or {}).get("profile", {}).get("iterations")) for r in runs for p in r.traces]
+    workers = min(len(os.sched_getaffinity(0)), len(jobs))
+    if workers > 1 and sum(p.stat().st_size for p, _ in jobs) > PARALLEL_FILES_MIN_BYTES:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            flat = list(pool.map(_analyze_file, *zip(*jobs), [1] * len(jobs)))
+    else:
+        flat = [_analyze_file(p, it, None) for p, it in jobs]
+    out, i = [], 0
+    for r in runs:
+        out.append(flat[i:i + len(r.traces)])
+        i += len(r.traces)
+    return out
 
 
 def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
@@ -122,8 +166,8 @@ def analyze(path: Path | str, only: set[str] | None = None) -> Analysis:
     scanned = root.is_dir()
     # Collect rows in lists first, then turn them into tables.
     result = Analysis(runs=[], iterations=[])
-    for run in runs:
-        _analyze_run(run, root if scanned else root.parent, result, scanned)
+    for run, files in zip(runs, _analyze_files(runs)):
+        _collect(run, root if scanned else root.parent, files, result, scanned)
     result.runs = _ordered(pd.DataFrame(result.runs))
     result.iterations = pd.concat(result.iterations, ignore_index=True) if result.iterations else pd.DataFrame()
     return result

@@ -27,7 +27,7 @@ def summary_markdown(analysis: Analysis, source: str) -> str:
         parts += [f"- {line}" for line in run_notes]
     if analysis.errors:
         parts.append("\n## Unreadable files\n")
-        parts += [f"- `{p}`: {why}" for p, why in analysis.errors]
+        parts += [f"- `{p}`: {why}" for p, why, _ in analysis.errors]
     if analysis.skipped:
         parts.append("\nSkipped (not traces): " + ", ".join(f"`{p}`" for p, _ in analysis.skipped))
     return "\n".join(parts) + "\n"

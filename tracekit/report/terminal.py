@@ -22,7 +22,7 @@ def print_runs(analysis: Analysis, console: Console | None = None) -> None:
     console.print(table)
     for line in notes(analysis.runs):
         console.print(f"  note: {line}", highlight=False)
-    for path, problem in analysis.errors:
+    for path, problem, _ in analysis.errors:
         console.print(f"[red]unreadable[/red] {path}: {problem}", highlight=False)
     for path, why in analysis.skipped:
         console.print(f"[dim]skipped {path}: {why}[/dim]", highlight=False)

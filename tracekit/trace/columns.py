@@ -12,7 +12,7 @@ one name string.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import numpy as np
 import pandas as pd
@@ -43,6 +43,15 @@ HOST_COLUMNS = ["api", "name", "pid", "tid", "ts", "dur", "correlation", "extern
 CPU_COLUMNS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id"]
 MARKER_COLUMNS = ["step", "ts", "dur"]
 FLOW_COLUMNS = ["id", "ph", "pid", "tid", "ts"]
+
+# Two events equal on these (numeric, so cheap to hash) columns are one event
+# written twice (a trace merged with itself, a buffer flushed twice): Kineto gives
+# every op its own correlation / external id, and ts has ns resolution.
+DEDUP_KEYS = {
+    "gpu": ["ts", "dur", "device", "stream", "correlation"],
+    "host": ["ts", "dur", "correlation", "external_id"],
+    "cpu": ["ts", "dur", "external_id"],
+}
 
 _NO_ARGS = Args()
 
@@ -119,13 +128,16 @@ def _dims(args: list[Args], attr: str) -> list[np.ndarray]:
 class TableBuilder:
     """Accumulate chunks of decoded events; :meth:`tables` returns the DataFrames.
 
-    Complete events (``ph == "X"``) without a numeric ``ts`` are dropped and
-    counted in ``dropped``; a missing or non-numeric ``dur`` counts as 0 µs.
+    Damaged events are mended or dropped, and counted in ``problems``
+    (problem -> count): a complete event (``ph == "X"``) without a numeric
+    ``ts`` or with a negative ``dur`` is dropped; a missing or non-numeric
+    ``dur`` counts as 0 µs; an exact duplicate of an event (same table key,
+    see ``DEDUP_KEYS``) is dropped.
     """
 
     def __init__(self):
         self.parts: dict[str, list[pd.DataFrame]] = defaultdict(list)
-        self.dropped = 0
+        self.problems: Counter[str] = Counter()
         self.events = 0
 
     def add(self, events: list[Event]) -> None:
@@ -157,15 +169,20 @@ class TableBuilder:
 
     def _complete(self, table: str, evs: list[Event], build, label: str) -> None:
         ts = floats([e.ts for e in evs])
-        keep = np.isfinite(ts)
-        if not keep.all():
-            self.dropped += int((~keep).sum())
+        dur = floats([e.dur for e in evs])
+        no_dur = ~np.isfinite(dur)
+        if no_dur.any():
+            self.problems["events without a numeric dur (taken as 0 µs)"] += int(no_dur.sum())
+            dur[no_dur] = 0.0
+        bad_ts, negative = ~np.isfinite(ts), dur < 0
+        if bad_ts.any() or negative.any():
+            self.problems["events without a numeric ts dropped"] += int(bad_ts.sum())
+            self.problems["events with a negative dur dropped"] += int((negative & ~bad_ts).sum())
+            keep = ~(bad_ts | negative)
             evs = [e for e, k in zip(evs, keep) if k]
-            ts = ts[keep]
+            ts, dur = ts[keep], dur[keep]
         if not evs:
             return
-        dur = floats([e.dur for e in evs])
-        dur[~np.isfinite(dur)] = 0.0
         args = [e.args or _NO_ARGS for e in evs]
         names = strings([e.name for e in evs])
         self.parts[table].append(build(label, evs, args, names, ts, dur))
@@ -212,12 +229,27 @@ class TableBuilder:
             "external_id": ints([a.external_id for a in args]),
         })
 
-    def merge(self, parts: dict[str, list[pd.DataFrame]], events: int, dropped: int) -> None:
+    def merge(self, parts: dict[str, list[pd.DataFrame]], events: int, problems: Counter) -> None:
         """Take over the tables another builder made (in a worker process)."""
         for key, frames in parts.items():
             self.parts[key] += frames
         self.events += events
-        self.dropped += dropped
+        self.problems += problems
+
+    def _dedup(self, df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+        """Drop exact twins. Twins share ts, so only rows whose ts equals a
+        neighbour's (in ts order) are compared: a handful in a sound trace."""
+        ts = df["ts"].to_numpy()
+        tie = np.zeros(len(ts), dtype=bool)
+        tie[1:] = ts[1:] == ts[:-1]
+        tie[:-1] |= tie[1:]
+        if not tie.any():
+            return df
+        dup = df[tie].duplicated(keys)
+        if not dup.any():
+            return df
+        self.problems["duplicated events dropped"] += int(dup.sum())
+        return df.drop(index=dup.index[dup]).reset_index(drop=True)
 
     def table(self, key: str, columns: list[str], end: bool = True) -> pd.DataFrame:
         """One table: the chunks concatenated, sorted by ts (stable), with ``end = ts + dur``."""
@@ -230,6 +262,8 @@ class TableBuilder:
         else:
             df = pd.DataFrame({c: pd.Series(dtype=_DTYPES.get(c, object)) for c in columns})
         df = df.sort_values("ts", kind="stable").reset_index(drop=True)
+        if key in DEDUP_KEYS and len(df) > 1:
+            df = self._dedup(df, DEDUP_KEYS[key])
         if end:
             df["end"] = df["ts"] + df["dur"]
         return df
@@ -255,7 +289,7 @@ def build_chunk(data: bytes | tuple) -> tuple[dict[str, list[pd.DataFrame]], int
             (path, open, close) of a range from ``split_file``.
 
     Returns:
-        (parts, events, dropped) for :meth:`TableBuilder.merge`.
+        (parts, events, problems) for :meth:`TableBuilder.merge`.
 
     Raises:
         StreamError: the chunk is not a JSON array of events.
@@ -263,4 +297,4 @@ def build_chunk(data: bytes | tuple) -> tuple[dict[str, list[pd.DataFrame]], int
     builder = TableBuilder()
     with no_gc():
         builder.add(decode_chunk(data) if isinstance(data, bytes) else decode_range(*data))
-    return dict(builder.parts), builder.events, builder.dropped
+    return dict(builder.parts), builder.events, builder.problems

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracekit.errors import ExitCode
 from tracekit.trace.reader import TraceError, is_trace_file
 
 MANIFEST = "run.json"
@@ -16,19 +17,24 @@ class Run:
     """One run: its trace files (none for a run that failed) and its manifest.
 
     ``manifest`` is the parsed ``run.json`` written by the runner, or None for
-    a bare trace file (one taken by another script).
+    a bare trace file (one taken by another script) or an unreadable run.json
+    (then ``problem`` says why).
     """
 
     name: str
     traces: list[Path]
     manifest: dict | None
+    problem: str | None = None
 
 
-def _read_manifest(path: Path) -> dict:
+def _read_manifest(path: Path) -> tuple[dict | None, str | None]:
     try:
-        return json.loads(path.read_text())
+        manifest = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise TraceError(path, f"unreadable run manifest ({exc})") from None
+        return None, f"unreadable run manifest ({exc})"
+    if not isinstance(manifest, dict):
+        return None, "run manifest is not a JSON object"
+    return manifest, None
 
 
 def discover(path: Path | str) -> list[Run]:
@@ -39,20 +45,20 @@ def discover(path: Path | str) -> list[Run]:
     by name.
 
     Raises:
-        TraceError: ``path`` does not exist, or a ``run.json`` is not JSON.
+        TraceError: ``path`` does not exist (code NOT_FOUND).
     """
     path = Path(path)
     if not path.exists():
-        raise TraceError(path, "no such file or folder")
+        raise TraceError(path, "no such file or folder", ExitCode.NOT_FOUND)
     if path.is_file():
         return [Run(name=path.name, traces=[path], manifest=None)]
     runs = []
     for manifest_path in sorted(path.rglob(MANIFEST)):
         folder = manifest_path.parent
         traces = sorted(p for p in folder.iterdir() if p.is_file() and is_trace_file(p))
-        manifest = _read_manifest(manifest_path)
+        manifest, problem = _read_manifest(manifest_path)
         runs.append(Run(name=str(folder.relative_to(path)) if folder != path else folder.name,
-                        traces=traces, manifest=manifest))
+                        traces=traces, manifest=manifest, problem=problem))
     owned = {p for r in runs for p in r.traces}
     for p in sorted(path.rglob("*")):
         if p.is_file() and is_trace_file(p) and p not in owned:

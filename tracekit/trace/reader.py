@@ -16,25 +16,32 @@ from pathlib import Path
 import msgspec
 import pandas as pd
 
+from tracekit.errors import ExitCode
 from tracekit.trace.columns import (CPU_COLUMNS, FLOW_COLUMNS, GPU_COLUMNS, HOST_COLUMNS, MARKER_COLUMNS,
                                     TableBuilder, build_chunk)
 from tracekit.trace.schema import Trace
-from tracekit.trace.stream import StreamError, iter_events, split_file
+from tracekit.trace import stream
+from tracekit.trace.stream import StreamError, iter_events, read_ends, split_file
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 class TraceError(Exception):
-    """A trace file that cannot be read; ``str()`` names the file and the problem."""
+    """A trace file that cannot be read; ``str()`` names the file and the problem,
+    ``code`` is the exit code the CLI ends with for it (:class:`tracekit.errors.ExitCode`)."""
 
-    def __init__(self, path: Path | str, problem: str):
+    def __init__(self, path: Path | str, problem: str, code: ExitCode = ExitCode.BAD_CONTENT):
         super().__init__(f"{path}: {problem}")
         self.path = Path(path)
         self.problem = problem
+        self.code = code
 
 
 class NotATrace(TraceError):
-    """Valid JSON that is not a Chrome/Kineto trace (no ``traceEvents``)."""
+    """Valid JSON that is not a PyTorch profiler trace (no ``traceEvents``, or none of its events)."""
+
+    def __init__(self, path: Path | str, problem: str):
+        super().__init__(path, problem, ExitCode.NOT_A_TRACE)
 
 
 @dataclass
@@ -73,22 +80,24 @@ def is_trace_file(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES) and not path.name.endswith("run.json")
 
 
-def _problem(exc: StreamError) -> TraceError:
-    """A user-facing problem for a decode failure (msgspec's message in brackets)."""
+def _error(path: Path, exc: StreamError) -> TraceError:
+    """The user-facing error for a decode failure (msgspec's message in brackets)."""
     msg = str(exc.__cause__ or exc)
     low = msg.lower()
     if "gzip" in exc.problem:
-        return TraceError, exc.problem
-    if "missing required field `traceevents`" in low:
-        return NotATrace, "JSON without 'traceEvents': not a Kineto/Chrome trace"
+        return TraceError(path, exc.problem, ExitCode.CORRUPT_GZIP)
+    if "missing required field `traceevents`" in low or "no 'traceevents' key" in low:
+        return NotATrace(path, "JSON without 'traceEvents': not a Kineto/Chrome trace")
     if "expected `object`, got `array`" in low and "$.traceEvents" not in msg:
-        return NotATrace, ("a JSON array, not a Kineto trace object "
-                           "(an ONNX Runtime profile? read it with the onnx backend)")
+        return NotATrace(path, "a JSON array, not a Kineto trace object "
+                               "(an ONNX Runtime profile? read it with the onnx backend)")
     if "truncated" in low:
-        return TraceError, "truncated JSON (was the trace cut off mid-write?)"
+        return TraceError(path, "truncated JSON (was the trace cut off mid-write?)", ExitCode.TRUNCATED)
+    if isinstance(exc.__cause__, UnicodeDecodeError):
+        return TraceError(path, f"not valid UTF-8 JSON ({msg})", ExitCode.NOT_JSON)
     if isinstance(exc.__cause__, msgspec.ValidationError):
-        return TraceError, f"unexpected trace content ({msg})"
-    return TraceError, f"not valid JSON ({msg})"
+        return TraceError(path, f"unexpected trace content ({msg})", ExitCode.BAD_CONTENT)
+    return TraceError(path, f"not valid JSON ({msg})", ExitCode.NOT_JSON)
 
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this (uncompressed), worker start-up costs more than it saves
@@ -123,9 +132,12 @@ def _read(path: Path, builder: TableBuilder) -> Trace:
 
 
 def _read_parallel(path: Path, builder: TableBuilder, workers: int) -> Trace:
-    """Cut the file into raw chunks here; decode and tabulate them in ``workers`` processes.
+    """Decode and tabulate the file's chunks in ``workers`` processes.
 
-    At most ``workers + 1`` chunks are in flight, so memory stays bounded.
+    A plain file is cut by offsets only; each worker maps its ranges itself, so
+    no text passes between processes and this one reads just the two ends. A
+    gzip file is gunzipped and cut here, with at most ``workers + 1`` chunks of
+    text in flight. Raises _BadCut when a cut fell inside a value.
     """
     def take(future: Future) -> None:
         try:
@@ -133,28 +145,35 @@ def _read_parallel(path: Path, builder: TableBuilder, workers: int) -> Trace:
         except StreamError as exc:
             raise _BadCut from exc
 
-    if _is_gzip(path):
-        items = iter_events(path, raw=True)
-    else:  # the workers map the file themselves: this process reads only the head and tail
-        try:
-            ranges, header, tail = split_file(path)
-        except StreamError:
-            return _read(path, builder)
-        items = [*((path, a, b) for a, b in ranges), tail, header]
     header = None
     # fork: workers inherit the imported modules, and nothing re-runs __main__
     # (forkserver/spawn re-import it, which breaks under `python -m` and stdin).
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         pending: deque[Future] = deque()
-        for item in items:
-            if isinstance(item, (bytes, tuple)):
-                pending.append(pool.submit(build_chunk, item))
-                while len(pending) > workers:
-                    take(pending.popleft())
-            elif isinstance(item, Trace):
-                header = item
-            else:
-                builder.add(item)
+        if _is_gzip(path):  # this process gunzips and cuts; workers decode
+            for item in iter_events(path, raw=True):
+                if isinstance(item, bytes):
+                    pending.append(pool.submit(build_chunk, item))
+                    while len(pending) > workers:
+                        take(pending.popleft())
+                elif isinstance(item, Trace):
+                    header = item
+                else:
+                    builder.add(item)
+        else:  # workers map the file themselves; this process reads only its two ends
+            try:
+                # about four chunks a worker, so they finish together
+                size = path.stat().st_size
+                chunk = min(max(size // (4 * workers), min(4 << 20, stream.CHUNK_BYTES)), stream.CHUNK_BYTES)
+                ranges, key_at, tail_at = split_file(path, chunk)
+            except StreamError:
+                return _read(path, builder)  # the serial read gives the precise error
+            pending.extend(pool.submit(build_chunk, (path, a, b)) for a, b in ranges)
+            try:
+                header, tail = read_ends(path, key_at, tail_at)
+            except StreamError as exc:
+                raise _BadCut from exc
+            builder.add(tail)
         while pending:
             take(pending.popleft())
     return header
@@ -176,9 +195,9 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
     path = Path(path)
     try:
         if path.is_dir():
-            raise TraceError(path, "is a directory, not a trace file")
+            raise TraceError(path, "is a directory, not a trace file", ExitCode.NOT_FOUND)
         if path.stat().st_size == 0:
-            raise TraceError(path, "empty file")
+            raise TraceError(path, "empty file", ExitCode.NOT_JSON)
         workers = _workers(path) if workers is None else workers
         builder = TableBuilder()
         try:
@@ -187,13 +206,16 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
             builder = TableBuilder()
             header = _read(path, builder)
     except FileNotFoundError:
-        raise TraceError(path, "no such file") from None
+        raise TraceError(path, "no such file", ExitCode.NOT_FOUND) from None
     except PermissionError:
-        raise TraceError(path, "permission denied") from None
+        raise TraceError(path, "permission denied", ExitCode.NOT_FOUND) from None
     except StreamError as exc:
-        kind, problem = _problem(exc)
-        raise kind(path, problem) from None
-    return _tables(path, builder, header)
+        raise _error(path, exc) from None
+    tables = _tables(path, builder, header)
+    if tables.gpu_ops.empty and tables.host_calls.empty and tables.cpu_ops.empty:
+        raise NotATrace(path, f"none of its {builder.events} events is a PyTorch profiler event "
+                              "(cpu_op, kernel, cuda_runtime...): a trace from another tool?")
+    return tables
 
 
 def _tables(path: Path, builder: TableBuilder, header: Trace) -> EventTables:
@@ -205,7 +227,7 @@ def _tables(path: Path, builder: TableBuilder, header: Trace) -> EventTables:
     markers = builder.table("markers", MARKER_COLUMNS).drop_duplicates("step").reset_index(drop=True)
     meta = {"trace_name": header.traceName, "cuda_runtime_version": header.cuda_runtime_version,
             "cuda_driver_version": header.cuda_driver_version, "events": builder.events,
-            "dropped_events": builder.dropped}
+            "problems": [f"{n} {what}" for what, n in sorted(builder.problems.items()) if n]}
     return EventTables(path=path, gpu_ops=gpu_ops, host_calls=host_calls, cpu_ops=cpu_ops,
                        markers=markers, flows=flows,
                        devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),

@@ -33,6 +33,7 @@ CHUNK_BYTES = 32 << 20   # decode this much text at a time (bytes)
 _KEY = b'"traceEvents"'
 _WS = b" \t\r\n"
 _events_decoder = msgspec.json.Decoder(list[Event])
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
 _trace_decoder = msgspec.json.Decoder(Trace)
 
 
@@ -94,11 +95,11 @@ def _last_boundary(buf: bytearray, end: int) -> tuple[int, int] | None:
 def _decode_whole(text: bytes) -> Trace:
     try:
         return _trace_decoder.decode(text)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except _DECODE_ERRORS as exc:
         raise StreamError(str(exc)) from exc
 
 
-def iter_events(path: Path, chunk_bytes: int = CHUNK_BYTES,
+def iter_events(path: Path, chunk_bytes: int | None = None,
                 raw: bool = False) -> Iterator[list[Event] | bytes | Trace]:
     """Yield the trace's events chunk by chunk, then its header as a ``Trace``
     whose ``traceEvents`` is empty (deviceProperties, versions, ...).
@@ -112,6 +113,7 @@ def iter_events(path: Path, chunk_bytes: int = CHUNK_BYTES,
         StreamError: unreadable gzip, invalid or truncated JSON, or JSON that
             is not a trace; ``__cause__`` holds msgspec's error where there is one.
     """
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     with no_gc(), _open(path) as stream:
         buf = bytearray()
         while (i := buf.find(_KEY)) < 0:
@@ -152,20 +154,21 @@ _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _WINDOW = 1 << 20  # how far past a split point to look for an event boundary (bytes)
 
 
-def split_file(path: Path, chunk_bytes: int = CHUNK_BYTES) -> tuple[list[tuple[int, int]], Trace, list[Event]]:
+def split_file(path: Path, chunk_bytes: int | None = None) -> tuple[list[tuple[int, int]], int, int]:
     """Plan a parallel read of an uncompressed trace without reading most of it.
 
     Returns:
-        (ranges, header, tail_events): ``ranges`` are (open, close) byte offsets
+        (ranges, key_at, tail_at): ``ranges`` are (open, close) byte offsets
         such that the text from ``open`` to ``close`` inclusive, with those two
         bytes replaced by '[' and ']', is a JSON array of whole events (see
         :func:`decode_range`); the cuts are unchecked (see :func:`iter_events`).
-        ``header`` is the trace's other keys; ``tail_events`` are the events
-        after the last range, decoded here.
+        ``key_at`` is where the "traceEvents" key starts and ``tail_at`` where
+        the events after the last range start (see :func:`read_ends`).
 
     Raises:
-        StreamError: as :func:`iter_events`.
+        StreamError: no "traceEvents" array in the file.
     """
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         key = mm.find(_KEY)
         if key < 0:
@@ -181,10 +184,20 @@ def split_file(path: Path, chunk_bytes: int = CHUNK_BYTES) -> tuple[list[tuple[i
             comma = mm.find(b",", m.start())
             ranges.append((start, comma))
             start = comma
-        with no_gc():
-            tail = _decode_whole(b'{"traceEvents":[' + mm[start + 1:])
-            head = _decode_whole(mm[:key] + b'"traceEvents":[]}')
-    return ranges, _merge(head, tail), tail.traceEvents
+    return ranges, key, start
+
+
+def read_ends(path: Path, key_at: int, tail_at: int) -> tuple[Trace, list[Event]]:
+    """The header (keys other than traceEvents) and the events from ``tail_at`` on,
+    for a plan from :func:`split_file`.
+
+    Raises:
+        StreamError: the text does not decode (truncated, or a bad last cut).
+    """
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm, no_gc():
+        tail = _decode_whole(b'{"traceEvents":[' + mm[tail_at + 1:])
+        head = _decode_whole(mm[:key_at] + b'"traceEvents":[]}')
+    return _merge(head, tail), tail.traceEvents
 
 
 def decode_range(path: Path, open_at: int, close_at: int) -> list[Event]:
@@ -200,7 +213,7 @@ def decode_range(path: Path, open_at: int, close_at: int) -> list[Event]:
         try:
             with no_gc(), memoryview(mm) as view:
                 return _events_decoder.decode(view[open_at:close_at + 1])
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except _DECODE_ERRORS as exc:
             raise StreamError(str(exc)) from exc
 
 
@@ -220,7 +233,7 @@ def decode_chunk(data: bytes) -> list[Event]:
     try:
         with no_gc():
             return _events_decoder.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except _DECODE_ERRORS as exc:
         raise StreamError(str(exc)) from exc
 
 
@@ -258,7 +271,7 @@ def _cut(rest: bytearray, tries: int = 4) -> tuple[list[Event] | None, bytearray
         try:
             with memoryview(rest) as view:
                 events = _events_decoder.decode(view[:comma + 1])
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except _DECODE_ERRORS:
             rest[comma] = ord(",")
             end = cut[1] - 1  # a cut inside a string or nested value: try an earlier one
             continue

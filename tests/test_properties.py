@@ -1,0 +1,124 @@
+"""Property-based tests (hypothesis): invariants on random valid traces, and only
+documented errors (TraceError) from damaged copies of real traces."""
+
+import gzip
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tracebuilder import TraceBuilder
+
+from tracekit.analysis.summary import per_device, per_iteration, summarize
+from tracekit.trace import TraceError, load, stream
+
+SETTINGS = settings(max_examples=60, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+ops = st.lists(st.tuples(
+    st.sampled_from(["kernel", "memcpy", "memset", "graph"]),
+    st.floats(0, 5000, allow_nan=False),        # start (µs)
+    st.floats(0, 200, allow_nan=False),         # duration (µs)
+    st.integers(7, 9),                          # stream
+    st.integers(0, 1),                          # device
+    st.floats(0.5, 300, allow_nan=False),       # launch lead time (µs)
+), min_size=1, max_size=60)
+
+
+def _build(spec, steps=3):
+    t = TraceBuilder()
+    for kind, start, dur, stream_, device, lead in spec:
+        launch = start - lead
+        if kind == "kernel":
+            t.kernel("k", start, dur, stream=stream_, device=device, launch_at=launch)
+        elif kind == "memcpy":
+            t.memcpy(start, dur, stream=stream_, device=device, launch_at=launch)
+        elif kind == "memset":
+            t.memset(start, dur, stream=stream_, device=device, launch_at=launch)
+        else:
+            t.graph_launch(launch, [(start, dur / 2), (start + dur / 2, dur / 2)], stream=stream_, device=device)
+    # markers covering every launch: [-400, 5200) split in ``steps`` iterations
+    edges = np.linspace(-400, 5200, steps + 1)
+    for i in range(steps):
+        t.step(i + 1, edges[i], edges[i + 1] - edges[i])
+    return t
+
+
+@SETTINGS
+@given(spec=ops, steps=st.integers(1, 5))
+def test_invariants_on_random_traces(tmp_path, spec, steps):
+    tables = load(_build(spec, steps).write(tmp_path / "r.json"))
+    row = summarize(tables)
+    assert row["gpu_busy_us"] <= row["active_span_us"] + 1e-6
+    assert row["idle_us"] >= -1e-6
+    assert row["host_launches"] <= row["gpu_ops"]
+    assert 0 <= row["utilization"] <= 1 + 1e-9 or row["active_span_us"] == 0
+    dev = per_device(tables)
+    assert dev["gpu_busy_us"].sum() == pytest.approx(row["gpu_busy_us"])
+    assert (dev["gpu_busy_us"] <= dev["active_span_us"] + 1e-6).all()
+    it = per_iteration(tables)
+    assert len(it) == steps
+    assert it["kernels"].sum() == row["kernels"]          # every launch lies inside a marker
+    assert it["host_launches"].sum() == row["host_launches"]
+
+
+@SETTINGS
+@given(spec=ops, chunk=st.integers(200, 4000))
+def test_chunked_read_equals_whole_read(tmp_path, monkeypatch, spec, chunk):
+    path = _build(spec).write(tmp_path / "c.json")
+    whole = load(path, workers=1)
+    monkeypatch.setattr(stream, "CHUNK_BYTES", chunk)
+    for workers in (1, 2):
+        again = load(path, workers=workers)
+        a, w = summarize(again), summarize(whole)
+        assert (a["kernels"], a["host_launches"], a["gpu_ops"]) == (w["kernels"], w["host_launches"], w["gpu_ops"])
+        assert a["gpu_busy_us"] == pytest.approx(w["gpu_busy_us"])
+        assert np.allclose(again.gpu_ops["ts"], whole.gpu_ops["ts"])
+        assert list(again.host_calls["correlation"]) == list(whole.host_calls["correlation"])
+
+
+mutation = st.one_of(
+    st.tuples(st.just("truncate"), st.floats(0, 1)),
+    st.tuples(st.just("flip"), st.floats(0, 1), st.integers(1, 64)),
+    st.tuples(st.just("delete"), st.floats(0, 1), st.integers(1, 400)),
+    st.tuples(st.just("insert"), st.floats(0, 1), st.binary(min_size=1, max_size=20)),
+    st.tuples(st.just("retype"), st.sampled_from([b'"ts": ', b'"dur": ', b'"correlation": ', b'"stream": ']),
+              st.sampled_from([b'"x", "_": ', b"null, \"_\": ", b'[1], "_": ', b'{"a": 1}, "_": '])),
+)
+
+
+def _mutate(data: bytes, m) -> bytes:
+    kind, *a = m
+    if kind == "truncate":
+        return data[: int(a[0] * len(data))]
+    if kind == "flip":
+        i = int(a[0] * len(data))
+        return data[:i] + bytes(b ^ 0x5A for b in data[i:i + a[1]]) + data[i + a[1]:]
+    if kind == "delete":
+        i = int(a[0] * len(data))
+        return data[:i] + data[i + a[1]:]
+    if kind == "insert":
+        i = int(a[0] * len(data))
+        return data[:i] + a[1] + data[i:]
+    return data.replace(a[0], a[0] + a[1], 3)   # retype: a field becomes a string / null / list / object
+
+
+@pytest.mark.parametrize("name", ["hta/triton_example/triton_example.json.gz",
+                                  "h100/vit16x6x384_reduce-overhead.pt.trace.json.gz"])
+@SETTINGS
+@given(ms=st.lists(mutation, min_size=1, max_size=3), where=st.sampled_from(["json", "json in gzip", "gzip"]))
+def test_damaged_real_traces_give_only_documented_errors(fixtures, tmp_path, name, ms, where):
+    """Damage the JSON text, or the JSON inside a gzip, or the gzip stream itself."""
+    raw = (fixtures / name).read_bytes()
+    data = raw if where == "gzip" else gzip.decompress(raw)
+    for m in ms:
+        data = _mutate(data, m)
+    path = tmp_path / ("m.json" if where == "json" else "m.json.gz")
+    path.write_bytes(gzip.compress(data) if where == "json in gzip" else data)
+    try:
+        tables = load(path)
+    except TraceError as exc:
+        assert exc.problem and str(path) in str(exc) and int(exc.code) >= 3
+        return
+    summarize(tables)
+    per_iteration(tables)

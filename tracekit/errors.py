@@ -1,0 +1,18 @@
+"""Exit codes of the ``tracekit`` command: one per kind of failure, documented in README."""
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    RUN_FAILED = 1      # `tracekit trace`: the run ended with status oom/failed/unavailable (see run.json)
+    USAGE = 2           # bad options, unknown model / mode / suite keys
+    NOT_FOUND = 3       # the path does not exist
+    NO_TRACES = 4       # a folder with no trace files in it
+    CORRUPT_GZIP = 5    # a .gz that is corrupt or cut short
+    TRUNCATED = 6       # JSON cut off mid-write
+    NOT_JSON = 7        # not JSON at all (or empty)
+    NOT_A_TRACE = 8     # valid JSON but not a PyTorch profiler trace (another tool's, no traceEvents)
+    BAD_CONTENT = 9     # a trace whose events have the wrong types throughout
+    PARTIAL = 10        # analyzed, but some files were unreadable or some events were dropped (listed)
+    INTERNAL = 70       # a bug in tracekit: rerun with --debug for the traceback
