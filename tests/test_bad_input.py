@@ -3,6 +3,7 @@ exit code (tracekit.errors.ExitCode), no traceback; good files still analyzed.""
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -175,3 +176,28 @@ def test_report_files_are_replaced_atomically(tmp_path, monkeypatch):
         io.write_json(target, {"runs": [1, 2, 3]})
     assert target.read_text() == "old, good report"
     assert [p.name for p in tmp_path.iterdir()] == ["runs.json"]  # no temporary file left behind
+
+
+def test_real_fixtures_plus_damaged_copies(fixtures, tmp_path):
+    """Every good real trace is reported, every damaged copy is named with its problem."""
+    import shutil
+    folder = tmp_path / "mixed"
+    good = sorted(list((fixtures / "h100").glob("*.gz")) + list((fixtures / "hta").glob("*/*.gz")))
+    folder.mkdir()
+    for i, src in enumerate(good):
+        shutil.copy(src, folder / src.name)
+        data = src.read_bytes()
+        damaged = {
+            f"cut_{i}.json.gz": data[: len(data) // 3],
+            f"truncated_{i}.json": gzip.decompress(data)[:-200],
+        }
+        for name, content in damaged.items():
+            (folder / name).write_bytes(content)
+    r = CliRunner().invoke(main, ["analyze", str(folder), "--json", "--out", str(tmp_path / "r")])
+    assert r.exit_code == ExitCode.PARTIAL
+    out = json.loads(r.stdout)
+    assert sorted(Path(row["trace"]).name for row in out["runs"]) == sorted(p.name for p in good)
+    named = {Path(e["path"]).name: e for e in out["errors"]}
+    assert len(named) == 2 * len(good)
+    assert all(e["code"] == ExitCode.CORRUPT_GZIP for n, e in named.items() if n.startswith("cut_"))
+    assert all(e["code"] == ExitCode.TRUNCATED for n, e in named.items() if n.startswith("truncated_"))
