@@ -24,7 +24,7 @@ def test_eager_run_writes_trace_and_manifest(tmp_path):
     row = result.runs.iloc[0]
     assert row["run"] == "mlp/eager" and row["iterations"] == 2 and not row["has_gpu"]
     assert "no GPU activity" in row["note"]
-    assert len(result.iterations) == 2  # one ProfilerStep marker per profiled iteration
+    assert len(result.table("iterations")) == 2  # one ProfilerStep marker per profiled iteration
 
 
 @pytest.mark.slow

@@ -110,14 +110,18 @@ def trace(model, mode, batch, dtype, device, warmup, iters, profile_iters, out) 
               show_default=True, help="Where summary.md, runs.csv and runs.json go.")
 @click.option("--json", "as_json", is_flag=True, help="Print every table as JSON on stdout instead of "
               "the terminal table.")
-def analyze(path, out, as_json) -> None:
+@click.option("--iterations", type=click.IntRange(min=1), default=None,
+              help="Iterations each trace holds, for traces without ProfilerStep markers or run.json.")
+def analyze(path, out, as_json, iterations) -> None:
     """Analyze the traces under PATH (a folder, searched recursively, or one file).
 
     Per run: kernels executed, host launches (distinct correlation ids: one
     cudaGraphLaunch is one launch however many kernels it replays), GPU busy
     time (union of kernel/memcpy/memset intervals across streams), active span,
-    utilization = busy/span, idle time and gaps; per iteration where markers exist.
-    Writes OUT/summary.md, OUT/runs.csv, OUT/runs.json.
+    utilization = busy/span; GPU idle time by cause (host wait, launch latency,
+    sync, other), launch-to-start latency, and a verdict: launch-bound,
+    gpu-bound or mixed, with the evidence; per iteration where markers exist.
+    Writes OUT/summary.md, OUT/runs.csv, OUT/runs.json (--json: every table).
     """
     import pandas as pd
 
@@ -127,7 +131,7 @@ def analyze(path, out, as_json) -> None:
     from tracekit.trace import TraceError
 
     try:
-        result = run_analysis(path)
+        result = run_analysis(path, iterations=iterations)
     except TraceError as exc:
         raise UserError(str(exc), exc.code) from None
     if result.runs.empty:

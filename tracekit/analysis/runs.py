@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracekit.analysis.summary import per_iteration, summarize
+from tracekit.analysis.pertrace import analyze_trace
 from tracekit.errors import ExitCode
 from tracekit.trace import NotATrace, Run, TraceError, discover, load
 
@@ -26,25 +26,33 @@ _LATENCY_FIELDS = ("median", "mean", "p10", "p90", "std", "min")
 class Analysis:
     """What ``analyze`` found.
 
-    runs:       one row per trace file (or per failed run without a trace):
-                identity (run, trace, model, mode, batch, dtype, device_type,
-                device_name, status, reason, note), the manifest's timings
-                (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff) and the
-                trace metrics of :func:`tracekit.analysis.summary.summarize`.
-    iterations: per-iteration rows (run, step, ...) for traces with markers.
-    errors:     (path, problem, exit code) for each file that could not be read.
-    skipped:    (path, why) for JSON files found in a folder that are not
-                traces (a summary.json, an ONNX Runtime profile).
+    runs:    one row per trace file (or per failed run without a trace):
+             identity (run, trace, model, mode, batch, dtype, device_type,
+             device_name, status, reason, note), the manifest's timings
+             (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff) and the
+             trace metrics of :func:`tracekit.analysis.pertrace.analyze_trace`
+             (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
+    tables:  name -> one DataFrame over all traces, each row tagged with its
+             run and trace: iterations, devices, streams, idle_histogram,
+             launch_apis, kernels, kernel_classes, kernel_quantiles.
+    errors:  (path, problem, exit code) for each file that could not be read.
+    skipped: (path, why) for JSON files found in a folder that are not
+             traces (a summary.json, an ONNX Runtime profile).
     """
 
     runs: pd.DataFrame
-    iterations: pd.DataFrame
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     errors: list[tuple[str, str, int]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
+    def table(self, name: str) -> pd.DataFrame:
+        """One of ``tables``, or an empty DataFrame when no trace gave it."""
+        return self.tables.get(name, pd.DataFrame())
+
     def to_dict(self) -> dict:
         """All tables as lists of records (JSON-ready after :func:`tracekit.io.jsonable`)."""
-        return {"runs": self.runs.to_dict("records"), "iterations": self.iterations.to_dict("records"),
+        return {"runs": self.runs.to_dict("records"),
+                **{name: df.to_dict("records") for name, df in self.tables.items()},
                 "errors": [{"path": p, "problem": e, "code": c} for p, e, c in self.errors],
                 "skipped": [{"path": p, "why": w} for p, w in self.skipped]}
 
@@ -74,19 +82,21 @@ class _FileResult:
     """What one trace file gave: metrics and iterations, or the error (picklable)."""
 
     metrics: dict | None = None
-    iterations: pd.DataFrame | None = None
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     device_name: str | None = None
     problems: list[str] = field(default_factory=list)
     error: tuple[str, int] | None = None    # (problem, exit code)
     not_a_trace: bool = False
 
 
-def _analyze_file(path: Path, profile_iters: int | None, workers: int | None) -> _FileResult:
+def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None,
+                  workers: int | None) -> _FileResult:
     try:
         tables = load(path, workers=workers)
     except TraceError as exc:
         return _FileResult(error=(exc.problem, int(exc.code)), not_a_trace=isinstance(exc, NotATrace))
-    return _FileResult(metrics=summarize(tables, iterations=profile_iters), iterations=per_iteration(tables),
+    result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms)
+    return _FileResult(metrics=result.row, tables=result.tables,
                        device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
                        problems=tables.meta.get("problems", []))
 
@@ -113,23 +123,25 @@ def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis,
             base = {**base, "device_type": "cuda" if metrics["has_gpu"] else "cpu", "device_name": r.device_name}
         result.runs.append({**base, "trace": rel, **metrics, "note": "; ".join(n for n in notes if n),
                             "trace_problems": len(r.problems)})
-        if len(r.iterations):
-            result.iterations.append(r.iterations.assign(run=run.name, trace=rel))
+        for name, df in r.tables.items():
+            if len(df):
+                result.tables.setdefault(name, []).append(df.assign(run=run.name, trace=rel))
 
 
 PARALLEL_FILES_MIN_BYTES = 16 << 20  # several files totalling more than this are analyzed in parallel
 
 
-def _analyze_files(runs: list[Run]) -> list[list[_FileResult]]:
+def _analyze_files(runs: list[Run], iterations: int | None) -> list[list[_FileResult]]:
     """Analyze every trace of ``runs``: one file at a time (each decoded in parallel
     if large), or, for several files of some size, one worker process per core."""
-    jobs = [(p, (r.manifest or {}).get("profile", {}).get("iterations")) for r in runs for p in r.traces]
+    jobs = [(p, (r.manifest or {}).get("profile", {}).get("iterations", iterations),
+             ((r.manifest or {}).get("latency_ms") or {}).get("median")) for r in runs for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
-    if workers > 1 and sum(p.stat().st_size for p, _ in jobs) > PARALLEL_FILES_MIN_BYTES:
+    if workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             flat = list(pool.map(_analyze_file, *zip(*jobs), [1] * len(jobs)))
     else:
-        flat = [_analyze_file(p, it, None) for p, it in jobs]
+        flat = [_analyze_file(*job, None) for job in jobs]
     out, i = [], 0
     for r in runs:
         out.append(flat[i:i + len(r.traces)])
@@ -146,13 +158,15 @@ def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.loc[key.sort_values(["w", "e", "r"]).index].reset_index(drop=True)
 
 
-def analyze(path: Path | str, only: set[str] | None = None) -> Analysis:
+def analyze(path: Path | str, only: set[str] | None = None, iterations: int | None = None) -> Analysis:
     """Analyze a trace file or every run under a folder (recursively).
 
     Args:
         path: a trace file or a folder.
         only: if given, analyze just the runs with these names (folder paths
             relative to ``path``, e.g. ``"vit16x6x384/eager"``).
+        iterations: iterations each trace holds, for traces with neither
+            ProfilerStep markers nor a run.json (per-iteration figures).
 
     Returns:
         An :class:`Analysis`; unreadable files are listed in ``errors`` and do
@@ -165,9 +179,14 @@ def analyze(path: Path | str, only: set[str] | None = None) -> Analysis:
     runs = [r for r in discover(root) if only is None or r.name in only]
     scanned = root.is_dir()
     # Collect rows in lists first, then turn them into tables.
-    result = Analysis(runs=[], iterations=[])
-    for run, files in zip(runs, _analyze_files(runs)):
+    result = Analysis(runs=[], tables={})
+    for run, files in zip(runs, _analyze_files(runs, iterations)):
         _collect(run, root if scanned else root.parent, files, result, scanned)
     result.runs = _ordered(pd.DataFrame(result.runs))
-    result.iterations = pd.concat(result.iterations, ignore_index=True) if result.iterations else pd.DataFrame()
+    result.tables = {name: _front(pd.concat(parts, ignore_index=True)) for name, parts in result.tables.items()}
     return result
+
+
+def _front(df: pd.DataFrame) -> pd.DataFrame:
+    """run and trace as the first columns."""
+    return df[["run", "trace"] + [c for c in df.columns if c not in ("run", "trace")]]

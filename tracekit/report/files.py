@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tracekit.analysis.runs import Analysis
 from tracekit.io import write_atomic, write_json
-from tracekit.report.columns import headline, notes
+from tracekit.report.columns import IDLE, evidence, headline, notes
 
 
 def _markdown_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -22,6 +22,12 @@ def summary_markdown(analysis: Analysis, source: str) -> str:
     parts = [f"# tracekit summary\n\nTraces: `{source}`. Times from the profiled window "
              "(µs in traces, shown in ms); latency p50 from the unprofiled timed iterations.\n",
              _markdown_table(headers, rows) if rows else "No runs found."]
+    gpu = analysis.runs[analysis.runs["has_gpu"].fillna(False).astype(bool)] if "has_gpu" in analysis.runs else []
+    if len(gpu):
+        parts.append("\n## GPU idle time by cause (share of the active span)\n")
+        parts.append(_markdown_table(*headline(gpu, IDLE)))
+        parts.append("")
+        parts += [f"- {line}" for line in evidence(gpu)]
     if run_notes := notes(analysis.runs):
         parts.append("\nNotes:\n")
         parts += [f"- {line}" for line in run_notes]

@@ -32,6 +32,9 @@ HOST_CALL_KINDS = {
     "cuda_driver": "driver", "Driver": "driver",
 }
 CPU_OP_CATS = {"cpu_op", "Operator", "user_annotation", "python_function"}
+# Kineto (2023+) records the GPU side of a synchronization (stream/event/context
+# sync, stream-wait-event) as "cuda_sync" events on the GPU timeline.
+SYNC_CAT = "cuda_sync"
 FLOW_CAT = "ac2g"
 # torch.profiler's schedule wraps each step in a "ProfilerStep#N" range.
 ITERATION_MARKER = re.compile(r"^ProfilerStep#(\d+)$")  # Kineto's flow from a launch (ph "s") to its GPU op (ph "f")
@@ -149,12 +152,17 @@ class TableBuilder:
             if cat == FLOW_CAT:
                 self._flows(evs)
                 continue
-            table = ("gpu", self._gpu, GPU_OP_KINDS.get(cat)) if cat in GPU_OP_KINDS else \
-                ("host", self._host, HOST_CALL_KINDS.get(cat)) if cat in HOST_CALL_KINDS else \
-                ("cpu", self._cpu, cat) if cat in CPU_OP_CATS else None
-            if table is not None:
-                complete = [e for e in evs if e.ph == "X"]
-                self._complete(table[0], complete, table[1], table[2])
+            if cat in GPU_OP_KINDS:
+                table = ("gpu", self._gpu, GPU_OP_KINDS[cat])
+            elif cat in HOST_CALL_KINDS:
+                table = ("host", self._host, HOST_CALL_KINDS[cat])
+            elif cat in CPU_OP_CATS:
+                table = ("cpu", self._cpu, cat)
+            elif cat == SYNC_CAT:
+                table = ("syncs", self._gpu, "sync")
+            else:
+                continue
+            self._complete(*table[:1], [e for e in evs if e.ph == "X"], *table[1:])
 
     def _flows(self, evs: list[Event]) -> None:
         evs = [e for e in evs if e.ph in ("s", "f")]

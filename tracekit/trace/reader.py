@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
+import numpy as np
 import pandas as pd
 
 from tracekit.errors import ExitCode
@@ -54,7 +55,10 @@ class EventTables:
                 bytes; sorted by ts.
     host_calls: api ('runtime'|'driver'), name, pid, tid, ts, dur, end (µs),
                 correlation, external_id; sorted by ts.
-    cpu_ops:    cat, name, pid, tid, ts, dur, end (µs), external_id; sorted by ts.
+    cpu_ops:    cat, name, pid, tid, ts, dur, end (µs), external_id, depth (0 for a
+                top-level op of its thread, 1 for one inside it, ...); sorted by ts.
+    syncs:      GPU-side synchronization waits (Kineto "cuda_sync": Stream Sync,
+                Event Sync, Context Sync, Stream Wait Event), same columns as gpu_ops.
     markers:    iteration markers: step, ts, dur, end (µs); sorted by ts.
     flows:      ac2g flow events: id, ph ('s'|'f'), pid, tid, ts (µs).
     devices:    one row per GPU in ``deviceProperties``: id, name, numSms, ...
@@ -64,6 +68,7 @@ class EventTables:
     gpu_ops: pd.DataFrame
     host_calls: pd.DataFrame
     cpu_ops: pd.DataFrame
+    syncs: pd.DataFrame
     markers: pd.DataFrame
     flows: pd.DataFrame
     devices: pd.DataFrame
@@ -218,10 +223,29 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
     return tables
 
 
+def _depth(cpu: pd.DataFrame) -> np.ndarray:
+    """Nesting depth of each CPU op within its thread: how many ops of the same
+    thread are open when it starts (CPU ops of one thread nest properly).
+
+    Per thread, ops sorted by start (longer first on ties): depth = ops started
+    before it - ops ended by its start. Returns an int64 array aligned with ``cpu``.
+    """
+    depth = np.zeros(len(cpu), dtype=np.int64)
+    if cpu.empty:
+        return depth
+    ts, dur, end = cpu["ts"].to_numpy(), cpu["dur"].to_numpy(), cpu["end"].to_numpy()
+    for idx in cpu.groupby(["pid", "tid"], sort=False).indices.values():
+        order = idx[np.lexsort((-dur[idx], ts[idx]))]
+        closed = np.searchsorted(np.sort(end[order]), ts[order], side="right")
+        depth[order] = np.maximum(np.arange(len(order)) - closed, 0)
+    return depth
+
+
 def _tables(path: Path, builder: TableBuilder, header: Trace) -> EventTables:
     gpu_ops = builder.table("gpu", GPU_COLUMNS)
     host_calls = builder.table("host", HOST_COLUMNS)
     cpu_ops = builder.table("cpu", CPU_COLUMNS)
+    cpu_ops["depth"] = _depth(cpu_ops)
     flows = builder.table("flows", FLOW_COLUMNS, end=False)
     # Nested ProfilerStep ranges of the same step (cpu_op and user_annotation) collapse to one.
     markers = builder.table("markers", MARKER_COLUMNS).drop_duplicates("step").reset_index(drop=True)
@@ -229,6 +253,7 @@ def _tables(path: Path, builder: TableBuilder, header: Trace) -> EventTables:
             "cuda_driver_version": header.cuda_driver_version, "events": builder.events,
             "problems": [f"{n} {what}" for what, n in sorted(builder.problems.items()) if n]}
     return EventTables(path=path, gpu_ops=gpu_ops, host_calls=host_calls, cpu_ops=cpu_ops,
+                       syncs=builder.table("syncs", GPU_COLUMNS),
                        markers=markers, flows=flows,
                        devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),
                        meta=meta)

@@ -1,0 +1,188 @@
+"""GPU idle time by cause: is the GPU waiting for the host (launch-bound) or not?
+
+An idle gap is a stretch of a device's active span with no GPU op (kernel,
+memcpy, memset) on any of its streams; per stream, a gap between consecutive
+ops of that stream. Each gap ends when a next op N starts; N was enqueued by a
+launch call L on the host (found by correlation id; for an op replayed by a
+CUDA graph, L is the ``cudaGraphLaunch``). The gap's cause, checked in order:
+
+1. ``other``: N has no launch call in the trace (nothing to blame).
+
+L started after the GPU went idle (the host had not even begun to issue N):
+
+2. ``sync``: the host was blocked in a synchronizing call when the GPU went
+   idle (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``,
+   ``cudaEventSynchronize``, blocking ``cudaMemcpy``...): it waited for the
+   GPU to drain, then for itself.
+3. ``host_wait``: otherwise. The GPU waits for the CPU; this is the time launch
+   overhead costs and a CUDA graph could recover.
+
+L was issued before the gap (the op was queued):
+
+4. ``launch_latency``: the gap is shorter than ``LAUNCH_LATENCY_MAX_US``: the
+   fixed cost between back-to-back kernels.
+5. ``sync``: the gap is longer and the GPU was in a Kineto ``cuda_sync`` wait
+   (Stream Wait Event, Event Sync...) on that device when it went idle.
+6. ``other``: the op waited on something else (a dependency, an event the
+   trace does not show).
+
+Rules 3-5 are HolisticTraceAnalysis' idle-time breakdown (``host_wait``,
+``kernel_wait``, ``other`` in hta/analyzers/breakdown_analysis.py,
+``_analyze_idle_time_for_stream``, with its default
+``consecutive_kernel_delay`` of 30 µs). Where we differ and why:
+
+* HTA works per stream only; we also classify the device's gaps (streams
+  merged), since a gap on one stream while another computes is no idle GPU.
+  Per-stream results are given too, for comparison with HTA.
+* HTA has no sync cause: a gap behind a ``cudaDeviceSynchronize`` is
+  ``host_wait`` there (the launch came after the gap began). Counting it as
+  host wait would promise that CUDA graphs recover it; they do not.
+* HTA uses only kernels, memcpy and memset ops that have a launch; we use the
+  same ops and keep a gap whose next op has no launch, as ``other``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tracekit.trace.reader import EventTables
+
+# HTA's default consecutive_kernel_delay (hta/trace_analysis.py, get_idle_time_breakdown).
+LAUNCH_LATENCY_MAX_US = 30.0
+CAUSES = ("host_wait", "launch_latency", "sync", "other")
+# Host calls that block the calling thread until GPU work completes (CUDA runtime
+# and driver API documentation: "synchronous with respect to the host").
+SYNC_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpyDtoH_v2", "cuMemcpyHtoD_v2",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize", "hipMemcpy",
+})
+# Gap-length histogram edges (µs).
+HIST_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 1000, np.inf)
+
+
+def _launch_index(tables: EventTables) -> pd.DataFrame:
+    """Launch calls by correlation id: ts (µs) of the call that enqueued each op."""
+    calls = tables.host_calls
+    return calls[calls["correlation"] >= 0].drop_duplicates("correlation").set_index("correlation")[["ts"]]
+
+
+def _spans(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted starts and the running maximum of ends of the intervals in ``df`` (µs)."""
+    order = np.argsort(df["ts"].to_numpy(), kind="stable")
+    e = df["end"].to_numpy()[order]
+    return df["ts"].to_numpy()[order], np.maximum.accumulate(e) if len(e) else e
+
+
+def _during(points: np.ndarray, starts: np.ndarray, running_ends: np.ndarray) -> np.ndarray:
+    """For each point, whether some interval (sorted starts, running max of ends) covers it."""
+    if len(starts) == 0:
+        return np.zeros(len(points), dtype=bool)
+    j = np.searchsorted(starts, points, side="right") - 1
+    return (j >= 0) & (running_ends[np.clip(j, 0, None)] >= points)
+
+
+def gaps(tables: EventTables, per_stream: bool = False,
+         launch_latency_max_us: float = LAUNCH_LATENCY_MAX_US) -> pd.DataFrame:
+    """Every idle gap, classified.
+
+    Args:
+        tables: a trace's event tables.
+        per_stream: gaps between ops of each stream (HTA's view) instead of
+            gaps of the whole device (streams merged).
+        launch_latency_max_us: the longest gap still counted as launch latency.
+
+    Returns:
+        One row per gap: device, stream (-1 for device gaps), start, end,
+        gap_us (µs), next_correlation, launch_ts (NaN when not found), cause
+        (one of ``CAUSES``), iteration (the step of the marker the next op's
+        launch lies in, -1 when outside markers or no markers).
+    """
+    ops = tables.gpu_ops
+    cols = ["device", "stream", "start", "end", "gap_us", "next_correlation", "launch_ts", "cause", "iteration"]
+    if ops.empty:
+        return pd.DataFrame(columns=cols)
+    keys = ["device", "stream"] if per_stream else ["device"]
+    parts = []
+    for key, grp in ops.groupby(keys, sort=True):
+        s, e = grp["ts"].to_numpy(), grp["end"].to_numpy()   # ops are sorted by ts
+        run_end = np.maximum.accumulate(e)
+        idx = np.flatnonzero(s[1:] > run_end[:-1]) + 1       # ops that end a gap
+        key = key if isinstance(key, tuple) else (key,)
+        parts.append(pd.DataFrame({
+            "device": key[0], "stream": key[1] if per_stream else -1,
+            "start": run_end[idx - 1], "end": s[idx],
+            "next_correlation": grp["correlation"].to_numpy()[idx],
+        }))
+    g = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+    g["gap_us"] = g["end"] - g["start"]
+    g["launch_ts"] = g["next_correlation"].map(_launch_index(tables)["ts"]).astype(float)
+    start = g["start"].to_numpy()
+    host_sync = _during(start, *_spans(tables.host_calls[tables.host_calls["name"].isin(SYNC_CALLS)]))
+    gpu_sync = np.zeros(len(g), dtype=bool)
+    for device, syncs in tables.syncs.groupby("device"):
+        on = (g["device"] == device).to_numpy()
+        gpu_sync[on] = _during(start[on], *_spans(syncs))
+    no_launch = g["launch_ts"].isna().to_numpy()
+    launched_late = g["launch_ts"].to_numpy() > start
+    short = g["gap_us"].to_numpy() < launch_latency_max_us
+    g["cause"] = np.select(
+        [no_launch, launched_late & host_sync, launched_late, short, gpu_sync],
+        ["other", "sync", "host_wait", "launch_latency", "sync"], default="other")
+    g["iteration"] = _iteration_of(tables, g["launch_ts"].fillna(g["end"]).to_numpy())
+    return g[cols]
+
+
+def _iteration_of(tables: EventTables, ts: np.ndarray) -> np.ndarray:
+    """The step number of the marker each timestamp falls in; -1 outside all markers."""
+    m = tables.markers
+    if m.empty:
+        return np.full(len(ts), -1, dtype=np.int64)
+    i = np.searchsorted(m["ts"].to_numpy(), ts, side="right") - 1
+    inside = (i >= 0) & (ts < m["end"].to_numpy()[np.clip(i, 0, None)])
+    return np.where(inside, m["step"].to_numpy()[np.clip(i, 0, None)], -1)
+
+
+def breakdown(g: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+    """Idle time and gap count per cause.
+
+    Args:
+        g: gaps from :func:`gaps`.
+        by: grouping columns (e.g. ["device"], ["device", "stream"], ["iteration"]);
+            None for one row over everything.
+
+    Returns:
+        One row per group with ``idle_<cause>_us`` and ``gaps_<cause>`` for each
+        cause in ``CAUSES``, plus ``idle_us`` and ``idle_gaps`` (totals).
+    """
+    by = by or []
+    metrics = [m for c in CAUSES for m in (f"idle_{c}_us", f"gaps_{c}")] + ["idle_us", "idle_gaps"]
+    if g.empty:  # no gaps: zeros overall, no rows per group
+        return pd.DataFrame([dict.fromkeys(metrics, 0)]) if not by else pd.DataFrame(columns=by + metrics)
+    keyed = g.assign(_all=0)
+    groups = by or ["_all"]
+    time = keyed.pivot_table(index=groups, columns="cause", values="gap_us", aggfunc="sum", fill_value=0.0,
+                             observed=True)
+    count = keyed.pivot_table(index=groups, columns="cause", values="gap_us", aggfunc="count", fill_value=0,
+                              observed=True)
+    out = pd.DataFrame(index=time.index)
+    for c in CAUSES:
+        out[f"idle_{c}_us"] = time[c] if c in time else 0.0
+        out[f"gaps_{c}"] = count[c].astype(np.int64) if c in count else 0
+    out["idle_us"] = out[[f"idle_{c}_us" for c in CAUSES]].sum(axis=1)
+    out["idle_gaps"] = out[[f"gaps_{c}" for c in CAUSES]].sum(axis=1)
+    out = out.reset_index()
+    return out.drop(columns="_all") if not by else out
+
+
+def histogram(g: pd.DataFrame) -> pd.DataFrame:
+    """Gap-length histogram: one row per (bin, cause) with gaps and idle_us.
+
+    Bins are ``HIST_EDGES_US`` (µs), left-closed: [0, 1), [1, 2), ... [1000, inf).
+    """
+    labels = [f"{a:g}-{b:g}" if np.isfinite(b) else f">={a:g}" for a, b in zip(HIST_EDGES_US, HIST_EDGES_US[1:])]
+    binned = pd.cut(g["gap_us"], HIST_EDGES_US, right=False, labels=labels)
+    h = g.assign(bin_us=binned).groupby(["bin_us", "cause"], observed=False)["gap_us"].agg(["count", "sum"])
+    h = h.reset_index().rename(columns={"count": "gaps", "sum": "idle_us"})
+    return h[h["cause"].isin(CAUSES)].reset_index(drop=True)

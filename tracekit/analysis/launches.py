@@ -1,0 +1,107 @@
+"""Host launches and dispatch: who enqueues GPU work, how fast, and at what CPU cost.
+
+A launch is a host API call whose correlation id a GPU op carries (CUPTI gives
+the call and its GPU activity the same correlation id; Kineto writes it in
+``args.correlation`` of both). A ``cudaGraphLaunch`` is one launch of many ops.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis.intervals import union
+from tracekit.trace.reader import EventTables
+
+# A "short kernel" runs for less time than it takes the host to launch one: the
+# threshold is the analyzers issue's (10 µs); on the real H100 eager traces a
+# launch call costs the host 5-10 µs (launch_cpu_us_mean), so such kernels
+# finish before the next launch can arrive.
+SHORT_KERNEL_US = 10.0
+
+
+def launch_table(tables: EventTables) -> pd.DataFrame:
+    """One row per launch: correlation, api (name of the call), ts, cpu_us (the call's
+    duration, µs), gpu_ops (ops it enqueued), kernels, gpu_us (sum of their
+    durations), first_start (µs), latency_us (first op start - call start)."""
+    ops = tables.gpu_ops[tables.gpu_ops["correlation"] >= 0]
+    ops = ops.assign(is_kernel=(ops["kind"] == "kernel").astype(np.int64))
+    per = ops.groupby("correlation").agg(gpu_ops=("dur", "size"), gpu_us=("dur", "sum"),
+                                         first_start=("ts", "min"), kernels=("is_kernel", "sum"))
+    calls = tables.host_calls.drop_duplicates("correlation").set_index("correlation")
+    calls = calls[calls.index >= 0]
+    out = per.join(calls[["name", "ts", "dur"]], how="inner").rename(columns={"name": "api", "dur": "cpu_us"})
+    out["latency_us"] = out["first_start"] - out["ts"]
+    return out.reset_index().sort_values("ts").reset_index(drop=True)
+
+
+def by_api(launches: pd.DataFrame, iterations: float) -> pd.DataFrame:
+    """Launches per API: api, launches, launches_per_iter, gpu_ops_per_launch,
+    cpu_us_mean (µs per call), cpu_us_total, latency_p50_us."""
+    if launches.empty:
+        return pd.DataFrame(columns=["api", "launches", "launches_per_iter", "gpu_ops_per_launch",
+                                     "cpu_us_mean", "cpu_us_total", "latency_p50_us"])
+    g = launches.groupby("api")
+    out = pd.DataFrame({
+        "launches": g.size(), "gpu_ops_per_launch": g["gpu_ops"].mean(), "cpu_us_mean": g["cpu_us"].mean(),
+        "cpu_us_total": g["cpu_us"].sum(), "latency_p50_us": g["latency_us"].median()})
+    out.insert(1, "launches_per_iter", out["launches"] / iterations if iterations else math.nan)
+    return out.reset_index().sort_values("launches", ascending=False).reset_index(drop=True)
+
+
+def dispatch_per_iteration(tables: EventTables, launches: pd.DataFrame) -> pd.DataFrame:
+    """Per marked iteration: step, first_launch_after_us (iteration start to its first
+    launch call), framework_cpu_before_first_launch_us (time inside top-level CPU
+    ops, i.e. framework code such as aten dispatch or TorchDynamo's guard
+    checks, before that first launch). Empty without markers."""
+    m = tables.markers
+    cols = ["step", "first_launch_after_us", "framework_cpu_before_first_launch_us"]
+    if m.empty:
+        return pd.DataFrame(columns=cols)
+    ops = tables.cpu_ops[tables.cpu_ops["cat"] == "cpu_op"]
+    lts = launches["ts"].to_numpy()
+    rows = []
+    for step, start, end in m[["step", "ts", "end"]].itertuples(index=False):
+        inside = lts[(lts >= start) & (lts < end)]
+        first = inside.min() if len(inside) else math.nan
+        limit = first if len(inside) else end
+        win = ops[(ops["end"] > start) & (ops["ts"] < limit)]
+        # nested ops (aten::linear > aten::addmm) count once: the union of their intervals
+        s, e = union(np.maximum(win["ts"].to_numpy(), start), np.minimum(win["end"].to_numpy(), limit))
+        rows.append((int(step), first - start, float((e - s).sum())))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def summary(tables: EventTables, launches: pd.DataFrame) -> dict:
+    """Launch and dispatch metrics of a run (a flat dict, units in the names).
+
+    launch_latency_p50/p90/p99_us: launch call start to its first GPU op's start.
+    launch_cpu_us_mean: CPU time of one launch call. kernels_per_launch.
+    launch_interval_us: mean time between consecutive launch calls (the host's
+    feed rate). gpu_us_per_launch: GPU work one launch brings. feed_ratio =
+    gpu_us_per_launch / launch_interval_us: below 1 the GPU finishes each
+    launch's work before the next arrives (the host cannot keep up).
+    short_kernels, short_kernel_share (of kernels), short_kernel_time_share (of
+    kernel time): kernels under ``SHORT_KERNEL_US``.
+    """
+    kernels = tables.gpu_ops[tables.gpu_ops["kind"] == "kernel"]
+    lat = launches["latency_us"].to_numpy()
+    n = len(launches)
+    interval = float(np.diff(launches["ts"].to_numpy()).mean()) if n > 1 else math.nan
+    per_launch = float(launches["gpu_us"].mean()) if n else math.nan
+    short = kernels["dur"] < SHORT_KERNEL_US
+    q = (lambda p: float(np.percentile(lat, p))) if n else (lambda p: math.nan)
+    return {
+        "launch_latency_p50_us": q(50), "launch_latency_p90_us": q(90), "launch_latency_p99_us": q(99),
+        "launch_cpu_us_mean": float(launches["cpu_us"].mean()) if n else math.nan,
+        "kernels_per_launch": float(launches["kernels"].sum() / n) if n else math.nan,
+        "launch_interval_us": interval,
+        "gpu_us_per_launch": per_launch,
+        "feed_ratio": per_launch / interval if n > 1 and interval > 0 else math.nan,
+        "short_kernels": int(short.sum()),
+        "short_kernel_share": float(short.mean()) if len(kernels) else math.nan,
+        "short_kernel_time_share": float(kernels.loc[short, "dur"].sum() / kernels["dur"].sum())
+        if len(kernels) and kernels["dur"].sum() > 0 else math.nan,
+    }

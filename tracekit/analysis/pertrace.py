@@ -1,0 +1,84 @@
+"""Every analysis of one trace, from one set of event tables: its run row and its tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis import idle, kernels, launches, summary, verdict
+from tracekit.trace.reader import EventTables
+
+QUANTILES = np.linspace(0, 1, 101)
+
+
+@dataclass
+class TraceResult:
+    """row: the flat metrics of the trace (units in the names);
+    tables: name -> DataFrame (see :func:`analyze_trace`)."""
+
+    row: dict
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def analyze_trace(tables: EventTables, iterations: int | None = None,
+                  latency_ms: float | None = None) -> TraceResult:
+    """Run every analysis on one trace.
+
+    Args:
+        tables: the trace's event tables.
+        iterations: iterations in the profiled window, used when the trace has
+            no ``ProfilerStep`` markers (the runner records it in run.json).
+        latency_ms: the run's unprofiled latency (median, ms) from run.json,
+            to check the verdict against the profiler's overhead.
+
+    Returns:
+        A :class:`TraceResult`. Its row has :func:`summary.summarize`'s metrics,
+        the device idle breakdown (``idle_<cause>_us``, ``gaps_<cause>``), the
+        launch metrics of :func:`launches.summary`, and the verdict. Its tables:
+
+        * iterations: per marked iteration: kernels, launches, busy, span,
+          idle by cause, first launch and framework CPU time before it.
+        * devices: per device busy/span/utilization and idle by cause.
+        * streams: per (device, stream) idle by cause, gaps between ops of
+          one stream (HolisticTraceAnalysis' view).
+        * idle_histogram: gap-length bins x cause: gaps, idle_us.
+        * launch_apis: launches per host API.
+        * kernels: the top 20 kernels; kernel_classes: time by class.
+        * kernel_quantiles: kernel duration (µs) at quantiles 0, 0.01, ... 1.
+    """
+    row = summary.summarize(tables, iterations)
+    gaps = idle.gaps(tables)
+    row.update(idle.breakdown(gaps).iloc[0].to_dict())
+    span = row["active_span_us"]
+    for cause in idle.CAUSES:  # share of the GPU's active span idle for each cause (0..1)
+        row[f"idle_{cause}_share"] = row[f"idle_{cause}_us"] / span if span and span > 0 else float("nan")
+    launch = launches.launch_table(tables)
+    row.update(launches.summary(tables, launch))
+    row.update(verdict.verdict(row, latency_ms))
+    n_iter = row["iterations"]
+
+    per_iter = summary.per_iteration(tables)
+    if len(per_iter):
+        by_iter = idle.breakdown(gaps, ["iteration"]).rename(columns={"iteration": "step"})
+        per_iter = (per_iter.merge(by_iter.drop(columns=["idle_us", "idle_gaps"]), on="step", how="left")
+                    .merge(launches.dispatch_per_iteration(tables, launch), on="step", how="left")
+                    .fillna({c: 0 for c in by_iter.columns if c != "step"}))
+    devices = summary.per_device(tables)
+    if len(devices):
+        devices = devices.merge(idle.breakdown(gaps, ["device"]).drop(columns=["idle_us", "idle_gaps"]),
+                                on="device", how="left").fillna(0)
+    stream_gaps = idle.gaps(tables, per_stream=True)
+    durations = kernels.durations(tables)
+    return TraceResult(row=row, tables={
+        "iterations": per_iter,
+        "devices": devices,
+        "streams": idle.breakdown(stream_gaps, ["device", "stream"]),
+        "idle_histogram": idle.histogram(gaps) if len(gaps) else pd.DataFrame(),
+        "launch_apis": launches.by_api(launch, n_iter),
+        "kernels": kernels.top_kernels(tables),
+        "kernel_classes": kernels.by_class(tables),
+        "kernel_quantiles": pd.DataFrame({"quantile": QUANTILES, "dur_us": np.quantile(durations, QUANTILES)})
+        if len(durations) else pd.DataFrame(),
+    })

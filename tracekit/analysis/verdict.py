@@ -1,0 +1,82 @@
+"""The verdict on a run: is it bound by kernel-launch overhead?
+
+Rule (thresholds are ours, set so that each verdict promises something
+measurable; calibrated on the real H100 ViT traces in shared/fixtures/h100):
+
+* ``launch-bound``: the GPU waits for the host (idle host wait, see
+  :mod:`tracekit.analysis.idle`) for at least ``LAUNCH_BOUND_HOST_WAIT`` of its
+  active span. Removing launch overhead (CUDA graphs) can then shorten the
+  profiled iteration by at least that share.
+* ``gpu-bound``: utilization is at least ``GPU_BOUND_UTILIZATION`` and host
+  wait under ``GPU_BOUND_HOST_WAIT`` of the span: no host-side change can gain
+  more than the idle remainder; only faster or fewer kernels help.
+* ``mixed``: anything between.
+
+The evidence shown with it: host-wait share of the span, utilization, the feed
+ratio (GPU work per launch over the interval between launches: below 1 the
+host cannot keep the GPU fed), and the share of kernels shorter than 10 µs.
+The most a CUDA graph could recover per iteration is the host-wait time per
+iteration: it removes the waiting for launches, not the kernels.
+
+The profiler slows the host (each op and launch is recorded), so a profiled
+window can look launch-bound when the run is not. When the unprofiled latency
+is known, the GPU busy time per profiled iteration over that latency estimates
+the unprofiled utilization (kernel times barely change under the profiler);
+if it reaches ``GPU_BOUND_UTILIZATION`` the verdict is ``gpu-bound`` and the
+evidence says the host wait was the profiler's.
+"""
+
+from __future__ import annotations
+
+import math
+
+LAUNCH_BOUND_HOST_WAIT = 0.25
+GPU_BOUND_UTILIZATION = 0.90
+GPU_BOUND_HOST_WAIT = 0.05
+
+
+def verdict(row: dict, latency_ms: float | None = None) -> dict:
+    """Verdict of a run row that has the summary, idle and launch metrics.
+
+    Args:
+        row: keys active_span_us, idle_host_wait_us, utilization, feed_ratio,
+            short_kernel_share, iterations (NaN when unknown), busy_per_iter_us, has_gpu.
+        latency_ms: the unprofiled iteration latency (median, ms), if measured.
+
+    Returns:
+        {"verdict": "launch-bound" | "gpu-bound" | "mixed" | "no GPU activity",
+         "verdict_profiled": the verdict from the profiled window alone,
+         "host_wait_share": float, "unprofiled_utilization": float (NaN if unknown),
+         "cuda_graph_recoverable_us_per_iter": float,
+         "evidence": one line with the figures behind it}.
+    """
+    if not row.get("has_gpu"):
+        return {"verdict": "no GPU activity", "verdict_profiled": "no GPU activity", "host_wait_share": math.nan,
+                "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan,
+                "evidence": "the trace holds no GPU ops"}
+    span = row["active_span_us"]
+    share = row["idle_host_wait_us"] / span if span > 0 else 0.0
+    util = row["utilization"] if span > 0 else 1.0
+    if share >= LAUNCH_BOUND_HOST_WAIT:
+        label = "launch-bound"
+    elif util >= GPU_BOUND_UTILIZATION and share < GPU_BOUND_HOST_WAIT:
+        label = "gpu-bound"
+    else:
+        label = "mixed"
+    iters = row.get("iterations")
+    per_iter = row["idle_host_wait_us"] / iters if iters and not math.isnan(iters) else math.nan
+    evidence = (f"host wait {share:.0%} of the GPU's active span, utilization {util:.0%}, "
+                f"feed ratio {row.get('feed_ratio', math.nan):.2f} (GPU µs per launch / µs between launches), "
+                f"{row.get('short_kernel_share', math.nan):.0%} of kernels < 10 µs")
+    unprofiled = math.nan
+    final = label
+    busy = row.get("busy_per_iter_us", math.nan)
+    if latency_ms and latency_ms > 0 and not math.isnan(busy):
+        unprofiled = busy / (latency_ms * 1e3)
+        evidence += f"; unprofiled: GPU busy {busy / 1e3:.2f} ms of a {latency_ms:.2f} ms iteration ({unprofiled:.0%})"
+        if label != "gpu-bound" and unprofiled >= GPU_BOUND_UTILIZATION:
+            final = "gpu-bound"
+            evidence += " -- the host wait was the profiler's overhead"
+    return {"verdict": final, "verdict_profiled": label, "host_wait_share": share,
+            "unprofiled_utilization": unprofiled, "cuda_graph_recoverable_us_per_iter": per_iter,
+            "evidence": evidence}
