@@ -97,3 +97,16 @@ class TraceBuilder:
         data = json.dumps(self.build()).encode()
         path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
         return path
+
+
+def add_sync_call(t: TraceBuilder, name: str, at: float, dur: float) -> None:
+    """A blocking host call (cudaDeviceSynchronize, ...) with no GPU op of its own."""
+    t.events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": PID, "tid": TID,
+                     "ts": t.base + at, "dur": dur, "args": {"correlation": 10_000 + len(t.events)}})
+
+
+def add_gpu_sync(t: TraceBuilder, start: float, dur: float, stream: int = 7, device: int = 0,
+                 name: str = "Stream Wait Event") -> None:
+    """A Kineto cuda_sync event: the GPU waiting (on an event, a stream) for [start, start+dur)."""
+    t.events.append({"ph": "X", "cat": "cuda_sync", "name": name, "pid": device, "tid": stream,
+                     "ts": t.base + start, "dur": dur, "args": {"device": device, "stream": stream}})

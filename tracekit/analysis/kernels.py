@@ -49,10 +49,9 @@ def kernel_class(name: str, kind: str = "kernel") -> str:
 
 
 def _classes(ops: pd.DataFrame) -> pd.Series:
-    # Classify each distinct (name, kind) once: traces repeat a few hundred names.
-    keys = ops[["name", "kind"]].drop_duplicates()
-    labels = {(n, k): kernel_class(n, k) for n, k in keys.itertuples(index=False)}
-    return pd.Series([labels[(n, k)] for n, k in zip(ops["name"], ops["kind"])], index=ops.index)
+    # Classify each distinct name once: traces repeat a few hundred names many times.
+    labels = {name: kernel_class(name) for name in ops["name"].unique()}
+    return ops["name"].map(labels).where(ops["kind"] == "kernel", "memcpy/memset")
 
 
 def top_kernels(tables: EventTables, n: int = 20) -> pd.DataFrame:

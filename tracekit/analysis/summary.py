@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.intervals import busy_and_gaps
+from tracekit.analysis.intervals import busy_and_gaps, union
 from tracekit.trace.reader import EventTables
 
 NO_GPU_NOTE = "no GPU activity in this trace (CPU ops only)"
@@ -94,6 +94,28 @@ def per_iteration(tables: EventTables) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def step_utilization(tables: EventTables) -> float:
+    """Kernel busy time within the step window over the window: the figure
+    TensorBoard's profiler plugin shows as "GPU Utilization".
+
+    The window starts at the first ProfilerStep marker (or the first CPU op)
+    and ends at the last marker's end (or last CPU op's end) or the end of the
+    last kernel, whichever is later (torch_tb_profiler/profiler/event_parser.py,
+    ``_update_steps_duration``; gpu_metrics_parser.py,
+    ``calculate_gpu_utilization``). Unlike our ``utilization`` it counts only
+    kernels (no memcpy/memset) and includes the host's lead before the first
+    kernel. NaN without kernels.
+    """
+    k = tables.gpu_ops[tables.gpu_ops["kind"] == "kernel"]
+    cpu = tables.cpu_ops[tables.cpu_ops["cat"].isin(["cpu_op", "python_function"])]
+    if k.empty or (cpu.empty and tables.markers.empty):
+        return math.nan
+    window = tables.markers if len(tables.markers) else cpu
+    start, end = window["ts"].min(), max(window["end"].max(), k["end"].max())
+    s, e = union(np.clip(k["ts"].to_numpy(), start, end), np.clip(k["end"].to_numpy(), start, end))
+    return float((e - s).sum() / (end - start)) if end > start else math.nan
+
+
 def summarize(tables: EventTables, iterations: int | None = None) -> dict:
     """The headline row of one trace.
 
@@ -107,7 +129,7 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
         gpu_busy_us, active_span_us, idle_us, idle_gaps, utilization,
         mean_kernel_us, iterations, kernels_per_iter, launches_per_iter,
         busy_per_iter_us, idle_per_iter_us, iteration_ms (mean marker length),
-        cpu_ops, has_gpu, note. Sums run over all devices; utilization is
+        step_utilization (TensorBoard's "GPU Utilization"), cpu_ops, has_gpu, note. Sums run over all devices; utilization is
         total busy over total span.
     """
     dev = per_device(tables)
@@ -128,6 +150,7 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
         "iterations": n_iter or math.nan,
         "iteration_ms": float(tables.markers["dur"].mean()) / 1e3 if len(tables.markers) else math.nan,
         "cpu_ops": int((tables.cpu_ops["cat"] == "cpu_op").sum()),
+        "step_utilization": step_utilization(tables),
         "has_gpu": tables.has_gpu,
         "note": "" if tables.has_gpu else NO_GPU_NOTE,
     }

@@ -227,18 +227,23 @@ def _depth(cpu: pd.DataFrame) -> np.ndarray:
     """Nesting depth of each CPU op within its thread: how many ops of the same
     thread are open when it starts (CPU ops of one thread nest properly).
 
-    Per thread, ops sorted by start (longer first on ties): depth = ops started
-    before it - ops ended by its start. Returns an int64 array aligned with ``cpu``.
+    With ops sorted by (thread, start, longer first), an op's depth is the ops
+    started before it in its thread minus those that ended by its start. Keys
+    pack the thread in the high bits of integer nanoseconds, so one sort of
+    starts and one of ends serve every thread at once: counts from threads
+    sorted earlier cancel. Returns an int64 array aligned with ``cpu``.
     """
-    depth = np.zeros(len(cpu), dtype=np.int64)
     if cpu.empty:
-        return depth
-    ts, dur, end = cpu["ts"].to_numpy(), cpu["dur"].to_numpy(), cpu["end"].to_numpy()
-    for idx in cpu.groupby(["pid", "tid"], sort=False).indices.values():
-        order = idx[np.lexsort((-dur[idx], ts[idx]))]
-        closed = np.searchsorted(np.sort(end[order]), ts[order], side="right")
-        depth[order] = np.maximum(np.arange(len(order)) - closed, 0)
-    return depth
+        return np.zeros(0, dtype=np.int64)
+    pid, tid = pd.factorize(cpu["pid"])[0], pd.factorize(cpu["tid"])[0]
+    thread = (pid.astype(np.int64) * (tid.max() + 1) + tid) << 44
+    t0 = cpu["ts"].min()
+    start = thread + np.round((cpu["ts"].to_numpy() - t0) * 1e3).astype(np.int64)   # ns, < 2**44 (4.9 h)
+    end = thread + np.round((cpu["end"].to_numpy() - t0) * 1e3).astype(np.int64)
+    order = np.lexsort((-cpu["dur"].to_numpy(), start))
+    depth = np.empty(len(cpu), dtype=np.int64)
+    depth[order] = np.arange(len(cpu)) - np.searchsorted(np.sort(end), start[order], side="right")
+    return np.maximum(depth, 0)
 
 
 def _tables(path: Path, builder: TableBuilder, header: Trace) -> EventTables:

@@ -1,0 +1,117 @@
+"""Each idle cause on a hand-made trace with a known answer."""
+
+import pytest
+from tracebuilder import TraceBuilder, add_gpu_sync, add_sync_call
+
+from tracekit.analysis import idle
+from tracekit.trace import load
+
+
+def _causes(t, tmp_path, **kw):
+    g = idle.gaps(load(t.write(tmp_path / "t.json")), **kw)
+    return list(zip(g["cause"], g["gap_us"].round(6)))
+
+
+def test_host_wait_the_launch_came_after_the_gpu_went_idle(tmp_path):
+    t = TraceBuilder()
+    t.kernel("a", start=0, dur=10, launch_at=-5)
+    t.kernel("b", start=50, dur=10, launch_at=30)      # GPU idle from 10; launch only at 30
+    assert _causes(t, tmp_path) == [("host_wait", 40.0)]
+
+
+def test_launch_latency_queued_but_a_short_gap(tmp_path):
+    t = TraceBuilder()
+    t.kernel("a", start=0, dur=10, launch_at=-5)
+    t.kernel("b", start=13, dur=10, launch_at=2)       # launched while a ran; 3 µs gap
+    assert _causes(t, tmp_path) == [("launch_latency", 3.0)]
+
+
+def test_queued_long_gap_is_other_without_sync_evidence(tmp_path):
+    t = TraceBuilder()
+    t.kernel("a", start=0, dur=10, launch_at=-5)
+    t.kernel("b", start=60, dur=10, launch_at=2)       # queued, yet 50 µs idle: > 30 µs threshold
+    assert _causes(t, tmp_path) == [("other", 50.0)]
+
+
+def test_queued_long_gap_with_a_gpu_side_wait_is_sync(tmp_path):
+    t = TraceBuilder()
+    t.kernel("a", start=0, dur=10, launch_at=-5)
+    add_gpu_sync(t, start=8, dur=52)                   # the stream waits on an event
+    t.kernel("b", start=60, dur=10, launch_at=2)
+    assert _causes(t, tmp_path) == [("sync", 50.0)]
+
+
+def test_host_blocked_in_a_synchronize_is_sync_not_host_wait(tmp_path):
+    t = TraceBuilder()
+    t.kernel("a", start=0, dur=10, launch_at=-5)
+    add_sync_call(t, "cudaDeviceSynchronize", at=1, dur=12)   # host waits for a until 13
+    t.kernel("b", start=40, dur=10, launch_at=30)
+    assert _causes(t, tmp_path) == [("sync", 30.0)]
+
+
+def test_no_launch_found_is_other(tmp_path):
+    t = TraceBuilder()
+    t.kernel("a", start=0, dur=10, launch_at=-5)
+    t.kernel("b", start=25, dur=10, launch_at=None)
+    assert _causes(t, tmp_path) == [("other", 15.0)]
+
+
+def test_threshold_is_configurable(tmp_path):
+    t = TraceBuilder()
+    t.kernel("a", start=0, dur=10, launch_at=-5)
+    t.kernel("b", start=60, dur=10, launch_at=2)
+    assert _causes(t, tmp_path, launch_latency_max_us=100) == [("launch_latency", 50.0)]
+
+
+def test_device_gaps_merge_streams_per_stream_gaps_do_not(tmp_path):
+    t = TraceBuilder()
+    t.kernel("a", start=0, dur=10, stream=7, launch_at=-5)
+    t.kernel("b", start=5, dur=30, stream=8, launch_at=-4)    # covers a's stream gap
+    t.kernel("c", start=20, dur=10, stream=7, launch_at=15)   # stream 7 idle 10-20
+    assert _causes(t, tmp_path) == []                          # the device never idles
+    assert _causes(t, tmp_path, per_stream=True) == [("host_wait", 10.0)]
+
+
+def test_graph_replay_gaps_are_launch_latency(tmp_path):
+    t = TraceBuilder()
+    t.graph_launch(at=0, kernels=[(10, 5), (16, 5), (23, 5)])
+    assert _causes(t, tmp_path) == [("launch_latency", 1.0), ("launch_latency", 2.0)]
+
+
+def test_breakdown_sums_and_iterations(tmp_path):
+    t = TraceBuilder()
+    t.step(1, -10, 40)
+    t.step(2, 30, 100)
+    t.kernel("a", start=0, dur=10, launch_at=-5)
+    t.kernel("b", start=13, dur=10, launch_at=2)       # launch latency 3, iteration 1
+    t.kernel("c", start=60, dur=10, launch_at=40)      # host wait 37, iteration 2
+    g = idle.gaps(load(t.write(tmp_path / "t.json")))
+    b = idle.breakdown(g).iloc[0]
+    assert b["idle_us"] == pytest.approx(40.0) and b["idle_gaps"] == 2
+    assert b["idle_host_wait_us"] == pytest.approx(37.0) and b["gaps_launch_latency"] == 1
+    per = idle.breakdown(g, ["iteration"]).set_index("iteration")
+    assert per.loc[1, "idle_launch_latency_us"] == pytest.approx(3.0)
+    assert per.loc[2, "idle_host_wait_us"] == pytest.approx(37.0)
+    h = idle.histogram(g)
+    assert h["gaps"].sum() == 2 and h["idle_us"].sum() == pytest.approx(40.0)
+    assert h.loc[(h["bin_us"] == "20-50") & (h["cause"] == "host_wait"), "gaps"].item() == 1
+
+
+def test_real_eager_vit_is_mostly_host_wait(fixtures):
+    """Acceptance: on the eager H100 ViT trace host wait is well over 80% of GPU idle time."""
+    g = idle.gaps(load(fixtures / "h100" / "vit16x6x384_eager.pt.trace.json.gz"))
+    b = idle.breakdown(g).iloc[0]
+    assert b["idle_host_wait_us"] / b["idle_us"] > 0.9
+    assert b["idle_us"] == pytest.approx(33818.154 - 17321.478, abs=1)  # span - busy of this trace
+
+
+@pytest.mark.parametrize("path", ["alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+                                  "amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+                                  "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+                                  "trace_filter/sampled_rank-0.json.gz", "trace_filter/sampled_rank-1.json.gz"])
+def test_idle_causes_sum_to_idle_on_real_traces(fixtures, path):
+    from tracekit.analysis.summary import summarize
+    tables = load(fixtures / "hta" / path)
+    b = idle.breakdown(idle.gaps(tables)).iloc[0]
+    assert sum(b[f"idle_{c}_us"] for c in idle.CAUSES) == pytest.approx(b["idle_us"])
+    assert b["idle_us"] == pytest.approx(summarize(tables)["idle_us"], rel=1e-9, abs=1e-6)

@@ -1,0 +1,81 @@
+import math
+
+import pytest
+from tracebuilder import TraceBuilder
+
+from tracekit.analysis import pertrace, verdict
+from tracekit.trace import load
+
+
+def _row(**kw):
+    base = dict(has_gpu=True, active_span_us=100.0, idle_host_wait_us=0.0, utilization=1.0, feed_ratio=1.0,
+                short_kernel_share=0.0, iterations=4, busy_per_iter_us=25.0)
+    return {**base, **kw}
+
+
+@pytest.mark.parametrize("kw, label", [
+    (dict(idle_host_wait_us=25.0, utilization=0.7), "launch-bound"),     # exactly the 25% threshold
+    (dict(idle_host_wait_us=24.9, utilization=0.7), "mixed"),
+    (dict(idle_host_wait_us=4.9, utilization=0.9), "gpu-bound"),
+    (dict(idle_host_wait_us=5.0, utilization=0.95), "mixed"),            # host wait not under 5%
+    (dict(idle_host_wait_us=0.0, utilization=0.89), "mixed"),
+])
+def test_rule_boundaries(kw, label):
+    v = verdict.verdict(_row(**kw))
+    assert v["verdict"] == v["verdict_profiled"] == label
+
+
+def test_recoverable_time_is_host_wait_per_iteration():
+    v = verdict.verdict(_row(idle_host_wait_us=40.0, utilization=0.5))
+    assert v["cuda_graph_recoverable_us_per_iter"] == pytest.approx(10.0)
+    assert math.isnan(verdict.verdict(_row(iterations=math.nan))["cuda_graph_recoverable_us_per_iter"])
+
+
+def test_unprofiled_latency_overrules_a_profiler_made_host_wait():
+    # profiled: 40% host wait; unprofiled: 25 µs of GPU work in a 0.026 ms iteration
+    v = verdict.verdict(_row(idle_host_wait_us=40.0, utilization=0.5), latency_ms=0.026)
+    assert v["verdict_profiled"] == "launch-bound" and v["verdict"] == "gpu-bound"
+    assert v["unprofiled_utilization"] == pytest.approx(25 / 26)
+    assert "profiler" in v["evidence"]
+    v = verdict.verdict(_row(idle_host_wait_us=40.0, utilization=0.5), latency_ms=0.1)   # truly launch-bound
+    assert v["verdict"] == "launch-bound"
+
+
+def test_no_gpu():
+    assert verdict.verdict({"has_gpu": False})["verdict"] == "no GPU activity"
+
+
+def test_hand_made_launch_bound_and_gpu_bound_traces(tmp_path):
+    slow_host = TraceBuilder()
+    for i in range(20):   # 5 µs kernels launched every 20 µs
+        slow_host.kernel("k", start=20.0 * i + 8, dur=5, launch_at=20.0 * i)
+    fast = TraceBuilder()
+    fast.graph_launch(at=0, kernels=[(10 + 6.0 * i, 6) for i in range(20)])
+    for t, label in ((slow_host, "launch-bound"), (fast, "gpu-bound")):
+        row = pertrace.analyze_trace(load(t.write(tmp_path / f"{label}.json"))).row
+        assert row["verdict"] == label, row["evidence"]
+
+
+@pytest.mark.parametrize("mode, label, launches", [
+    ("eager", "launch-bound", 660), ("default", "launch-bound", 720), ("reduce-overhead", "gpu-bound", 20)])
+def test_real_h100_fixtures(fixtures, mode, label, launches):
+    """Acceptance: eager ViT launch-bound, reduce-overhead 20 launches and not launch-bound."""
+    row = pertrace.analyze_trace(load(fixtures / "h100" / f"vit16x6x384_{mode}.pt.trace.json.gz"), 10).row
+    assert row["verdict"] == label
+    assert row["host_launches"] == launches
+    if mode == "eager":
+        assert row["idle_host_wait_us"] / row["idle_us"] > 0.8
+        assert row["cuda_graph_recoverable_us_per_iter"] == pytest.approx(row["idle_host_wait_us"] / 10)
+
+
+def test_real_h100_study_batch_1_eager_is_launch_bound_even_unprofiled():
+    """Our own H100 run (reports/h100/vit-study): batch 1 eager stays launch-bound with its
+    unprofiled latency; batch 8 eager only looks launch-bound under the profiler."""
+    from pathlib import Path
+
+    from tracekit.analysis.runs import analyze
+    root = Path(__file__).resolve().parents[2] / "reports" / "h100" / "vit-study" / "traces"
+    runs = analyze(root, only={"vit16x6x384-b1/eager", "vit16x6x384/eager"}).runs.set_index("run")
+    b1, b8 = runs.loc["vit16x6x384-b1/eager"], runs.loc["vit16x6x384/eager"]
+    assert b1["verdict"] == "launch-bound" and b1["unprofiled_utilization"] < 0.5
+    assert b8["verdict_profiled"] == "launch-bound" and b8["verdict"] == "gpu-bound"
