@@ -25,6 +25,7 @@ class Family:
     default_batch: int
     builder: Callable[..., tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]
     description: str
+    compile_targets: str = ""  # default name patterns for surgical compile
 
 
 FAMILIES: dict[str, Family] = {}
@@ -34,10 +35,11 @@ class UnknownModel(ValueError):
     """A model name no family accepts; the message lists the valid ones."""
 
 
-def register(key: str, pattern: str, example: str, default_batch: int, description: str):
+def register(key: str, pattern: str, example: str, default_batch: int, description: str,
+             compile_targets: str = ""):
     """Decorator: add ``builder(match, batch) -> (module, inputs)`` to the registry."""
     def wrap(builder):
-        FAMILIES[key] = Family(re.compile(pattern), example, default_batch, builder, description)
+        FAMILIES[key] = Family(re.compile(pattern), example, default_batch, builder, description, compile_targets)
         return builder
     return wrap
 
@@ -89,4 +91,4 @@ def default_batch(name: str) -> int:
     return lookup(name)[0].default_batch
 
 
-from tracekit.models import conv, mlp, transformer, vit  # noqa: E402,F401  (register the families)
+from tracekit.models import conv, mlp, rope, transformer, vit  # noqa: E402,F401  (register the families)
