@@ -1,7 +1,7 @@
 import math
 
 import pytest
-from tracebuilder import TraceBuilder
+from tracebuilder import TraceBuilder, add_sync_call
 
 from tracekit.analysis import launches
 from tracekit.trace import load
@@ -63,3 +63,16 @@ def test_no_launches(tmp_path):
     tables = _tables(t, tmp_path)
     s = launches.summary(tables, launches.launch_table(tables))
     assert math.isnan(s["launch_latency_p50_us"]) and s["short_kernels"] == 1
+
+
+def test_feed_interval_leaves_out_time_blocked_in_a_sync(tmp_path):
+    """A loop that waits for the GPU every iteration: the host's own pace is its launches' spacing."""
+    t = TraceBuilder()
+    t.kernel("a", start=5, dur=100, launch_at=0)
+    t.kernel("b", start=105, dur=100, launch_at=10)
+    add_sync_call(t, "cudaStreamSynchronize", at=15, dur=195)   # returns at 210, when b ends
+    t.kernel("c", start=225, dur=100, launch_at=220)
+    tables = _tables(t, tmp_path)
+    s = launches.summary(tables, launches.launch_table(tables))
+    assert s["launch_interval_us"] == pytest.approx((220 - 195) / 2)
+    assert s["feed_ratio"] == pytest.approx(100 / 12.5)     # the GPU, not the host, sets the pace

@@ -45,12 +45,35 @@ def test_no_gpu():
     assert verdict.verdict({"has_gpu": False})["verdict"] == "no GPU activity"
 
 
+def test_one_launch_is_undetermined(tmp_path):
+    """One launch cannot show host wait, however busy its kernels keep the GPU."""
+    t = TraceBuilder()
+    t.graph_launch(at=0, kernels=[(10 + 6.0 * i, 6) for i in range(20)])
+    row = pertrace.analyze_trace(load(t.write(tmp_path / "one.json"))).row
+    assert row["utilization"] == 1.0 and row["verdict"] == "undetermined"
+    assert "1 host launch" in row["evidence"]
+
+
+def test_unprofiled_check_uses_a_typical_marked_iteration(tmp_path):
+    """Step 1 also runs 50 µs of work queued before the window; the median step does 20 µs."""
+    t = TraceBuilder()
+    t.kernel("left over", start=0, dur=50, launch_at=None)
+    for i in range(3):
+        t.step(i + 1, 100.0 * i, 100)
+        t.kernel("k", start=100.0 * i + 60, dur=20, launch_at=100.0 * i + 10)
+    row = pertrace.analyze_trace(load(t.write(tmp_path / "steps.json")), latency_ms=0.025).row
+    assert row["iteration_busy_us"] == pytest.approx(20.0)
+    assert row["busy_per_iter_us"] == pytest.approx(110 / 3)
+    assert row["unprofiled_utilization"] == pytest.approx(20 / 25)
+
+
 def test_hand_made_launch_bound_and_gpu_bound_traces(tmp_path):
     slow_host = TraceBuilder()
     for i in range(20):   # 5 µs kernels launched every 20 µs
         slow_host.kernel("k", start=20.0 * i + 8, dur=5, launch_at=20.0 * i)
-    fast = TraceBuilder()
+    fast = TraceBuilder()   # two graph launches, the second issued while the first still runs
     fast.graph_launch(at=0, kernels=[(10 + 6.0 * i, 6) for i in range(20)])
+    fast.graph_launch(at=20, kernels=[(131 + 6.0 * i, 6) for i in range(20)])
     for t, label in ((slow_host, "launch-bound"), (fast, "gpu-bound")):
         row = pertrace.analyze_trace(load(t.write(tmp_path / f"{label}.json"))).row
         assert row["verdict"] == label, row["evidence"]

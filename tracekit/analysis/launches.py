@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.idle import SYNC_CALLS
 from tracekit.analysis.intervals import union
 from tracekit.trace.reader import EventTables
 
@@ -74,22 +75,38 @@ def dispatch_per_iteration(tables: EventTables, launches: pd.DataFrame) -> pd.Da
     return pd.DataFrame(rows, columns=cols)
 
 
+def _feed_interval(tables: EventTables, launch_ts: np.ndarray) -> float:
+    """Mean µs between consecutive launch calls, not counting the time the host was
+    blocked in a synchronizing call (``idle.SYNC_CALLS``) between the first and the
+    last launch.
+
+    A loop that synchronizes every iteration (``loss.item()``) waits there for the
+    GPU, and that wait would otherwise stretch the interval to the GPU's pace: a
+    GPU-bound run would seem to feed only as fast as the GPU drains.
+    """
+    first, last = launch_ts.min(), launch_ts.max()
+    calls = tables.host_calls[tables.host_calls["name"].isin(SYNC_CALLS)]
+    s, e = union(np.clip(calls["ts"].to_numpy(), first, last), np.clip(calls["end"].to_numpy(), first, last))
+    return float((last - first - (e - s).sum()) / (len(launch_ts) - 1))
+
+
 def summary(tables: EventTables, launches: pd.DataFrame) -> dict:
     """Launch and dispatch metrics of a run (a flat dict, units in the names).
 
     launch_latency_p50/p90/p99_us: launch call start to its first GPU op's start.
     launch_cpu_us_mean: CPU time of one launch call. kernels_per_launch.
-    launch_interval_us: mean time between consecutive launch calls (the host's
-    feed rate). gpu_us_per_launch: GPU work one launch brings. feed_ratio =
-    gpu_us_per_launch / launch_interval_us: below 1 the GPU finishes each
-    launch's work before the next arrives (the host cannot keep up).
+    launch_interval_us: mean time between consecutive launch calls, less the
+    time the host sat blocked in synchronizing calls (the host's feed rate, see
+    :func:`_feed_interval`). gpu_us_per_launch: GPU work one launch brings.
+    feed_ratio = gpu_us_per_launch / launch_interval_us: below 1 the GPU
+    finishes each launch's work before the next arrives (the host cannot keep up).
     short_kernels, short_kernel_share (of kernels), short_kernel_time_share (of
     kernel time): kernels under ``SHORT_KERNEL_US``.
     """
     kernels = tables.gpu_ops[tables.gpu_ops["kind"] == "kernel"]
     lat = launches["latency_us"].to_numpy()
     n = len(launches)
-    interval = float(np.diff(launches["ts"].to_numpy()).mean()) if n > 1 else math.nan
+    interval = _feed_interval(tables, launches["ts"].to_numpy()) if n > 1 else math.nan
     per_launch = float(launches["gpu_us"].mean()) if n else math.nan
     short = kernels["dur"] < SHORT_KERNEL_US
     q = (lambda p: float(np.percentile(lat, p))) if n else (lambda p: math.nan)

@@ -59,10 +59,12 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         row[f"idle_{cause}_share"] = row[f"idle_{cause}_us"] / span if span and span > 0 else float("nan")
     launch = launches.launch_table(tables)
     row.update(launches.summary(tables, launch))
+    per_iter = summary.per_iteration(tables)
+    if len(per_iter):  # a typical iteration's GPU work, for the verdict's unprofiled check
+        row["iteration_busy_us"] = float(per_iter["gpu_busy_us"].median())
     row.update(verdict.verdict(row, latency_ms))
     n_iter = row["iterations"]
 
-    per_iter = summary.per_iteration(tables)
     if len(per_iter):
         by_iter = idle.breakdown(gaps, ["iteration"]).rename(columns={"iteration": "step"})
         per_iter = (per_iter.merge(by_iter.drop(columns=["idle_us", "idle_gaps"]), on="step", how="left")

@@ -11,6 +11,9 @@ measurable; calibrated on the real H100 ViT traces in shared/fixtures/h100):
   wait under ``GPU_BOUND_HOST_WAIT`` of the span: no host-side change can gain
   more than the idle remainder; only faster or fewer kernels help.
 * ``mixed``: anything between.
+* ``undetermined``: fewer than ``MIN_LAUNCHES`` host launches. Host wait is an
+  op launched after the GPU went idle; with one launch (one kernel, or one
+  ``cudaGraphLaunch``) no gap can show it, so no verdict can be drawn.
 
 The evidence shown with it: host-wait share of the span, utilization, the feed
 ratio (GPU work per launch over the interval between launches: below 1 the
@@ -23,7 +26,12 @@ window can look launch-bound when the run is not. When the unprofiled latency
 is known, the GPU busy time per profiled iteration over that latency estimates
 the unprofiled utilization (kernel times barely change under the profiler);
 if it reaches ``GPU_BOUND_UTILIZATION`` the verdict is ``gpu-bound`` and the
-evidence says the host wait was the profiler's.
+evidence says the host wait was the profiler's. The busy time per iteration is
+the median over marked iterations where the trace has markers (the first
+profiled step also runs ops left queued from before the window), else the
+run's busy time over its iterations. Above 1 it says the kernels ran longer
+under the profiler than the whole unprofiled iteration took (CUPTI's
+per-kernel cost, seen on CUDA-graph replays): the run is GPU-bound either way.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import math
 LAUNCH_BOUND_HOST_WAIT = 0.25
 GPU_BOUND_UTILIZATION = 0.90
 GPU_BOUND_HOST_WAIT = 0.05
+MIN_LAUNCHES = 2
 
 
 def verdict(row: dict, latency_ms: float | None = None) -> dict:
@@ -40,11 +49,13 @@ def verdict(row: dict, latency_ms: float | None = None) -> dict:
 
     Args:
         row: keys active_span_us, idle_host_wait_us, utilization, feed_ratio,
-            short_kernel_share, iterations (NaN when unknown), busy_per_iter_us, has_gpu.
+            short_kernel_share, iterations (NaN when unknown), busy_per_iter_us,
+            host_launches, has_gpu; iteration_busy_us (median busy of marked
+            iterations) when the trace has markers.
         latency_ms: the unprofiled iteration latency (median, ms), if measured.
 
     Returns:
-        {"verdict": "launch-bound" | "gpu-bound" | "mixed" | "no GPU activity",
+        {"verdict": "launch-bound" | "gpu-bound" | "mixed" | "undetermined" | "no GPU activity",
          "verdict_profiled": the verdict from the profiled window alone,
          "host_wait_share": float, "unprofiled_utilization": float (NaN if unknown),
          "cuda_graph_recoverable_us_per_iter": float,
@@ -54,6 +65,12 @@ def verdict(row: dict, latency_ms: float | None = None) -> dict:
         return {"verdict": "no GPU activity", "verdict_profiled": "no GPU activity", "host_wait_share": math.nan,
                 "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan,
                 "evidence": "the trace holds no GPU ops"}
+    if row.get("host_launches", MIN_LAUNCHES) < MIN_LAUNCHES:
+        n = row["host_launches"]
+        why = f"{n} host launch{'' if n == 1 else 'es'}: no gap can show an op launched after the GPU went idle"
+        return {"verdict": "undetermined", "verdict_profiled": "undetermined", "host_wait_share": math.nan,
+                "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan,
+                "evidence": why}
     span = row["active_span_us"]
     share = row["idle_host_wait_us"] / span if span > 0 else 0.0
     util = row["utilization"] if span > 0 else 1.0
@@ -70,7 +87,7 @@ def verdict(row: dict, latency_ms: float | None = None) -> dict:
                 f"{row.get('short_kernel_share', math.nan):.0%} of kernels < 10 µs")
     unprofiled = math.nan
     final = label
-    busy = row.get("busy_per_iter_us", math.nan)
+    busy = row.get("iteration_busy_us", row.get("busy_per_iter_us", math.nan))
     if latency_ms and latency_ms > 0 and not math.isnan(busy):
         unprofiled = busy / (latency_ms * 1e3)
         evidence += f"; unprofiled: GPU busy {busy / 1e3:.2f} ms of a {latency_ms:.2f} ms iteration ({unprofiled:.0%})"
