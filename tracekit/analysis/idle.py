@@ -37,8 +37,17 @@ Rules 3-5 are HolisticTraceAnalysis' idle-time breakdown (``host_wait``,
 * HTA has no sync cause: a gap behind a ``cudaDeviceSynchronize`` is
   ``host_wait`` there (the launch came after the gap began). Counting it as
   host wait would promise that CUDA graphs recover it; they do not.
-* HTA uses only kernels, memcpy and memset ops that have a launch; we use the
-  same ops and keep a gap whose next op has no launch, as ``other``.
+* HTA takes every event with a ``stream`` arg as GPU work: kernels, memcpys and
+  memsets, but also Kineto's ``cuda_sync`` waits and Inductor's ``cpu_op``
+  records of Triton launches (they carry their stream). We take kernels,
+  memcpys and memsets only: a sync is a wait, a cpu_op host time.
+* A short gap before an op without a launch call is ``kernel_wait`` for HTA
+  (the missing launch time compares as false); for us it is ``other``: no
+  launch, nothing to blame.
+* HTA rounds timestamps inward to whole µs by default; we keep Kineto's float µs.
+
+tests/crosscheck/test_hta.py shows that with these differences accounted for,
+the figures are HTA's to the last µs on every real fixture.
 """
 
 from __future__ import annotations
