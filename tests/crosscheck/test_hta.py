@@ -12,8 +12,10 @@ op's end ``ts + dur`` rounds to the spacing of doubles at ~1e12-1e15 µs
 bounds that. With the same times, and HTA's rounding of timestamps to whole µs
 off (``HTA_DISABLE_NS_ROUNDING=1``), what remains, and why:
 
-* which ops: HTA leaves out the last ``ProfilerStep`` iteration of a trace
-  (hta/common/trace_parser.py); we compare the GPU ops it kept.
+* which ops: in a trace with ProfilerStep markers HTA keeps only the GPU ops
+  whose launch call started before the last marker did (hta/common/trace.py,
+  ``_filter_irrelevant_gpu_kernels``: it leaves out the last iteration, whose
+  kernels may be cut off); we compare the GPU ops it kept.
 * what is a GPU op: HTA takes every event with a ``stream`` arg. That is our
   kernels, memcpys and memsets, plus Kineto's ``cuda_sync`` events (the
   alexnet fixture) and Inductor's ``cpu_op`` records of Triton launches, which
