@@ -83,9 +83,13 @@ def test_hand_made_launch_bound_and_gpu_bound_traces(tmp_path):
     ("eager", "launch-bound", 660), ("default", "launch-bound", 720), ("reduce-overhead", "gpu-bound", 20)])
 def test_real_h100_fixtures(fixtures, mode, label, launches):
     """Acceptance: eager ViT launch-bound, reduce-overhead 20 launches and not launch-bound."""
-    row = pertrace.analyze_trace(load(fixtures / "h100" / f"vit16x6x384_{mode}.pt.trace.json.gz"), 10).row
+    result = pertrace.analyze_trace(load(fixtures / "h100" / f"vit16x6x384_{mode}.pt.trace.json.gz"), 10)
+    row = result.row
     assert row["verdict"] == label
     assert row["host_launches"] == launches
+    evidence = result.tables["verdict_evidence"].set_index("evidence")
+    assert evidence.loc["host_wait_share", "value"] == pytest.approx(row["idle_host_wait_us"] / row["active_span_us"])
+    assert evidence.loc["host_wait_share", "supports"] == ("gpu-bound" if mode == "reduce-overhead" else label)
     if mode == "eager":
         assert row["idle_host_wait_us"] / row["idle_us"] > 0.8
         assert row["cuda_graph_recoverable_us_per_iter"] == pytest.approx(row["idle_host_wait_us"] / 10)
@@ -102,3 +106,15 @@ def test_real_h100_study_batch_1_eager_is_launch_bound_even_unprofiled():
     b1, b8 = runs.loc["vit16x6x384-b1/eager"], runs.loc["vit16x6x384/eager"]
     assert b1["verdict"] == "launch-bound" and b1["unprofiled_utilization"] < 0.5
     assert b8["verdict_profiled"] == "launch-bound" and b8["verdict"] == "gpu-bound"
+
+
+def test_evidence_rows_say_which_way_each_figure_points():
+    row = _row(idle_host_wait_us=40.0, utilization=0.5, feed_ratio=0.4, mean_kernel_us=5.0, launch_interval_us=12.5)
+    row.update(verdict.verdict(row, latency_ms=0.1))
+    ev = {r["evidence"]: r for r in verdict.evidence_rows(row)}
+    assert ev["host_wait_share"]["value"] == pytest.approx(0.4) and ev["host_wait_share"]["supports"] == "launch-bound"
+    assert ev["feed_ratio"]["supports"] == "launch-bound" and ev["utilization"]["supports"] == ""
+    assert ev["unprofiled_utilization"]["value"] == pytest.approx(0.25) and ev["unprofiled_utilization"]["supports"] == ""
+    assert ev["cuda_graph_recoverable_us_per_iter"]["value"] == pytest.approx(10.0)
+    assert "25%" in ev["host_wait_share"]["rule"]
+    assert verdict.evidence_rows({"verdict": "undetermined"}) == []

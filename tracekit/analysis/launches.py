@@ -40,14 +40,17 @@ def launch_table(tables: EventTables) -> pd.DataFrame:
 
 def by_api(launches: pd.DataFrame, iterations: float) -> pd.DataFrame:
     """Launches per API: api, launches, launches_per_iter, gpu_ops_per_launch,
-    cpu_us_mean (µs per call), cpu_us_total, latency_p50_us."""
+    kernels_per_launch, cpu_us_mean (µs per call), cpu_us_total,
+    latency_p50_us, latency_p90_us, latency_p99_us (call start to first op start)."""
     if launches.empty:
         return pd.DataFrame(columns=["api", "launches", "launches_per_iter", "gpu_ops_per_launch",
-                                     "cpu_us_mean", "cpu_us_total", "latency_p50_us"])
+                                     "kernels_per_launch", "cpu_us_mean", "cpu_us_total", "latency_p50_us",
+                                     "latency_p90_us", "latency_p99_us"])
     g = launches.groupby("api")
     out = pd.DataFrame({
-        "launches": g.size(), "gpu_ops_per_launch": g["gpu_ops"].mean(), "cpu_us_mean": g["cpu_us"].mean(),
-        "cpu_us_total": g["cpu_us"].sum(), "latency_p50_us": g["latency_us"].median()})
+        "launches": g.size(), "gpu_ops_per_launch": g["gpu_ops"].mean(), "kernels_per_launch": g["kernels"].mean(),
+        "cpu_us_mean": g["cpu_us"].mean(), "cpu_us_total": g["cpu_us"].sum(),
+        **{f"latency_p{p}_us": g["latency_us"].quantile(p / 100) for p in (50, 90, 99)}})
     out.insert(1, "launches_per_iter", out["launches"] / iterations if iterations else math.nan)
     return out.reset_index().sort_values("launches", ascending=False).reset_index(drop=True)
 

@@ -44,6 +44,8 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         * streams: per (device, stream) idle by cause, gaps between ops of
           one stream (HolisticTraceAnalysis' view).
         * idle_histogram: gap-length bins x cause: gaps, idle_us.
+        * verdict_evidence: the figures behind the verdict with their rules
+          (:func:`verdict.evidence_rows`).
         * launch_apis: launches per host API.
         * kernels: the top 20 kernels; kernel_classes: time by class.
         * kernel_quantiles: kernel duration (µs) at quantiles 0, 0.01, ... 1.
@@ -81,6 +83,7 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         "devices": devices,
         "streams": idle.breakdown(stream_gaps, ["device", "stream"]),
         "idle_histogram": idle.histogram(gaps) if len(gaps) else pd.DataFrame(),
+        "verdict_evidence": pd.DataFrame(verdict.evidence_rows(row), columns=["evidence", "value", "rule", "supports"]),
         "launch_apis": launches.by_api(launch, n_iter),
         "kernels": kernels.top_kernels(tables),
         "kernel_classes": kernels.by_class(tables),

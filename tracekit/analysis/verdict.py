@@ -97,3 +97,46 @@ def verdict(row: dict, latency_ms: float | None = None) -> dict:
     return {"verdict": final, "verdict_profiled": label, "host_wait_share": share,
             "unprofiled_utilization": unprofiled, "cuda_graph_recoverable_us_per_iter": per_iter,
             "evidence": evidence}
+
+
+def evidence_rows(row: dict) -> list[dict]:
+    """The figures behind a verdict, one row each, for the ``verdict_evidence`` table.
+
+    Args:
+        row: a run row after :func:`verdict` (and the launch metrics).
+
+    Returns:
+        Rows of evidence (the run-row column it comes from), value, rule (what
+        the value means and the threshold used), supports ("launch-bound",
+        "gpu-bound", or "" where the figure only informs). Empty for a run
+        without a verdict (no GPU activity, undetermined).
+    """
+    if row.get("verdict") in ("no GPU activity", "undetermined", None):
+        return []
+    share, util = row["host_wait_share"], row["utilization"]
+    feed, unprofiled = row.get("feed_ratio", math.nan), row.get("unprofiled_utilization", math.nan)
+
+    def side(launch: bool, gpu: bool) -> str:
+        return "launch-bound" if launch else "gpu-bound" if gpu else ""
+
+    rows = [
+        ("host_wait_share", share, f">= {LAUNCH_BOUND_HOST_WAIT:.0%} of the active span: launch-bound; "
+         f"< {GPU_BOUND_HOST_WAIT:.0%} with utilization >= {GPU_BOUND_UTILIZATION:.0%}: gpu-bound",
+         side(share >= LAUNCH_BOUND_HOST_WAIT, share < GPU_BOUND_HOST_WAIT)),
+        ("utilization", util, f">= {GPU_BOUND_UTILIZATION:.0%} with host wait < {GPU_BOUND_HOST_WAIT:.0%}: gpu-bound",
+         side(False, util >= GPU_BOUND_UTILIZATION)),
+        ("feed_ratio", feed, "GPU µs per launch / host µs between launches: < 1 the GPU drains each launch "
+         "before the next arrives, > 1 the host runs ahead (informs, not in the rule)",
+         side(feed < 1, feed > 1)),
+        ("mean_kernel_us", row.get("mean_kernel_us", math.nan), "the rate race: compare with launch_interval_us", ""),
+        ("launch_interval_us", row.get("launch_interval_us", math.nan),
+         "host µs between launches, time blocked in syncs left out", ""),
+        ("short_kernel_share", row.get("short_kernel_share", math.nan),
+         "share of kernels < 10 µs: shorter than launching them costs the host", ""),
+        ("unprofiled_utilization", unprofiled, f">= {GPU_BOUND_UTILIZATION:.0%}: gpu-bound whatever the profiled "
+         "window says (its host wait was the profiler's)", side(False, unprofiled >= GPU_BOUND_UTILIZATION)),
+        ("cuda_graph_recoverable_us_per_iter", row.get("cuda_graph_recoverable_us_per_iter", math.nan),
+         "the most a CUDA graph could save per iteration: host wait per iteration", ""),
+    ]
+    return [{"evidence": e, "value": v, "rule": r, "supports": s} for e, v, r, s in rows
+            if not (isinstance(v, float) and math.isnan(v))]
