@@ -34,7 +34,8 @@ class Analysis:
              (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
     tables:  name -> one DataFrame over all traces, each row tagged with its
              run and trace: iterations, devices, streams, idle_histogram,
-             launch_apis, kernels, kernel_classes, kernel_quantiles.
+             launch_apis, kernels, kernel_classes, kernel_quantiles, transfers,
+             transfer_iterations.
     errors:  (path, problem, exit code) for each file that could not be read.
     skipped: (path, why) for JSON files found in a folder that are not
              traces (a summary.json, an ONNX Runtime profile).

@@ -89,4 +89,4 @@ def default_batch(name: str) -> int:
     return lookup(name)[0].default_batch
 
 
-from tracekit.models import conv, mlp, transformer, vit  # noqa: E402,F401  (register the families)
+from tracekit.models import conv, gemm, mlp, stream, transformer, vit  # noqa: E402,F401  (register the families)
