@@ -69,6 +69,7 @@ def test_unknown_device_has_no_percent_and_says_so(tmp_path):
     assert r.kernels["bound"].eq("unknown").all() and r.kernels["bw_pct_peak"].isna().all()
     assert any("no peak figures for device 'NVIDIA H200 NVL'" in n for n in r.notes)
     assert r.kernels.loc[0, "bw_GBps"] > 2900                                      # rates need no peaks
+    assert math.isnan(r.run["memory_share"]) and r.classes["neither_share"].isna().all()
 
 
 def test_run_and_class_shares_weight_by_trace_time(tmp_path):

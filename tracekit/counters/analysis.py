@@ -125,6 +125,8 @@ def _rates(g: pd.DataFrame) -> dict:
 
 def _shares(g: pd.DataFrame) -> dict:
     total = g["weight_us"].sum()
+    if (g["bound"] == "unknown").all():  # no peaks for the device: no bound, no shares
+        return {f"{b}_share": math.nan for b in BOUNDS}
     return {f"{b}_share": g.loc[g["bound"] == b, "weight_us"].sum() / total if total > 0 else math.nan
             for b in BOUNDS}
 
