@@ -51,3 +51,11 @@ def test_unreadable_inputs_are_one_line_errors(tmp_path):
         parse_text(NcuCsv().text())
     with pytest.raises(CountersError, match="cannot read"):
         parse(tmp_path / "missing.csv")
+
+
+def test_repeated_header_and_units_rows_are_skipped():
+    csv = NcuCsv().kernel("k1", 100, 1, 2)
+    lines = csv.text().splitlines()
+    twice = "\n".join(lines[:4] + lines[1:4] + lines[4:])      # a second header + units + the row again
+    df = parse_text(twice)
+    assert list(df["kernel"]) == ["k1", "k1"] and list(df["gpu__time_duration.sum"]) == [100, 100]

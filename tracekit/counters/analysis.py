@@ -89,9 +89,9 @@ def kernel_table(counters: pd.DataFrame, peaks: Peaks | None) -> pd.DataFrame:
     out["flops"] = kinds.sum(axis=1, min_count=1)
     out["TFLOPs"] = out["flops"] / time_ns / 1e3
     out["intensity_FLOP_per_B"] = out["flops"] / out["dram_bytes"].where(out["dram_bytes"] > 0)
-    for col, name in M.EXTRA.items():
-        if col in c:
-            out[name] = c[col]
+    for name in dict.fromkeys(M.EXTRA.values()):
+        if cols := [m for m, n in M.EXTRA.items() if n == name and m in c]:
+            out[name] = c[cols].max(axis=1)
     if peaks is None:
         out["bw_pct_peak"] = out["compute_pct_peak"] = math.nan
         out["bound"] = "unknown"

@@ -53,10 +53,12 @@ TENSOR_FLOPS = {
 }
 
 # Further evidence, renamed in the kernel table: ncu's own DRAM throughput as a
-# percent of its peak, and how busy the tensor pipe was.
+# percent of its peak, and how busy the tensor pipe was (the largest of the
+# names a device has for it; Hopper counts wgmma on the hmma pipe).
 EXTRA = {
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "ncu_dram_pct",
     "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": "tensor_pipe_pct",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed": "tensor_pipe_pct",
 }
 
 FLOP_KINDS = ["fp32", "fp64", "fp16", *TENSOR_FLOPS]

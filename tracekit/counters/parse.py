@@ -94,9 +94,10 @@ def parse_text(text: str) -> pd.DataFrame:
     if rows and "Metric Name" in rows[0]:
         rows, units = _details_to_raw(rows)
     else:
-        units = {}
-        if rows and not rows[0].get("ID", "").strip():
-            units = {k: v for k, v in rows.pop(0).items() if k and "__" in k}
+        # The units row has an empty ID; repeated header rows (one per profiled process) have "ID".
+        units = next(({k: v for k, v in r.items() if k and "__" in k} for r in rows
+                      if not (r.get("ID") or "").strip()), {})
+        rows = [r for r in rows if (r.get("ID") or "").strip().isdigit()]
     if not rows:
         raise CountersError("ncu CSV holds no profiled kernels (did the NVTX filter or --launch-count "
                             "select none?)")

@@ -70,7 +70,8 @@ def main(model, mode, batch, dtype, device, warmup, iters, info) -> None:
     except (ValueError, RuntimeError) as exc:
         sys.exit(f"tracekit.counters.workload: {exc}")
     if info:
-        write_json(info, {"spec": spec.to_dict(), "iters": iters, "environment": describe(spec.device)})
+        write_json(info, {"spec": spec.to_dict(), "profiled_iterations": iters,
+                          "environment": describe(spec.device)})
 
 
 if __name__ == "__main__":
