@@ -76,10 +76,11 @@ def test_corrupt_and_truncated_gzip(tmp_path):
         assert "gzip" in r.output and str(path) in r.output
 
 
-def test_onnx_runtime_profile(fixtures, tmp_path):
-    path = fixtures / "ort" / "vit16x6x384_bs1_cpu_ort_profile.json.gz"
+def test_json_array_from_another_tool(tmp_path):
+    path = _file("chrome_array.json", json.dumps([{"ph": "X", "cat": "v8", "name": "Compile", "pid": 1, "tid": 1,
+                                                   "ts": 1, "dur": 2}]))(tmp_path)
     r = _analyze(path, tmp_path)
-    assert r.exit_code == ExitCode.NOT_A_TRACE and "ONNX Runtime" in r.output
+    assert r.exit_code == ExitCode.NOT_A_TRACE and "nor an ONNX Runtime profile" in r.output
 
 
 @pytest.mark.parametrize("events, problem, kernels", [

@@ -9,7 +9,7 @@ from tracekit.cli import main
 
 def test_every_command_has_help():
     runner = CliRunner()
-    for cmd in ([], ["trace"], ["analyze"], ["bench"], ["models"], ["modes"]):
+    for cmd in ([], ["trace"], ["analyze"], ["bench"], ["models"], ["modes"], ["backends"]):
         result = runner.invoke(main, [*cmd, "--help"])
         assert result.exit_code == 0 and "Usage" in result.output
 

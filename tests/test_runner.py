@@ -49,10 +49,10 @@ def test_failures_are_recorded_not_raised(tmp_path, monkeypatch):
 
 
 def test_unavailable_backend_is_a_status_row(tmp_path, monkeypatch):
-    b = backends.Backend("nope", "test", lambda *a: None, unavailable=lambda device: "needs foo: pip install foo")
+    b = backends.Backend("nope", "test", lambda *a: None, unavailable=lambda spec: "needs foo: pip install foo")
     monkeypatch.setitem(backends.BACKENDS, "nope", b)
     manifest = runner.run(RunSpec("mlp", "nope"), tmp_path, log=lambda m: None)
-    assert manifest["status"] == "unavailable" and "pip install foo" in manifest["reason"]
+    assert manifest["status"] == "skipped" and "pip install foo" in manifest["reason"]
 
 
 def test_invalid_names_raise_before_writing(tmp_path):

@@ -69,6 +69,11 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--batch", "-b", type=int, default=None, help="Batch size [default: the model's].")
 @click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
 @click.option("--device", default=None, help="cpu, cuda or cuda:N [default: cuda if visible, else cpu].")
+@click.option("--phase", type=click.Choice(["inference", "forward", "forward-backward", "train-step"]),
+              default="inference", show_default=True,
+              help="What one iteration does: no-grad forward, forward with autograd, + backward, + AdamW step.")
+@click.option("--compile-only", default="", help="mode=surgical: comma-separated name patterns of the "
+              "submodules to compile, e.g. '*.rope,*.qkv_reshape' [default: the model's].")
 @click.option("--warmup", type=int, default=None, help="Warm-up calls after the first (compile) call "
               "[default: 5].")
 @click.option("--iters", type=int, default=None, help="Unprofiled timed iterations [default: 50].")
@@ -76,20 +81,22 @@ def main(ctx: click.Context, debug: bool) -> None:
               "[default: 10].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"),
               show_default=True, help="Traces root; the run goes to OUT/<model>/<mode>/.")
-def trace(model, mode, batch, dtype, device, warmup, iters, profile_iters, out) -> None:
+def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters, profile_iters, out) -> None:
     """Run one workload on one mode: compile, time, profile; write trace + run.json.
 
     The trace lands in OUT/<model>/<mode>/<worker>.<ts>.pt.trace.json.gz (the
     layout TensorBoard's profiler plugin reads) beside run.json, the run's
-    manifest. A run that fails (OOM, compile error) still writes run.json with
-    its status and reason; the exit code is then 1.
+    manifest. A run that fails (OOM, compile error) or cannot run here (backend
+    not installed, needs CUDA) still writes run.json with its status and
+    reason; the exit code is then 1.
     """
     from tracekit import backends, models, runner
     from tracekit.spec import RunSpec
 
     given = {k: v for k, v in dict(warmup=warmup, iters=iters, profile_iters=profile_iters).items()
              if v is not None}
-    spec = RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device, **given)
+    spec = RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device, phase=phase,
+                   compile_only=compile_only, **given)
     try:
         manifest = runner.run(spec, out)
     except (models.UnknownModel, backends.UnknownMode, ValueError) as exc:
@@ -193,6 +200,8 @@ def bench(suite_file, traces, reports) -> None:
 @click.option("--batch", "-b", type=int, default=None, help="Batch size [default: the model's].")
 @click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
 @click.option("--device", default=None, help="cuda or cuda:N [default: cuda if visible].")
+@click.option("--phase", type=click.Choice(["inference", "forward", "forward-backward", "train-step"]),
+              default="inference", show_default=True, help="What one iteration does (as for `tracekit trace`).")
 @click.option("--warmup", type=int, default=None, help="Warm-up calls before the profiled ones [default: 5].")
 @click.option("--kernels", type=click.IntRange(min=1), default=100, show_default=True,
               help="Profile at most this many kernels (ncu --launch-count), from the first measured "
@@ -210,7 +219,7 @@ def bench(suite_file, traces, reports) -> None:
               default=None, help="With --csv: the trace to join the counters to.")
 @click.option("--device-name", default=None, help="With --csv: the GPU's name for the peak table "
               "[default: the trace's].")
-def counters(model, mode, batch, dtype, device, warmup, kernels, iters, traces, out, csv_file, trace_file,
+def counters(model, mode, batch, dtype, device, phase, warmup, kernels, iters, traces, out, csv_file, trace_file,
              device_name) -> None:
     """Hardware counters (Nsight Compute): per-kernel DRAM bytes, GB/s, TFLOP/s, % of peak, bound.
 
@@ -235,7 +244,7 @@ def counters(model, mode, batch, dtype, device, warmup, kernels, iters, traces, 
             raise UserError("give --model (to profile a workload) or --csv (to analyze an ncu CSV)")
         else:
             given = {"warmup": warmup} if warmup is not None else {}
-            spec = RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device, **given)
+            spec = RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device, phase=phase, **given)
             result, folder = hw.run(spec, out, traces, kernels, iters, log=lambda m: click.echo(m, err=True))
             title = f"{folder.parent.name}/{mode}"
     except hw.ProfilerError as exc:
@@ -258,14 +267,19 @@ def list_models() -> None:
         click.echo(f"{fam.example:<14} batch {fam.default_batch:<3} {fam.description}")
 
 
-@main.command("modes")
-def list_modes() -> None:
-    """List backend modes and whether each can run here."""
+@main.command("backends")
+def list_backends() -> None:
+    """List backend modes, whether each can run here (and why not), and their phases."""
     from tracekit import backends
     from tracekit.environment import default_device
+    from tracekit.spec import RunSpec
 
-    device = default_device()
+    spec = RunSpec(model="mlp", device=default_device())
     for name, b in backends.BACKENDS.items():
-        reason = b.unavailable(device)
-        status = "available" if not reason else f"unavailable: {reason}"
-        click.echo(f"{name:<28} {status:<12} {b.description}")
+        reason = backends.why_not(b, spec)
+        click.echo(f"{name:<27} {'available' if not reason else 'unavailable'}  {b.description}")
+        click.echo(f"{'':<27} phases: {', '.join(p for p in ('inference', 'forward', 'forward-backward', 'train-step') if p in b.phases)}"
+                   + (f"; {reason}" if reason else ""))
+
+
+main.add_command(list_backends, "modes")

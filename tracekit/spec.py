@@ -22,6 +22,8 @@ class RunSpec:
     batch: int | None = None
     dtype: str = "fp32"
     device: str | None = None
+    phase: str = "inference"
+    compile_only: str = ""   # surgical mode: comma-separated name patterns of submodules to compile
     warmup: int = DEFAULT_WARMUP
     iters: int = DEFAULT_ITERS
     profile_iters: int = DEFAULT_PROFILE_ITERS
@@ -40,7 +42,7 @@ class RunSpec:
         """The workload folder name: the model, plus each setting that is not the default.
 
         ``vit16x6x384`` at its default batch 8 in fp32 is ``vit16x6x384``; at batch 1
-        in bf16 it is ``vit16x6x384-b1-bf16``.
+        in bf16 it is ``vit16x6x384-b1-bf16``; a training step adds ``-train-step``.
         """
         parts = [self.model]
         if self.batch is not None and self.batch != default_batch:
@@ -49,6 +51,8 @@ class RunSpec:
             parts.append(self.dtype)
         if self.device is not None and self.device.split(":")[0] != default_device:
             parts.append(self.device.replace(":", ""))
+        if self.phase != "inference":
+            parts.append(self.phase)
         return "-".join(parts)
 
 

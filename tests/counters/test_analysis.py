@@ -6,11 +6,10 @@ from ncucsv import TIME_DRAM, NcuCsv
 from tracebuilder import TraceBuilder
 
 from tracekit.counters import analysis, metrics
-from tracekit.counters.peaks import PEAKS, lookup
 
-H100 = lookup("NVIDIA H100 80GB HBM3")
-FMUL = "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum"
-FFMA = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"
+H100 = analysis.device_peaks("NVIDIA H100 80GB HBM3")
+FMUL = "sm__sass_thread_inst_executed_op_fmul_pred_on.sum"
+FFMA = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum"
 BF16 = "sm__ops_path_tensor_src_bf16_dst_fp32.sum"
 HGMMA = "sm__ops_path_tensor_op_hgmma_src_bf16_dst_fp32_sparsity_off.sum"
 COLS = TIME_DRAM + [(FMUL, "inst"), (FFMA, "inst"), (BF16, ""), (HGMMA, "")]
@@ -65,9 +64,9 @@ def test_tensor_pipe_busy_counts_as_compute_bound():
 
 
 def test_unknown_device_has_no_percent_and_says_so(tmp_path):
-    r = analysis.analyze(_csv().write(tmp_path / "ncu.csv"), device="NVIDIA H200 NVL")
+    r = analysis.analyze(_csv().write(tmp_path / "ncu.csv"), device="NVIDIA B300")
     assert r.kernels["bound"].eq("unknown").all() and r.kernels["bw_pct_peak"].isna().all()
-    assert any("no peak figures for device 'NVIDIA H200 NVL'" in n for n in r.notes)
+    assert any("no peak figures for device 'NVIDIA B300'" in n for n in r.notes)
     assert r.kernels.loc[0, "bw_GBps"] > 2900                                      # rates need no peaks
     assert math.isnan(r.run["memory_share"]) and r.classes["neither_share"].isna().all()
 
@@ -104,10 +103,10 @@ def test_csv_without_time_or_dram_is_an_error(tmp_path):
         analysis.analyze(c.write(tmp_path / "ncu.csv"))
 
 
-def test_peak_table_has_a_source_for_every_figure():
-    for p in PEAKS.values():
-        assert p.dram_GBps > 0 and all(src for _, (_, src) in p.figures.items())
-        assert set(p.figures) - {"dram_GBps"} <= set(metrics.FLOP_KINDS)
-    assert H100.dram_GBps == 3350 and H100.TFLOPs("tensor_bf16") == pytest.approx(989.5)
-    assert H100.TFLOPs("tensor_tf32") == pytest.approx(494.5) and H100.TFLOPs("fp32") == 67
-    assert lookup("NVIDIA H200").dram_GBps == 4800 and lookup("NVIDIA H200 NVL") is None
+def test_peaks_by_flop_kind_come_from_the_datasheet_table():
+    assert H100.dram_GBps == 3350 and H100.TFLOPs["tensor_bf16"] == pytest.approx(989.5)
+    assert H100.TFLOPs["tensor_tf32"] == pytest.approx(494.5) and H100.TFLOPs["fp32"] == 67
+    assert H100.TFLOPs["tensor_fp64"] == 67 and "fp16" not in H100.TFLOPs      # no CUDA-core fp16 figure
+    assert "datasheet" in H100.source and all(r["source"] == H100.source for r in H100.table())
+    assert analysis.device_peaks("NVIDIA H100 PCIe").dram_GBps == 2000
+    assert analysis.device_peaks("NVIDIA B300") is None and set(analysis.PEAK_KEY) == set(metrics.FLOP_KINDS) - {"fp16"}

@@ -8,7 +8,7 @@ from tracekit.counters.parse import CountersError, parse, parse_text, to_base
 
 def test_raw_page_rows_units_and_separators(tmp_path):
     csv = NcuCsv([("gpu__time_duration.sum", "usecond"), ("dram__bytes_read.sum", "Mbyte"),
-                  ("dram__bytes_write.sum", "byte"), ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "")])
+                  ("dram__bytes_write.sum", "byte"), ("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "")])
     csv.kernel("void at::native::vectorized_elementwise_kernel<4, Mul, std::array<char*, 3ul> >(int, Mul)",
                1250.5, 2147.483648, 1_073_741_824, 0)
     csv.kernel("sm90_xmma_gemm_bf16bf16_bf16f32", 3.0, 0.5, 4096, 268_435_456, stream=13)
@@ -18,7 +18,7 @@ def test_raw_page_rows_units_and_separators(tmp_path):
     assert df.loc[0, "gpu__time_duration.sum"] == pytest.approx(1_250_500.0)  # µs -> ns
     assert df.loc[0, "dram__bytes_read.sum"] == pytest.approx(2_147_483_648)  # Mbyte -> bytes (1e6)
     assert df.loc[0, "dram__bytes_write.sum"] == 1_073_741_824              # "1,073,741,824"
-    assert df.loc[1, "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"] == 268_435_456
+    assert df.loc[1, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum"] == 268_435_456
     assert df.loc[1, "stream"] == 13 and df.loc[1, "cc"] == "9.0"
     assert df.attrs["units"]["gpu__time_duration.sum"] == "ns" and df.attrs["units"]["dram__bytes_read.sum"] == "byte"
 

@@ -4,7 +4,7 @@ import json
 import pytest
 from tracebuilder import TraceBuilder
 
-from tracekit.trace import NotATrace, TraceError, load
+from tracekit.trace import TraceError, load
 
 
 def test_reads_gzipped_and_plain_alike(tmp_path):
@@ -74,9 +74,17 @@ def test_truncated_gzip(tmp_path):
         load(path)
 
 
-def test_onnx_runtime_profile_is_not_a_kineto_trace(fixtures):
-    with pytest.raises(NotATrace, match="ONNX Runtime"):
-        load(fixtures / "ort" / "vit16x6x384_bs1_cpu_ort_profile.json.gz")
+def test_onnx_runtime_profile(fixtures):
+    """ONNX Runtime's own profile: operator runs become CPU ops, each model_run an iteration."""
+    path = fixtures / "ort" / "vit16x6x384_bs1_cpu_ort_profile.json.gz"
+    raw = json.loads(gzip.decompress(path.read_bytes()))
+    nodes = [e for e in raw if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    runs = [e for e in raw if e.get("cat") == "Session" and e["name"] == "model_run"]
+    tables = load(path)
+    assert tables.meta["source"] == "onnxruntime" and not tables.has_gpu
+    assert len(tables.cpu_ops) == len(nodes) + len(runs)
+    assert list(tables.markers["dur"]) == [float(e["dur"]) for e in sorted(runs, key=lambda e: e["ts"])]
+    assert set(tables.cpu_ops["name"]) >= {e["args"]["op_name"] for e in nodes}
 
 
 def test_real_h100_trace(fixtures):

@@ -53,7 +53,10 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
     """
     row = summary.summarize(tables, iterations)
     gaps = idle.gaps(tables)
-    row.update(idle.breakdown(gaps).iloc[0].to_dict())
+    if tables.has_gpu:
+        row.update(idle.breakdown(gaps).iloc[0].to_dict())
+    else:  # no GPU timeline: idle time is undefined, not zero
+        row.update(dict.fromkeys(idle.breakdown(gaps).columns, float("nan")))
     span = row["active_span_us"]
     for cause in idle.CAUSES:  # share of the GPU's active span idle for each cause (0..1)
         row[f"idle_{cause}_share"] = row[f"idle_{cause}_us"] / span if span and span > 0 else float("nan")

@@ -116,6 +116,13 @@ def step_utilization(tables: EventTables) -> float:
     return float((e - s).sum() / (end - start)) if end > start else math.nan
 
 
+def _cpu_busy(tables: EventTables) -> float:
+    """Time (µs) in which at least one CPU op ran, on any thread (union of cpu_op intervals)."""
+    ops = tables.cpu_ops[tables.cpu_ops["cat"] == "cpu_op"]
+    s, e = union(ops["ts"].to_numpy(), ops["end"].to_numpy())
+    return float((e - s).sum())
+
+
 def summarize(tables: EventTables, iterations: int | None = None) -> dict:
     """The headline row of one trace.
 
@@ -129,7 +136,9 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
         gpu_busy_us, active_span_us, idle_us, idle_gaps, utilization,
         mean_kernel_us, iterations, kernels_per_iter, launches_per_iter,
         busy_per_iter_us, idle_per_iter_us, iteration_ms (mean marker length),
-        step_utilization (TensorBoard's "GPU Utilization"), cpu_ops, has_gpu, note. Sums run over all devices; utilization is
+        step_utilization (TensorBoard's "GPU Utilization"), cpu_ops,
+        cpu_op_busy_us (time any CPU op ran, all threads), cpu_op_busy_per_iter_us,
+        source ("pytorch" or "onnxruntime"), has_gpu, note. Sums run over all devices; utilization is
         total busy over total span.
     """
     dev = per_device(tables)
@@ -150,6 +159,8 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
         "iterations": n_iter or math.nan,
         "iteration_ms": float(tables.markers["dur"].mean()) / 1e3 if len(tables.markers) else math.nan,
         "cpu_ops": int((tables.cpu_ops["cat"] == "cpu_op").sum()),
+        "cpu_op_busy_us": _cpu_busy(tables),
+        "source": tables.meta.get("source", "pytorch"),
         "step_utilization": step_utilization(tables),
         "has_gpu": tables.has_gpu,
         "note": "" if tables.has_gpu else NO_GPU_NOTE,
@@ -162,5 +173,6 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
     row["kernels_per_iter"] = per(row["kernels"])
     row["launches_per_iter"] = per(row["host_launches"])
     row["busy_per_iter_us"] = per(row["gpu_busy_us"])
+    row["cpu_op_busy_per_iter_us"] = per(row["cpu_op_busy_us"])
     row["idle_per_iter_us"] = per(row["idle_us"])
     return row

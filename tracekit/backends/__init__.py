@@ -1,34 +1,59 @@
-"""Backend registry: mode name -> how to turn an eager module into a callable.
+"""Backend registry: mode name -> how to turn an eager module into something to time.
 
 Each backend module registers its modes with :func:`register` at import.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
+from tracekit.phases import PHASES
 from tracekit.spec import RunSpec
 
-Prepared = Callable[..., torch.Tensor]
+
+@dataclass
+class Prepared:
+    """What a backend made of the module.
+
+    fn:          called as ``fn(*inputs)``; returns the output (tensors).
+    device_type: where the work really runs ("cpu"/"cuda"): ONNX Runtime on its
+                 CPU provider is "cpu" even on a GPU machine. Timing, memory and
+                 the run's labels follow it.
+    info:        facts recorded in run.json (provider, compiled submodules...).
+    profile:     optional ``profile(run_dir, worker) -> context manager`` that
+                 records the backend's own profile (ONNX Runtime's) during the
+                 profiled window and writes it into run_dir.
+    """
+
+    fn: Callable[..., Any]
+    device_type: str
+    info: dict = field(default_factory=dict)
+    profile: Callable[[Path, str], AbstractContextManager] | None = None
 
 
 @dataclass(frozen=True)
 class Backend:
-    """One mode: ``prepare(module, inputs, spec)`` returns the callable to time.
+    """One mode.
 
-    ``unavailable(device)`` returns None when the mode can run on that device
-    type ("cpu"/"cuda"), else the reason and how to fix it. ``note(device)``
-    returns a caveat recorded in the manifest (e.g. a mode that degrades on CPU).
+    prepare(module, inputs, spec) -> Prepared (or a plain callable, run where
+    the module is). unavailable(spec) -> None when the mode can run that spec
+    here, else the reason and how to fix it. note(device_type) -> a caveat
+    recorded in run.json. phases: the phases it supports. device(spec) -> the
+    device the model and inputs are built on (default: the spec's).
     """
 
     name: str
     description: str
-    prepare: Callable[[torch.nn.Module, tuple, RunSpec], Prepared]
-    unavailable: Callable[[str], str | None] = lambda device: None
+    prepare: Callable[[torch.nn.Module, tuple, RunSpec], Prepared | Callable]
+    unavailable: Callable[[RunSpec], str | None] = lambda spec: None
     note: Callable[[str], str] = lambda device: ""
+    phases: frozenset = frozenset(PHASES)
+    device: Callable[[RunSpec], str] = lambda spec: spec.device
 
 
 BACKENDS: dict[str, Backend] = {}
@@ -55,4 +80,20 @@ def get(mode: str) -> Backend:
         raise UnknownMode(f"unknown mode {mode!r}; valid modes: {', '.join(BACKENDS)}") from None
 
 
-from tracekit.backends import eager, torch_compile  # noqa: E402,F401  (register the modes)
+def why_not(backend: Backend, spec: RunSpec) -> str | None:
+    """Why ``backend`` cannot run ``spec`` here (phase or availability), or None."""
+    if spec.phase not in backend.phases:
+        return f"mode {backend.name} supports phases {', '.join(sorted(backend.phases))}, not {spec.phase}"
+    return backend.unavailable(spec)
+
+
+def needs_cuda(spec: RunSpec) -> str | None:
+    """``unavailable`` for CUDA-only modes."""
+    if not spec.device or not spec.device.startswith("cuda"):
+        return "needs CUDA (a GPU and a CUDA build of torch); this run is on the CPU"
+    return None
+
+
+# Register the modes; this order is the order `tracekit backends` lists them in.
+from tracekit.backends import eager, torch_compile  # noqa: E402,F401,I001
+from tracekit.backends import cudagraphs, jit, onnx, tensorrt, fp8, transformer_engine, surgical  # noqa: E402,F401,I001

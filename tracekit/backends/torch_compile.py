@@ -16,18 +16,19 @@ from tracekit.backends import Backend, register
 CUDAGRAPH_MODES = {"reduce-overhead", "max-autotune"}
 
 
+def mark_step(fn):
+    """Wrap ``fn`` so each call starts a new CUDA-graph-trees iteration: the previous
+    iteration's outputs may then be overwritten (torch.compiler.cudagraph_mark_step_begin)."""
+    def call(*args):
+        torch.compiler.cudagraph_mark_step_begin()
+        return fn(*args)
+    return call
+
+
 def _prepare(mode: str):
     def prepare(module, inputs, spec):
         compiled = torch.compile(module, mode=None if mode == "default" else mode)
-        if mode not in CUDAGRAPH_MODES:
-            return compiled
-
-        def call(*args):
-            # Tell CUDA-graph trees a new iteration starts, so the previous
-            # iteration's outputs may be overwritten (torch.compiler docs).
-            torch.compiler.cudagraph_mark_step_begin()
-            return compiled(*args)
-        return call
+        return mark_step(compiled) if mode in CUDAGRAPH_MODES else compiled
     return prepare
 
 

@@ -3,9 +3,9 @@
 * :mod:`~tracekit.counters.ncu` runs a workload under ``ncu`` (needs a GPU and ncu).
 * :mod:`~tracekit.counters.workload` is the process ncu runs (imports torch).
 * :mod:`~tracekit.counters.parse`, :mod:`~tracekit.counters.join`,
-  :mod:`~tracekit.counters.analysis`, :mod:`~tracekit.counters.peaks`,
-  :mod:`~tracekit.counters.metrics`: reading the CSV, joining it to a trace,
-  the per-kernel and per-run tables (no torch, no GPU: they run anywhere).
+  :mod:`~tracekit.counters.analysis`, :mod:`~tracekit.counters.metrics`:
+  reading the CSV, joining it to a trace, the per-kernel and per-run tables
+  against the datasheet peaks of :mod:`tracekit.peaks` (no torch, no GPU: they run anywhere).
 
 :func:`run` is the library call behind ``tracekit counters``.
 """
@@ -51,8 +51,7 @@ def run(spec, out: Path | str, traces: Path | str | None = "traces", kernels: in
     models.lookup(spec.model)
     directory = run_dir(spec, Path(out))
     info = directory / "workload.json"
-    workload = ncu.workload_command(spec.model, spec.mode, spec.batch, spec.dtype, spec.device, spec.warmup,
-                                    iters, info)
+    workload = ncu.workload_command(spec, iters, info)
     csv = ncu.profile(workload, directory, kernels, log)
     trace = None
     if traces is not None and (folder := run_dir(spec, Path(traces))).is_dir():

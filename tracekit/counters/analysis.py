@@ -12,7 +12,8 @@ From ncu's counters (:mod:`tracekit.counters.metrics`), per kernel:
 * ``bw_pct_peak`` = bw_GBps / the device's peak DRAM bandwidth;
   ``compute_pct_peak`` = sum over kinds of (FLOP/s of the kind / the peak of
   that kind), so mixed work adds up to the share of the compute roof it uses.
-  Peaks: :mod:`tracekit.counters.peaks`.
+  Peaks: the datasheet table of :mod:`tracekit.peaks` (CUDA-core fp16 has no
+  figure there, so it counts in FLOP/s but not in compute_pct_peak).
 * ``bound``: "memory" or "compute" when the larger of bw_pct_peak and
   compute_pct_peak (or the tensor pipe's busy percent, where ncu gives it)
   reaches BOUND_PCT, else "neither" (low on both: small, latency- or
@@ -35,14 +36,43 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.kernels import kernel_class
+from tracekit import peaks as datasheet
 from tracekit.counters import metrics as M
 from tracekit.counters.join import join
 from tracekit.counters.parse import CountersError, parse
-from tracekit.counters.peaks import PEAKS, Peaks, lookup
 from tracekit.trace import load
 
 BOUND_PCT = 60.0
 BOUNDS = ["memory", "compute", "neither"]
+DEVICE_NAME = "device__attribute_display_name"
+# FLOP kind -> precision key of the datasheet table (tracekit.peaks)
+PEAK_KEY = {"fp32": "fp32", "fp64": "fp64", "tensor_fp64": "fp64_tensor", "tensor_tf32": "tf32",
+            "tensor_bf16": "bf16", "tensor_fp16": "fp16", "tensor_fp8": "fp8"}
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """A device's datasheet peaks: DRAM GB/s, TFLOP/s by FLOP kind, and the document they come from."""
+
+    device: str
+    dram_GBps: float
+    TFLOPs: dict[str, float]
+    source: str
+
+    def table(self) -> list[dict]:
+        """Rows of figure, value, unit, source (for reports)."""
+        rows = [("dram", self.dram_GBps, "GB/s")] + [(k, v, "TFLOP/s") for k, v in self.TFLOPs.items()]
+        return [{"figure": f, "value": v, "unit": u, "source": self.source} for f, v, u in rows]
+
+
+def device_peaks(device: str | None) -> Peaks | None:
+    """The peaks of ``device`` from :mod:`tracekit.peaks`, by FLOP kind; None for a device it lacks."""
+    key = datasheet.key(device)
+    if key is None:
+        return None
+    bw, compute = datasheet.PEAKS[key]
+    return Peaks(device, bw, {kind: compute[p] for kind, p in PEAK_KEY.items() if p in compute},
+                 datasheet.SOURCES.get(key, "tracekit/peaks.py"))
 
 
 def flops_by_kind(counters: pd.DataFrame) -> pd.DataFrame:
@@ -97,8 +127,7 @@ def kernel_table(counters: pd.DataFrame, peaks: Peaks | None) -> pd.DataFrame:
         out["bound"] = "unknown"
     else:
         out["bw_pct_peak"] = 100 * out["bw_GBps"] / peaks.dram_GBps
-        shares = [kinds[k].fillna(0) / time_ns / (peaks.TFLOPs(k) * 1e3)
-                  for k in M.FLOP_KINDS if peaks.TFLOPs(k)]
+        shares = [kinds[k].fillna(0) / time_ns / (peaks.TFLOPs[k] * 1e3) for k in M.FLOP_KINDS if k in peaks.TFLOPs]
         out["compute_pct_peak"] = 100 * sum(shares)
         out["bound"] = bound(out["bw_pct_peak"], out["compute_pct_peak"], out.get("tensor_pipe_pct"))
     for col in ("trace_name", "trace_dur_us", "matched"):
@@ -177,7 +206,8 @@ def analyze(csv: Path | str, trace: Path | str | None = None, device: str | None
     Args:
         csv: ncu ``--csv --page raw`` output.
         trace: a Kineto trace of the same workload, or None.
-        device: the GPU's name for the peak table; None takes the trace's.
+        device: the GPU's name for the peak table; None takes the trace's, else
+            the one ncu recorded (``device__attribute_display_name``) if any.
 
     Raises:
         CountersError: the CSV cannot be read or lacks gpu__time_duration / dram bytes.
@@ -197,10 +227,12 @@ def analyze(csv: Path | str, trace: Path | str | None = None, device: str | None
         if unmatched:
             notes.append(f"{unmatched} of {len(counters)} profiled kernels have no kernel of that name left in "
                          "the trace; they are weighted by ncu's time")
-    peaks = lookup(device)
+    if device is None and DEVICE_NAME in counters:
+        device = counters[DEVICE_NAME].iloc[0]
+    peaks = device_peaks(device)
     if peaks is None:
-        notes.append(f"no peak figures for device {device!r} (known: {', '.join(sorted(PEAKS))}); "
-                     "percent of peak and bound are not computed")
+        notes.append(f"no peak figures for device {device!r} (tracekit/peaks.py knows "
+                     f"{', '.join(datasheet.PEAKS)}); percent of peak and bound are not computed")
     kernels = kernel_table(counters, peaks)
     run = {"device": device, "peaks_known": peaks is not None, "csv": str(csv),
            "trace": str(trace) if trace else "", "join": counters.attrs.get("join", ""),

@@ -29,7 +29,9 @@ def full_key(name: str) -> str:
 
 def function_key(name: str) -> str:
     """The function identifier: ``void at::native::foo<4, ...>(int)`` -> ``foo``."""
-    head = _IDENT.match(name.replace("(anonymous namespace)", "")).group(0).strip()
+    for anonymous in ("(anonymous namespace)", "<unnamed>"):  # CUPTI's and ncu's spelling
+        name = name.replace(anonymous, "")
+    head = _IDENT.match(name).group(0).strip()
     return head.split()[-1].split("::")[-1] if head else name
 
 

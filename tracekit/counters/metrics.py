@@ -25,7 +25,7 @@ DRAM_READ = "dram__bytes_read.sum"
 DRAM_WRITE = "dram__bytes_write.sum"
 REQUIRED = [TIME, DRAM_READ, DRAM_WRITE]
 
-_SASS = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
+_SASS = "sm__sass_thread_inst_executed_op_{}_pred_on.sum"
 # metric -> (kind, FLOPs per thread instruction)
 SASS_FLOPS = {
     _SASS.format(op): (kind, 2 if op.endswith("fma") else 1)
@@ -64,10 +64,15 @@ EXTRA = {
 FLOP_KINDS = ["fp32", "fp64", "fp16", *TENSOR_FLOPS]
 
 
+def always() -> list[str]:
+    """The metrics always requested: REQUIRED and the SASS instruction counters (every GPU
+    ncu supports has them; the project's H100 fixture shows these names on ncu 2025.3)."""
+    return [*REQUIRED, *SASS_FLOPS]
+
+
 def optional() -> list[str]:
-    """Every metric beyond REQUIRED that tracekit uses when the device has it."""
-    tensor = [m for sets in TENSOR_FLOPS.values() for s in sets for m in s]
-    return [*SASS_FLOPS, *tensor, *EXTRA]
+    """The metrics requested when the device has them: tensor-core op counters and EXTRA."""
+    return [*(m for sets in TENSOR_FLOPS.values() for s in sets for m in s), *EXTRA]
 
 
 def base_name(metric: str) -> str:

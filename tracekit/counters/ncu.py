@@ -57,14 +57,9 @@ def available_metrics(ncu: str) -> set[str] | None:
 
 
 def choose_metrics(available: set[str] | None) -> list[str]:
-    """The metrics to request: REQUIRED, plus each optional one whose base name the device has.
-
-    Without a list of available metrics, the SASS instruction counters are
-    taken (every GPU ncu supports has them) and the tensor and extra ones left out.
-    """
-    if available is None:
-        return M.REQUIRED + list(M.SASS_FLOPS)
-    return M.REQUIRED + [m for m in M.optional() if M.base_name(m) in available]
+    """The metrics to request: :func:`metrics.always`, plus each optional one whose base name
+    the device has (none when ncu could not list them: ncu rejects a name a device lacks)."""
+    return M.always() + [m for m in M.optional() if available and M.base_name(m) in available]
 
 
 def command(ncu: str, metrics: list[str], csv: Path, kernels: int, workload: list[str]) -> list[str]:
@@ -74,15 +69,15 @@ def command(ncu: str, metrics: list[str], csv: Path, kernels: int, workload: lis
             "--metrics", ",".join(metrics), "--log-file", str(csv), *workload]
 
 
-def workload_command(model: str, mode: str, batch: int | None, dtype: str, device: str | None, warmup: int,
-                     iters: int, info: Path) -> list[str]:
-    """The ``python -m tracekit.counters.workload`` command line of one run."""
-    cmd = [sys.executable, "-m", "tracekit.counters.workload", "--model", model, "--mode", mode, "--dtype", dtype,
-           "--warmup", str(warmup), "--iters", str(iters), "--info", str(info)]
-    if batch is not None:
-        cmd += ["--batch", str(batch)]
-    if device is not None:
-        cmd += ["--device", device]
+def workload_command(spec, iters: int, info: Path) -> list[str]:
+    """The ``python -m tracekit.counters.workload`` command line that runs ``spec`` (a RunSpec)."""
+    cmd = [sys.executable, "-m", "tracekit.counters.workload", "--model", spec.model, "--mode", spec.mode,
+           "--dtype", spec.dtype, "--phase", spec.phase, "--warmup", str(spec.warmup), "--iters", str(iters),
+           "--info", str(info)]
+    if spec.batch is not None:
+        cmd += ["--batch", str(spec.batch)]
+    if spec.device is not None:
+        cmd += ["--device", spec.device]
     return cmd
 
 

@@ -46,14 +46,20 @@ def to_base(unit: str) -> tuple[str, float]:
     return unit, 1.0
 
 
-def _number(text: str) -> float:
-    text = text.strip().replace(",", "")
-    if not text or text.lower() in ("n/a", "nan"):
-        return math.nan
-    try:
-        return float(text)
-    except ValueError:
-        return math.nan
+def _column(texts: list[str], factor: float) -> list:
+    """A metric's values as floats in base units; n/a and empty as NaN. A column with
+    other text (``device__attribute_display_name``, ``launch__kernel_name``) stays text."""
+    out = []
+    for text in texts:
+        text = (text or "").strip()
+        if not text or text.lower() in ("n/a", "nan"):
+            out.append(math.nan)
+            continue
+        try:
+            out.append(float(text.replace(",", "")) * factor)
+        except ValueError:
+            return [(t or "").strip() for t in texts]
+    return out
 
 
 def _csv_lines(text: str) -> list[str]:
@@ -84,7 +90,8 @@ def parse_text(text: str) -> pd.DataFrame:
         Columns ``id`` (ncu's launch index, int), ``kernel`` (name), ``stream``,
         ``device``, ``cc``, ``block``, ``grid`` (as ncu writes them, where
         present), then one float column per metric in base units: ns for times,
-        bytes for sizes, plain counts. ``df.attrs["units"]`` maps each metric to
+        bytes for sizes, plain counts (text metrics such as the device's name
+        stay text). ``df.attrs["units"]`` maps each metric to
         its base unit. Rows sorted by ``id``.
 
     Raises:
@@ -107,12 +114,11 @@ def parse_text(text: str) -> pd.DataFrame:
     for col in ("stream", "device", "pid", "context"):
         if col in out:
             out[col] = pd.to_numeric(out[col], errors="coerce")
-    base_units = {}
-    for m in metrics:
-        base, factor = to_base(units.get(m, ""))
-        out[m] = [_number(r.get(m, "")) * factor for r in rows]
-        base_units[m] = base
-    out = out.sort_values("id", kind="stable").reset_index(drop=True)
+    scales = {m: to_base(units.get(m, "")) for m in metrics}
+    values = pd.DataFrame({m: _column([r.get(m, "") for r in rows], scales[m][1]) for m in metrics},
+                          index=out.index)
+    out = pd.concat([out, values], axis=1).sort_values("id", kind="stable").reset_index(drop=True)
+    base_units = {m: base for m, (base, _) in scales.items()}
     out.attrs["units"] = base_units
     return out
 

@@ -15,7 +15,8 @@ def _block(cin: int, cout: int) -> nn.Sequential:
 
 
 @register("conv", r"conv", "conv", default_batch=4,
-          description=f"CNN: batch x 3x{SIZE}x{SIZE}, two conv blocks, 1x1 head, {CLASSES} classes")
+          description=f"CNN: batch x 3x{SIZE}x{SIZE}, two conv blocks, 1x1 head, {CLASSES} classes",
+          compile_targets="0")
 def build_conv(match, batch: int):
     module = nn.Sequential(_block(3, 32), _block(32, 64), nn.Conv2d(64, CLASSES, 1),
                            nn.AdaptiveAvgPool2d(1), nn.Flatten())

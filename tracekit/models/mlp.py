@@ -11,7 +11,8 @@ FEATURES, HIDDEN, OUTPUTS = 256, 512, 10
 
 
 @register("mlp", r"mlp", "mlp", default_batch=4,
-          description=f"MLP: batch x {FEATURES} features, hidden {HIDDEN}, {OUTPUTS} outputs")
+          description=f"MLP: batch x {FEATURES} features, hidden {HIDDEN}, {OUTPUTS} outputs",
+          compile_targets="2,3")
 def build_mlp(match, batch: int):
     module = nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(),
                            nn.Linear(HIDDEN, OUTPUTS))

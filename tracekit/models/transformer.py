@@ -11,7 +11,8 @@ TOKENS, WIDTH, LAYERS, HEADS = 128, 256, 2, 4
 
 
 @register("transformer", r"transformer", "transformer", default_batch=2,
-          description=f"Transformer encoder: batch x {TOKENS} tokens x {WIDTH}, {LAYERS} layers, {HEADS} heads")
+          description=f"Transformer encoder: batch x {TOKENS} tokens x {WIDTH}, {LAYERS} layers, {HEADS} heads",
+          compile_targets="layers.0")
 def build_transformer(match, batch: int):
     layer = nn.TransformerEncoderLayer(WIDTH, HEADS, dim_feedforward=4 * WIDTH, batch_first=True)
     module = nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False)

@@ -64,7 +64,8 @@ class VisionTransformer(nn.Module):
 
 
 @register("vit", r"vit(\d+)x(\d+)x(\d+)", "vit16x6x384", default_batch=8,
-          description="ViT vit{patch}x{depth}x{dim}: heads=dim/64, 224x224 images, 1000 classes")
+          description="ViT vit{patch}x{depth}x{dim}: heads=dim/64, 224x224 images, 1000 classes",
+          compile_targets="blocks.*.attn")
 def build_vit(match, batch: int):
     patch, depth, dim = (int(g) for g in match.groups())
     if dim % 64 or IMAGE % patch or depth < 1:

@@ -9,6 +9,7 @@ import pandas as pd
 # (column in Analysis.runs, header shown, format)
 HEADLINE = [
     ("run", "run", "{}"),
+    ("source", "trace", "{}"),
     ("status", "status", "{}"),
     ("device_type", "device", "{}"),
     ("iterations", "iters", "{:.0f}"),
@@ -20,6 +21,7 @@ HEADLINE = [
     ("idle_gaps", "idle gaps", "{:.0f}"),
     ("mean_kernel_us", "mean kernel (µs)", "{:.1f}"),
     ("iteration_ms", "profiled iter (ms)", "{:.3f}"),
+    ("cpu_op_busy_per_iter_us", "CPU ops/iter (ms)", "ms3"),
     ("latency_median_ms", "latency p50 (ms)", "{:.3f}"),
     ("compile_s", "first call (s)", "{:.2f}"),
     ("verdict", "verdict", "{}"),

@@ -96,7 +96,7 @@ def roofline_png(result: CountersResult, path: Path, title: str) -> Path:
         bw = result.peaks.dram_GBps / 1e3  # TFLOP/s per FLOP/B
         used = ["fp32"] + [c[len("flops_"):] for c in k if c.startswith("flops_tensor") and k[c].fillna(0).sum() > 0]
         for kind in used:
-            peak = result.peaks.TFLOPs(kind)
+            peak = result.peaks.TFLOPs.get(kind)
             if peak:
                 ridge = peak / bw
                 ax.plot([lo, ridge, hi], [bw * lo, peak, peak], lw=1, color="gray")

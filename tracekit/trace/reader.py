@@ -21,7 +21,7 @@ from tracekit.errors import ExitCode
 from tracekit.trace.columns import (CPU_COLUMNS, FLOW_COLUMNS, GPU_COLUMNS, HOST_COLUMNS, MARKER_COLUMNS,
                                     TableBuilder, build_chunk)
 from tracekit.trace.schema import Trace
-from tracekit.trace import stream
+from tracekit.trace import ort, stream
 from tracekit.trace.stream import StreamError, iter_events, read_ends, split_file
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -215,7 +215,18 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
     except PermissionError:
         raise TraceError(path, "permission denied", ExitCode.NOT_FOUND) from None
     except StreamError as exc:
-        raise _error(path, exc) from None
+        error = _error(path, exc)
+        if not (isinstance(error, NotATrace) and "JSON array" in error.problem):
+            raise error from None
+        builder, header = TableBuilder(), Trace(traceEvents=[], traceName=ort.SOURCE)
+        try:
+            found = ort.events(path)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            found = None
+        if found is None:
+            raise NotATrace(path, "a JSON array of events, not a PyTorch profiler trace nor an ONNX Runtime "
+                                  "profile (a trace from another tool?)") from None
+        builder.add(found)
     tables = _tables(path, builder, header)
     if tables.gpu_ops.empty and tables.host_calls.empty and tables.cpu_ops.empty:
         raise NotATrace(path, f"none of its {builder.events} events is a PyTorch profiler event "
@@ -254,7 +265,7 @@ def _tables(path: Path, builder: TableBuilder, header: Trace) -> EventTables:
     flows = builder.table("flows", FLOW_COLUMNS, end=False)
     # Nested ProfilerStep ranges of the same step (cpu_op and user_annotation) collapse to one.
     markers = builder.table("markers", MARKER_COLUMNS).drop_duplicates("step").reset_index(drop=True)
-    meta = {"trace_name": header.traceName, "cuda_runtime_version": header.cuda_runtime_version,
+    meta = {"trace_name": header.traceName, "source": ort.SOURCE if header.traceName == ort.SOURCE else "pytorch", "cuda_runtime_version": header.cuda_runtime_version,
             "cuda_driver_version": header.cuda_driver_version, "events": builder.events,
             "problems": [f"{n} {what}" for what, n in sorted(builder.problems.items()) if n]}
     return EventTables(path=path, gpu_ops=gpu_ops, host_calls=host_calls, cpu_ops=cpu_ops,

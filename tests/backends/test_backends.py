@@ -1,0 +1,103 @@
+"""Every backend path on the CPU (and, marked gpu, on CUDA)."""
+
+import json
+
+import pytest
+import torch
+
+from tracekit import backends, runner
+from tracekit.analysis.runs import analyze
+from tracekit.spec import RunSpec
+
+QUICK = dict(warmup=1, iters=2, profile_iters=2)
+
+
+def _run(tmp_path, model, mode, **kw):
+    return runner.run(RunSpec(model, mode, **{**QUICK, **kw}), tmp_path, log=lambda m: None)
+
+
+@pytest.mark.slow
+def test_jit(tmp_path):
+    m = _run(tmp_path, "transformer", "jit")
+    assert m["status"] == "ok" and m["diff_ok"], m.get("reason")
+    assert "optimize_for_inference" in m["backend"]["torchscript"]
+
+
+@pytest.mark.slow
+def test_onnx_runtime_cpu_provider_is_labelled_cpu(tmp_path):
+    m = _run(tmp_path, "mlp", "onnx")
+    assert m["status"] == "ok", m.get("reason")
+    assert m["device_type"] == "cpu" and m["backend"]["execution_provider"] == "CPUExecutionProvider"
+    assert m["compile_s"] >= m["prepare_s"] > 0 and m["diff_ok"]
+    rows = analyze(tmp_path).runs
+    assert set(rows["source"]) == {"pytorch", "onnxruntime"}
+    ort = rows[rows["source"] == "onnxruntime"].iloc[0]
+    assert ort["iterations"] >= 2 and ort["cpu_ops"] > 0 and ort["cpu_op_busy_us"] > 0
+
+
+@pytest.mark.parametrize("mode", ["cudagraphs", "cudagraphs-compile", "fp8-scaled-mm"])
+def test_cuda_only_modes_are_skipped_on_the_cpu(tmp_path, mode):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    m = _run(tmp_path, "mlp", mode, device="cpu")
+    assert m["status"] == "skipped" and "needs CUDA" in m["reason"]
+    assert json.loads((tmp_path / "mlp" / mode / "run.json").read_text())["status"] == "skipped"
+
+
+@pytest.mark.parametrize("mode, package", [("tensorrt", "torch_tensorrt"), ("te-fp8", "transformer_engine")])
+def test_missing_packages_are_skipped_with_an_install_hint(tmp_path, mode, package):
+    try:
+        __import__(package)
+        pytest.skip(f"{package} is installed here")
+    except ImportError:
+        pass
+    m = _run(tmp_path, "mlp", mode)
+    assert m["status"] == "skipped"
+    assert f"{package} not installed" in m["reason"] and "pip install" in m["reason"]
+
+
+def test_phase_not_supported_is_skipped(tmp_path):
+    m = _run(tmp_path, "mlp", "onnx", phase="train-step")
+    assert m["status"] == "skipped" and "supports phases inference" in m["reason"]
+
+
+@pytest.mark.slow
+def test_surgical_compiles_rope_and_qkv_reshape_only(tmp_path):
+    m = _run(tmp_path, "ropetx2x256x64", "surgical", batch=2)
+    assert m["status"] == "ok", m.get("reason")
+    assert m["backend"]["compiled"] == ["layers.0.qkv_reshape", "layers.0.rope", "layers.1.qkv_reshape",
+                                        "layers.1.rope"]
+    assert m["diff_ok"]
+
+
+def test_surgical_without_a_match_fails_with_the_names(tmp_path):
+    m = _run(tmp_path, "mlp", "surgical", compile_only="nothing*")
+    assert m["status"] == "failed" and "no submodule matches" in m["reason"] and "some names: 0" in m["reason"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["forward", "forward-backward", "train-step"])
+def test_training_phases(tmp_path, phase):
+    m = _run(tmp_path, "mlp", "eager", phase=phase)
+    assert m["status"] == "ok" and m["label"] == f"mlp-{phase}" and m["max_abs_diff"] == 0.0
+
+
+@pytest.mark.slow
+def test_compiled_train_step(tmp_path):
+    m = _run(tmp_path, "mlp", "default", phase="train-step")
+    assert m["status"] == "ok" and m["diff_ok"], m.get("reason")
+
+
+def test_a_wrong_result_is_flagged(tmp_path, monkeypatch):
+    wrong = backends.Backend("wrong", "test", lambda module, inputs, spec: (lambda *x: module(*x) + 1.0))
+    monkeypatch.setitem(backends.BACKENDS, "wrong", wrong)
+    m = _run(tmp_path, "mlp", "wrong")
+    assert m["status"] == "ok" and not m["diff_ok"] and m["max_abs_diff"] == pytest.approx(1.0, abs=1e-4)
+    assert "above the fp32 tolerance" in m["note"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["cudagraphs", "cudagraphs-compile", "fp8-scaled-mm"])
+def test_cuda_modes_on_a_gpu(tmp_path, mode):
+    m = _run(tmp_path, "vit16x6x384", mode, batch=2)
+    assert m["status"] == "ok" and m["device_type"] == "cuda" and m["diff_ok"], m.get("reason")
