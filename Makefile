@@ -13,10 +13,12 @@ MODE   ?= eager
 TRACES ?= traces
 REPORTS ?= reports
 SUITE  ?= vit-study
+KERNELS ?= 100
+COUNTERS_OUT ?= $(REPORTS)/counters
 TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
              $(if $(ITERS),--iters $(ITERS))
 
-.PHONY: help setup demo trace analyze bench bench-analyze test clean
+.PHONY: help setup demo trace analyze counters bench bench-analyze test clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -40,6 +42,11 @@ demo: $(SETUP)  ## set up, trace the small default workload eagerly and compiled
 
 trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead
 	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
+
+counters: $(SETUP)  ## trace MODEL, then its hardware counters under Nsight Compute (needs ncu): make counters MODEL=mul1024 KERNELS=2
+	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
+	$(TRACEKIT) counters --model $(MODEL) --mode $(MODE) --traces $(TRACES) --out $(COUNTERS_OUT) --kernels $(KERNELS) \
+	  $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE))
 
 analyze: $(SETUP)  ## analyze everything under traces/ into reports/
 	$(TRACEKIT) analyze $(TRACES) --out $(REPORTS)
