@@ -99,9 +99,9 @@ class TraceBuilder:
         return path
 
 
-def add_sync_call(t: TraceBuilder, name: str, at: float, dur: float) -> None:
-    """A blocking host call (cudaDeviceSynchronize, ...) with no GPU op of its own."""
-    t.events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": PID, "tid": TID,
+def add_sync_call(t: TraceBuilder, name: str, at: float, dur: float, tid: int = TID) -> None:
+    """A blocking host call (cudaDeviceSynchronize, ...) with no GPU op of its own, on thread ``tid``."""
+    t.events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": PID, "tid": tid,
                      "ts": t.base + at, "dur": dur, "args": {"correlation": 10_000 + len(t.events)}})
 
 

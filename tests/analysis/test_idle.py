@@ -49,6 +49,14 @@ def test_host_blocked_in_a_synchronize_is_sync_not_host_wait(tmp_path):
     assert _causes(t, tmp_path) == [("sync", 30.0)]
 
 
+def test_a_sync_on_another_thread_holds_nothing_back(tmp_path):
+    t = TraceBuilder()
+    t.kernel("a", start=0, dur=10, launch_at=-5)
+    add_sync_call(t, "cudaStreamSynchronize", at=1, dur=12, tid=999)   # e.g. a data-loading thread
+    t.kernel("b", start=40, dur=10, launch_at=30)
+    assert _causes(t, tmp_path) == [("host_wait", 30.0)]
+
+
 def test_no_launch_found_is_other(tmp_path):
     t = TraceBuilder()
     t.kernel("a", start=0, dur=10, launch_at=-5)

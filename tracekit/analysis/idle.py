@@ -10,10 +10,10 @@ CUDA graph, L is the ``cudaGraphLaunch``). The gap's cause, checked in order:
 
 L started after the GPU went idle (the host had not even begun to issue N):
 
-2. ``sync``: the host was blocked in a synchronizing call when the GPU went
-   idle (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``,
+2. ``sync``: the thread that launches N was blocked in a synchronizing call
+   when the GPU went idle (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``,
    ``cudaEventSynchronize``, blocking ``cudaMemcpy``...): it waited for the
-   GPU to drain, then for itself.
+   GPU to drain, then for itself. A sync on another thread holds nothing back.
 3. ``host_wait``: otherwise. The GPU waits for the CPU; this is the time launch
    overhead costs and a CUDA graph could recover.
 
@@ -72,9 +72,10 @@ HIST_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 1000, np.inf)
 
 
 def _launch_index(tables: EventTables) -> pd.DataFrame:
-    """Launch calls by correlation id: ts (µs) of the call that enqueued each op."""
+    """Launch calls by correlation id: ts (µs) and thread (pid, tid) of the call that enqueued each op."""
     calls = tables.host_calls
-    return calls[calls["correlation"] >= 0].drop_duplicates("correlation").set_index("correlation")[["ts"]]
+    return calls[calls["correlation"] >= 0].drop_duplicates("correlation").set_index("correlation")[
+        ["ts", "pid", "tid"]]
 
 
 def _spans(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -126,9 +127,17 @@ def gaps(tables: EventTables, per_stream: bool = False,
         }))
     g = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
     g["gap_us"] = g["end"] - g["start"]
-    g["launch_ts"] = g["next_correlation"].map(_launch_index(tables)["ts"]).astype(float)
+    launch = _launch_index(tables)
+    g["launch_ts"] = g["next_correlation"].map(launch["ts"]).astype(float)
     start = g["start"].to_numpy()
-    host_sync = _during(start, *_spans(tables.host_calls[tables.host_calls["name"].isin(SYNC_CALLS)]))
+    # A sync blocks the thread that calls it: it holds back the launches of that thread only.
+    host_sync = np.zeros(len(g), dtype=bool)
+    thread = pd.MultiIndex.from_arrays([g["next_correlation"].map(launch["pid"]),
+                                        g["next_correlation"].map(launch["tid"])])
+    calls = tables.host_calls[tables.host_calls["name"].isin(SYNC_CALLS)]
+    for key, syncs in calls.groupby(["pid", "tid"]):
+        on = thread.isin([key])
+        host_sync[on] = _during(start[on], *_spans(syncs))
     gpu_sync = np.zeros(len(g), dtype=bool)
     for device, syncs in tables.syncs.groupby("device"):
         on = (g["device"] == device).to_numpy()
