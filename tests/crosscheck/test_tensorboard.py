@@ -1,16 +1,39 @@
 """Cross-check GPU utilization with TensorBoard's profiler plugin (torch-tb-profiler 0.4.3).
 
-TensorBoard's "GPU Utilization" is kernel busy time over the step window,
-not over the GPU's active span; ``summary.step_utilization`` computes that
-figure. They agree on every trace below but one: with CUDA graphs TensorBoard
-does not attribute the replayed kernels to the step that launched them, so
-its window stops where the CPU side of the step stops, while the GPU is still
-running the graph. For the reduce-overhead fixture it shows 52% utilization
-where the GPU is busy 94% of its active span; tracekit's ``utilization`` says 0.94.
+TensorBoard's "GPU Utilization" is kernel busy time (kernels only, no memcpy
+or memset) within its step window, over the window
+(torch_tb_profiler/profiler/gpu_metrics_parser.py, ``calculate_gpu_utilization``).
+Given the window TensorBoard chose, our kernel busy time reproduces its figure
+exactly on every real trace with kernels: the two tools measure busy time alike.
+
+What differs is the window. ``summary.step_utilization`` takes the first
+ProfilerStep marker (or first CPU op) to the later of the last marker's end
+(or last CPU op) and the last kernel's end. TensorBoard ends its window where
+its steps end (event_parser.py, ``_update_steps_duration``). It counts as steps
+both the host's ProfilerStep ranges and the copies Kineto writes on the GPU
+timeline (``gpu_user_annotation`` "ProfilerStep#N", ending with the step's last
+kernel), and the last to start, a GPU-side copy, closes the window; without
+markers its one step is the CPU side of the trace, extended only by kernels it
+matched to launches inside it. Two effects follow:
+
+* with markers, TensorBoard's window closes at the last step's last kernel,
+  ours at the host marker's end (after the runner's final synchronize), so
+  ours reads a little lower (our H100 study traces);
+* kernels that run past TensorBoard's window are left out: the last few after
+  the host's last event (the eager fixture), those after the last marker
+  (ns_resolution), or, with CUDA graphs, nearly the whole replay: for the
+  reduce-overhead fixture it shows 52% where the GPU is busy 94% of its active
+  span.
+
+Elsewhere step_utilization is within ``STEP_WINDOW_TOLERANCE`` of it.
+
+tracekit's headline ``utilization`` is busy time over the GPU's active span,
+which needs no window choice at all.
 """
 
 import logging
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,39 +44,70 @@ from tracekit.trace import load
 
 pytest.importorskip("torch_tb_profiler", reason="torch-tb-profiler is not installed (make setup installs it)")
 
+ROOT = Path(__file__).resolve().parents[2]
+STUDY = ROOT / "reports" / "h100" / "vit-study" / "traces"
+# Utilization points by which step_utilization's window may differ from TensorBoard's,
+# for the largest tail of kernels past TensorBoard's window in these traces (ns_resolution).
+STEP_WINDOW_TOLERANCE = 0.005
+TRACES = ["h100/vit16x6x384_eager.pt.trace.json.gz", "h100/vit16x6x384_default.pt.trace.json.gz",
+          "hta/trace_filter/sampled_rank-0.json.gz", "hta/trace_filter/sampled_rank-1.json.gz",
+          "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+          "hta/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+          "hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz", "hta/triton_example/triton_example.json.gz",
+          "study/vit16x6x384-b1/eager", "study/vit16x6x384-b1/default", "study/vit16x6x384-b1/reduce-overhead",
+          "study/vit16x6x384/eager", "study/vit32x18x1024/eager", "study/vit32x18x1024/reduce-overhead"]
 
-def _tensorboard(path) -> float:
+
+def _path(fixtures: Path, name: str) -> Path:
+    if name.startswith("study/"):
+        return next((STUDY / name.removeprefix("study/")).glob("*.pt.trace.json.gz"))
+    return fixtures / name
+
+
+def _tensorboard(path: Path, monkeypatch) -> tuple[float, float, float]:
+    """TensorBoard's GPU utilization of the trace's GPU, and the step window (start, end µs)
+    it computed it over (read from the arguments of its GPU-metrics parser)."""
     from torch_tb_profiler.profiler.data import RunProfileData
-    from torch_tb_profiler.profiler.run_generator import RunGenerator
+    from torch_tb_profiler.profiler.gpu_metrics_parser import GPUMetricsParser
     logging.disable(logging.WARNING)
+    window = []
+    parse = GPUMetricsParser.parse_events
+
+    def spy(events, global_start, global_end, steps_start, steps_end):
+        window[:] = [steps_start, steps_end]
+        return parse(events, global_start, global_end, steps_start, steps_end)
+
+    monkeypatch.setattr(GPUMetricsParser, "parse_events", staticmethod(spy))
     data = RunProfileData.parse("worker", None, str(path), tempfile.mkdtemp())
-    RunGenerator("worker", None, data).generate_run_profile()
-    return [u for u in data.gpu_metrics_parser.gpu_utilization if u is not None][0]
+    [util] = [u for u in data.gpu_metrics_parser.gpu_utilization if u is not None]
+    return util, *window
 
 
-@pytest.mark.parametrize("name", ["h100/vit16x6x384_eager.pt.trace.json.gz", "h100/vit16x6x384_default.pt.trace.json.gz",
-                                  "hta/trace_filter/sampled_rank-0.json.gz"])
-def test_same_gpu_utilization_as_tensorboard(fixtures, name):
-    assert step_utilization(load(fixtures / name)) == pytest.approx(_tensorboard(fixtures / name), abs=0.002)
+def _busy_share(tables, start: float, end: float) -> float:
+    """Our kernel busy time within [start, end) over its length."""
+    k = tables.gpu_ops[tables.gpu_ops["kind"] == "kernel"]
+    s, e = union(np.clip(k["ts"].to_numpy(), start, end), np.clip(k["end"].to_numpy(), start, end))
+    return float((e - s).sum()) / (end - start)
 
 
-def test_our_own_h100_traces_with_markers():
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[2] / "reports" / "h100" / "vit-study" / "traces" / "vit16x6x384-b1"
-    for mode in ("eager", "default"):
-        path = next((root / mode).glob("*.pt.trace.json.gz"))
-        assert step_utilization(load(path)) == pytest.approx(_tensorboard(path), abs=0.002)
+@pytest.mark.parametrize("name", TRACES)
+def test_same_gpu_utilization_as_tensorboard(fixtures, monkeypatch, name):
+    path = _path(fixtures, name)
+    tables = load(path)
+    tb, start, end = _tensorboard(path, monkeypatch)
+    assert _busy_share(tables, start, end) == pytest.approx(tb, rel=1e-9)          # same busy time
+    assert step_utilization(tables) == pytest.approx(tb, abs=STEP_WINDOW_TOLERANCE)  # nearly the same window
 
 
-def test_cuda_graph_kernels_fall_outside_tensorboards_step(fixtures):
+def test_cuda_graph_kernels_fall_outside_tensorboards_window(fixtures, monkeypatch):
     path = fixtures / "h100" / "vit16x6x384_reduce-overhead.pt.trace.json.gz"
     tables = load(path)
-    tb = _tensorboard(path)
-    # TensorBoard's figure is the window that ends with the CPU ops...
-    k = tables.gpu_ops[tables.gpu_ops["kind"] == "kernel"]
+    tb, start, end = _tensorboard(path, monkeypatch)
+    assert _busy_share(tables, start, end) == pytest.approx(tb, rel=1e-9)
+    # TensorBoard's window is the CPU side of the run...
     cpu = tables.cpu_ops[tables.cpu_ops["cat"] == "cpu_op"]
-    start, end = cpu["ts"].min(), cpu["end"].max()
-    s, e = union(np.clip(k["ts"].to_numpy(), start, end), np.clip(k["end"].to_numpy(), start, end))
-    assert tb == pytest.approx((e - s).sum() / (end - start), abs=0.002)
-    # ...while the GPU ran the graph for much longer, and was busy most of its active span.
+    assert (start, end) == (cpu["ts"].min(), cpu["end"].max())
+    # ...while the GPU ran the graphs for much longer, busy most of its active span.
+    k = tables.gpu_ops[tables.gpu_ops["kind"] == "kernel"]
+    assert (k["end"] > end).mean() > 0.5
     assert tb < 0.6 and summarize(tables)["utilization"] > 0.9

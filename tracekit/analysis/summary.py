@@ -104,7 +104,11 @@ def step_utilization(tables: EventTables) -> float:
     ``_update_steps_duration``; gpu_metrics_parser.py,
     ``calculate_gpu_utilization``). Unlike our ``utilization`` it counts only
     kernels (no memcpy/memset) and includes the host's lead before the first
-    kernel. NaN without kernels.
+    kernel. TensorBoard's own window differs at its end (it closes with the last
+    step's last kernel, and leaves out kernels it cannot tie to a step, such as
+    CUDA-graph replays): tests/crosscheck/test_tensorboard.py shows how, and
+    that given its window our busy time gives its figure exactly. NaN without
+    kernels.
     """
     k = tables.gpu_ops[tables.gpu_ops["kind"] == "kernel"]
     cpu = tables.cpu_ops[tables.cpu_ops["cat"].isin(["cpu_op", "python_function"])]
