@@ -1,23 +1,45 @@
 """Kernel tables: the top kernels by time, and time by coarse kernel class.
 
-Classes come from kernel names (first rule that matches, case-insensitive):
+A kernel's class comes from its own name: a C++ kernel's qualified function
+name without return type, template arguments or parameter list (see
+:func:`short_name`), since arguments name libraries that are no clue to what
+the kernel does (``vectorized_elementwise_kernel<4, fbgemm_gpu::...>`` is no
+GEMM). The first rule that matches wins, case-insensitive:
 
 * ``memcpy/memset``: GPU ops that are not kernels.
+* Inductor's kernels by their prefix, whatever ops their names list
+  (torch/_inductor/codegen/triton.py names them ``triton_{poi,red,per,tem}_``):
+  ``triton_tem_`` templates are ``attention`` when flex-attention, else
+  ``GEMM/conv``; ``triton_per_`` (persistent) and ``triton_red_`` reductions are
+  ``reduction/norm``; ``triton_poi_`` pointwise kernels are ``elementwise/fused``.
+* ``communication``: collective and point-to-point kernels: ``nccl``, ``rccl``,
+  ``gloo`` (HolisticTraceAnalysis' COMMUNICATION type matches ``^nccl.*Kernel``,
+  hta/utils/utils.py). Before the rest: their names also say "Reduce".
 * ``attention``: flash/fused attention kernels: ``flash``, ``fmha``,
   ``attention``, ``sdpa`` (FlashAttention, cuDNN/xFormers fMHA, PyTorch's
-  memory-efficient attention, Inductor's flex-attention templates).
+  memory-efficient attention).
+* ``embedding``: embedding lookups and their backward (``embedding``, ``embs``:
+  PyTorch's and fbgemm's table-batched embeddings in recommendation models).
 * ``GEMM/conv``: cuBLAS/cuBLASLt/CUTLASS/cuDNN matrix and convolution kernels:
-  ``gemm``, ``xmma``, ``cutlass``, ``cublas``, ``nvjet`` (cuBLAS on Hopper),
-  ``wgmma``, ``sm80_``/``sm90_``, ``conv``, ``implicit``, and Inductor's
-  matmul templates ``triton_tem_``/``mm``.
-* ``reduction/norm``: ``reduce``, ``norm``, ``softmax``, ``argmax``, and
-  Inductor's reduction kernels ``triton_per_`` (persistent) / ``triton_red_``.
-* ``elementwise/fused``: ``elementwise``, ``triton_poi_`` (Inductor's fused
-  pointwise kernels), ``copy``, ``fill``, ``cat``, ``index``, other ``triton_``.
-* ``other``: the rest.
+  ``gemm`` (not fbgemm, a library of embedding and quantization kernels),
+  ``gemv``, ``splitK`` (split-K GEMM reductions), ``xmma``, ``cutlass``,
+  ``cublas``, ``nvjet`` (cuBLAS on Hopper), ``wgmma``, ``sm80_``/``sm90_``,
+  ``conv`` (not convert), ``implicit``, ``winograd``, cuDNN's convolution
+  engines ``scudnn``/``hcudnn`` (fp32/fp16) and ``dgrad``/``wgrad`` (data and
+  weight gradients), ROCm's Tensile GEMMs ``Cijk_...`` (rocBLAS/hipBLASLt name
+  them by their index order), ``matmul``, ``mm``.
+* ``reduction/norm``: ``reduce``, ``norm``, ``softmax``, ``argmax``, pooling
+  (``pool``, not pooled), cuDNN's batch-norm kernels ``bn_fw``/``bn_bw``,
+  PyTorch's layer/group-norm statistics and backward (``RowwiseMoments``,
+  ``GammaBetaBackward``).
+* ``elementwise/fused``: ``elementwise``, ``copy``, ``fill``, ``cat``,
+  ``index``, ``dropout``, layout changes (``nchwToNhwc``, ``nhwcToNchw``,
+  ``transpose``, ``permute``), foreach optimizer steps (``multi_tensor_apply``),
+  other ``triton_`` kernels.
+* ``other``: the rest (sorts, scans, quantization...).
 
-Inductor's prefixes are documented in torch/_inductor/codegen/triton.py
-(kernel names ``triton_{poi,red,per,tem}_...``).
+The cuDNN, Tensile, fbgemm and PyTorch names above are those of the real
+traces in tests/analysis/test_kernels.py.
 """
 
 from __future__ import annotations
@@ -30,20 +52,43 @@ import pandas as pd
 from tracekit.trace.reader import EventTables
 
 CLASS_RULES = [
+    ("attention", re.compile(r"^triton_tem_.*(flex|attention)", re.I)),
+    ("GEMM/conv", re.compile(r"^triton_tem_", re.I)),
+    ("reduction/norm", re.compile(r"^triton_(per|red)_", re.I)),
+    ("elementwise/fused", re.compile(r"^triton_poi_", re.I)),
+    ("communication", re.compile(r"nccl|rccl|gloo", re.I)),
     ("attention", re.compile(r"flash|fmha|attention|sdpa", re.I)),
-    ("GEMM/conv", re.compile(r"gemm|xmma|cutlass|cublas|nvjet|wgmma|sm[89]0_|conv|implicit|triton_tem_|"
-                             r"(^|[^a-z])mm([^a-z]|$)|matmul", re.I)),
-    ("reduction/norm", re.compile(r"reduce|norm|softmax|argmax|triton_per_|triton_red_", re.I)),
-    ("elementwise/fused", re.compile(r"elementwise|triton_poi_|copy|fill|cat|index|triton_", re.I)),
+    ("embedding", re.compile(r"embedding|embs", re.I)),
+    ("GEMM/conv", re.compile(r"(?<!fb)gemm|gemv|splitK|xmma|cutlass|cublas|nvjet|wgmma|sm[89]0_|conv(?!ert)|"
+                             r"implicit|winograd|[sh]cudnn|dgrad|wgrad|^Cijk_|matmul|(^|[^a-z])mm([^a-z]|$)", re.I)),
+    ("reduction/norm", re.compile(r"reduce|norm|softmax|argmax|pool(?!ed)|bn_fw|bn_bw|moments|gammabeta", re.I)),
+    ("elementwise/fused", re.compile(r"elementwise|copy|fill|cat|index|dropout|nchwToNhwc|nhwcToNchw|transpose|"
+                                     r"permute|multi_tensor_apply|triton_", re.I)),
 ]
+_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
+
+
+def short_name(name: str) -> str:
+    """A kernel's own name: ``void ns::kernel<T, 4>(float*, int)`` -> ``ns::kernel``.
+
+    Removes template arguments (nested ``<...>``), the parameter list and the
+    return type; ``(anonymous namespace)`` stays. Plain names (cuDNN, Triton)
+    come back as they are.
+    """
+    s = name.replace("(anonymous namespace)", "{anonymous}")
+    while (shorter := _TEMPLATE_ARGS.sub("", s)) != s:
+        s = shorter
+    s = s.split("(", 1)[0].strip()
+    return s.rsplit(" ", 1)[-1].replace("{anonymous}", "(anonymous namespace)")
 
 
 def kernel_class(name: str, kind: str = "kernel") -> str:
     """The coarse class of one GPU op (see the module docstring)."""
     if kind != "kernel":
         return "memcpy/memset"
+    short = short_name(name)
     for label, rule in CLASS_RULES:
-        if rule.search(name):
+        if rule.search(short):
             return label
     return "other"
 
