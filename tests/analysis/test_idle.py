@@ -41,6 +41,16 @@ def test_queued_long_gap_with_a_gpu_side_wait_is_sync(tmp_path):
     assert _causes(t, tmp_path) == [("sync", 50.0)]
 
 
+def test_a_gpu_side_wait_on_another_stream_explains_nothing(tmp_path):
+    t = TraceBuilder()
+    t.kernel("a", start=0, dur=10, stream=7, launch_at=-5)
+    add_gpu_sync(t, start=8, dur=52, stream=8)         # stream 8 waits; b runs on stream 7
+    t.kernel("b", start=60, dur=10, stream=7, launch_at=2)
+    assert _causes(t, tmp_path) == [("other", 50.0)]
+    add_gpu_sync(t, start=8, dur=52, stream=-1, name="Context Sync")   # a wait of the whole device does
+    assert _causes(t, tmp_path) == [("sync", 50.0)]
+
+
 def test_host_blocked_in_a_synchronize_is_sync_not_host_wait(tmp_path):
     t = TraceBuilder()
     t.kernel("a", start=0, dur=10, launch_at=-5)

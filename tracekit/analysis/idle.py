@@ -21,8 +21,10 @@ L was issued before the gap (the op was queued):
 
 4. ``launch_latency``: the gap is shorter than ``LAUNCH_LATENCY_MAX_US``: the
    fixed cost between back-to-back kernels.
-5. ``sync``: the gap is longer and the GPU was in a Kineto ``cuda_sync`` wait
-   (Stream Wait Event, Event Sync...) on that device when it went idle.
+5. ``sync``: the gap is longer and N's stream was in a synchronization when
+   the GPU went idle: a Kineto ``cuda_sync`` event (CUPTI's synchronization
+   record: Stream Wait Event, Stream Sync, Event Sync on N's stream, or a
+   Context Sync of the device) covers the gap's start.
 6. ``other``: the op waited on something else (a dependency, an event the
    trace does not show).
 
@@ -123,7 +125,7 @@ def gaps(tables: EventTables, per_stream: bool = False,
         parts.append(pd.DataFrame({
             "device": key[0], "stream": key[1] if per_stream else -1,
             "start": run_end[idx - 1], "end": s[idx],
-            "next_correlation": grp["correlation"].to_numpy()[idx],
+            "next_correlation": grp["correlation"].to_numpy()[idx], "next_stream": grp["stream"].to_numpy()[idx],
         }))
     g = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
     g["gap_us"] = g["end"] - g["start"]
@@ -138,9 +140,11 @@ def gaps(tables: EventTables, per_stream: bool = False,
     for key, syncs in calls.groupby(["pid", "tid"]):
         on = thread.isin([key])
         host_sync[on] = _during(start[on], *_spans(syncs))
+    # A GPU-side wait holds back its own stream (a Context Sync, every stream of the device).
     gpu_sync = np.zeros(len(g), dtype=bool)
-    for device, syncs in tables.syncs.groupby("device"):
-        on = (g["device"] == device).to_numpy()
+    for (device, stream), on in g.groupby(["device", "next_stream"]).indices.items():
+        syncs = tables.syncs[(tables.syncs["device"] == device)
+                             & ((tables.syncs["stream"] == stream) | (tables.syncs["name"] == "Context Sync"))]
         gpu_sync[on] = _during(start[on], *_spans(syncs))
     no_launch = g["launch_ts"].isna().to_numpy()
     launched_late = g["launch_ts"].to_numpy() > start
