@@ -43,3 +43,16 @@ def test_reduce_overhead_is_one_graph_launch_an_iteration():
     assert (it["host_launches"].iloc[1:] == 2).all()
     assert it["idle_host_wait_us"].sum() == run["idle_host_wait_us"] == 0
     assert run["verdict"] == "gpu-bound"
+
+
+def test_every_analysis_runs_on_every_hta_fixture(fixtures):
+    """Other GPUs and vendors, two ranks, CPU-only and counters-only traces: all analyzed, none an error."""
+    a = analyze(fixtures / "hta")
+    traces = sorted(p.relative_to(fixtures / "hta").as_posix() for p in (fixtures / "hta").glob("*/*.gz"))
+    assert a.errors == [] and sorted(a.runs["trace"]) == traces
+    gpu = a.runs[a.runs["has_gpu"]]
+    assert set(a.runs.loc[~a.runs["has_gpu"], "verdict"]) == {"no GPU activity"}
+    assert gpu["verdict"].isin(["launch-bound", "gpu-bound", "mixed", "undetermined"]).all()
+    assert list(gpu[[f"idle_{c}_us" for c in idle.CAUSES]].sum(axis=1)) == pytest.approx(list(gpu["idle_us"]))
+    for name in ("streams", "idle_histogram", "launch_apis", "kernels", "kernel_classes", "verdict_evidence"):
+        assert set(a.table(name)["trace"]) <= set(gpu["trace"]) and len(a.table(name)), name
