@@ -60,6 +60,8 @@ def test_short_name():
     assert kernels.short_name("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float>(float*)") == \
         "at::native::(anonymous namespace)::CatArrayBatchedCopy"
     assert kernels.short_name("triton_poi_fused_add_0") == "triton_poi_fused_add_0"
+    assert kernels.short_name("void at::<unnamed>::CatArrayBatchedCopy<at::<unnamed>::OpaqueType<4>>(int)") == \
+        "at::<unnamed>::CatArrayBatchedCopy"     # Nsight Compute's anonymous namespace
 
 
 @pytest.mark.parametrize("name", ["h100/vit16x6x384_eager.pt.trace.json.gz",

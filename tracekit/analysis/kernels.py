@@ -72,14 +72,16 @@ def short_name(name: str) -> str:
     """A kernel's own name: ``void ns::kernel<T, 4>(float*, int)`` -> ``ns::kernel``.
 
     Removes template arguments (nested ``<...>``), the parameter list and the
-    return type; ``(anonymous namespace)`` stays. Plain names (cuDNN, Triton)
+    return type; an anonymous namespace stays, as ``(anonymous namespace)``
+    (Kineto) or ``<unnamed>`` (Nsight Compute). Plain names (cuDNN, Triton)
     come back as they are.
     """
-    s = name.replace("(anonymous namespace)", "{anonymous}")
+    s = name.replace("(anonymous namespace)", "{anonymous}").replace("<unnamed>", "{unnamed}")
     while (shorter := _TEMPLATE_ARGS.sub("", s)) != s:
         s = shorter
     s = s.split("(", 1)[0].strip()
-    return s.rsplit(" ", 1)[-1].replace("{anonymous}", "(anonymous namespace)")
+    s = s.rsplit(" ", 1)[-1]
+    return s.replace("{anonymous}", "(anonymous namespace)").replace("{unnamed}", "<unnamed>")
 
 
 def kernel_class(name: str, kind: str = "kernel") -> str:
