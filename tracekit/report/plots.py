@@ -163,7 +163,13 @@ def kernel_cdf_axes(ax, comp: pd.DataFrame, quantiles: pd.DataFrame) -> None:
 
 
 def workload_figure(comp: pd.DataFrame, quantiles: pd.DataFrame, title: str) -> Figure:
-    """The four panels of one workload (``comp``: its comparison rows, baseline first)."""
+    """The four panels of one workload (``comp``: its comparison rows, baseline first);
+    latency alone when its traces hold no GPU activity."""
+    if comp["busy_per_iter_ms"].isna().all():
+        fig = _figure(6, 4.4)
+        latency_axes(fig.subplots(), comp)
+        fig.suptitle(f"{title}\n(no GPU activity in the traces: CPU only)", fontsize=11, fontweight="bold")
+        return fig
     fig = _figure(12, 8.2)
     axes = fig.subplots(2, 2)
     latency_axes(axes[0, 0], comp)
@@ -174,11 +180,17 @@ def workload_figure(comp: pd.DataFrame, quantiles: pd.DataFrame, title: str) -> 
     return fig
 
 
+def _with_gpu_ops(timeline: pd.DataFrame) -> set[str]:
+    """The runs whose timeline holds GPU ops."""
+    if "run" not in timeline:
+        return set()
+    return set(timeline.loc[timeline["kind"].isin(["kernel", "memcpy", "memset"]), "run"])
+
+
 def timeline_figure(comp: pd.DataFrame, timeline: pd.DataFrame, title: str) -> Figure:
     """One marked iteration per mode: GPU lanes above the CPU's CUDA API lane, one
     shared time axis (ms since the iteration's marker began)."""
-    runs = [(run, mode) for run, mode in zip(comp["run"], comp["mode"])
-            if "run" in timeline and (timeline["run"] == run).any()]
+    runs = [(run, mode) for run, mode in zip(comp["run"], comp["mode"]) if run in _with_gpu_ops(timeline)]
     fig = _figure(12, 1.0 + 1.45 * max(len(runs), 1))
     if not runs:
         _no_data(fig.subplots(), "no marked iterations with GPU activity in these traces")
@@ -272,8 +284,9 @@ def write_plots(comp: pd.DataFrame, quantiles: pd.DataFrame, timeline: pd.DataFr
         baseline: the baseline mode (for titles).
 
     Returns:
-        workload -> [its panels PNG, its timeline PNG]; key "" -> [the overview
-        PNG] when some workload has GPU activity.
+        workload -> [its panels PNG, its timeline PNG (when a run of it has GPU
+        ops in a marked iteration)]; key "" -> [the overview PNG] when some
+        workload has GPU activity.
     """
     out = Path(out)
     written: dict[str, list[Path]] = {}
@@ -281,8 +294,9 @@ def write_plots(comp: pd.DataFrame, quantiles: pd.DataFrame, timeline: pd.DataFr
         written[""] = [save(overview_figure(comp, baseline), out / "overview-busy-idle.png")]
     for workload, g in comp.groupby("workload", sort=False):
         name = slug(workload)
-        written[workload] = [
-            save(workload_figure(g, quantiles, f"{workload}: modes vs {baseline}"), out / f"{name}.png"),
-            save(timeline_figure(g, timeline, f"{workload}: one profiled iteration per mode"), out / f"{name}-timeline.png"),
-        ]
+        written[workload] = [save(workload_figure(g, quantiles, f"{workload}: modes vs {baseline}"),
+                                  out / f"{name}.png")]
+        if _with_gpu_ops(timeline) & set(g["run"]):
+            written[workload].append(save(timeline_figure(g, timeline, f"{workload}: one profiled iteration per mode"),
+                                          out / f"{name}-timeline.png"))
     return written
