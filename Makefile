@@ -16,7 +16,12 @@ SUITE  ?= vit-study
 TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
              $(if $(ITERS),--iters $(ITERS))
 
-.PHONY: help setup demo trace analyze bench bench-analyze test clean
+# Headless Chromium checks index.html in a real browser (tests/report/test_browser.py). `make test`
+# installs Debian's package first when no Chromium is found and apt-get is there; else the test skips.
+BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
+BROWSER_SETUP := $(if $(BROWSER),,$(if $(shell command -v apt-get 2>/dev/null),setup-browser))
+
+.PHONY: help setup setup-browser demo trace analyze bench bench-analyze test clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -35,13 +40,19 @@ $(VENV)/.setup-done: pyproject.toml
 	$(VENV)/bin/pip install -q --no-deps holistictraceanalysis==0.5.0
 	@touch $@
 
+setup-browser:  ## install Chromium from Debian's packages (apt-get; root or passwordless sudo)
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
+	( $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null ) \
+	  && echo "installed $$(chromium --version 2>/dev/null)" \
+	  || echo "could not install chromium (apt-get failed): the browser check of index.html will be skipped"
+
 demo: $(SETUP)  ## set up, trace the small default workload eagerly and compiled, analyze
 	$(TRACEKIT) bench workloads/demo.toml --traces $(TRACES) --reports $(REPORTS)/demo
 
 trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead
 	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
 
-analyze: $(SETUP)  ## analyze everything under traces/ into reports/
+analyze: $(SETUP)  ## analyze and compare everything under traces/: reports/summary.md, index.html, plots/
 	$(TRACEKIT) analyze $(TRACES) --out $(REPORTS)
 
 bench: $(SETUP)  ## run a suite of workloads/: make bench SUITE=vit-study
@@ -50,7 +61,7 @@ bench: $(SETUP)  ## run a suite of workloads/: make bench SUITE=vit-study
 bench-analyze: $(SETUP)  ## speed/memory of tracekit analyze on 10 MB-1 GB traces, vs HTA: reports/bench-analyze.md
 	$(VENV)/bin/python -m tracekit.loadbench --report $(REPORTS)/bench-analyze.md
 
-test: $(SETUP)  ## run the test suite (GPU tests skip without CUDA)
+test: $(SETUP) $(BROWSER_SETUP)  ## run the test suite (GPU tests skip without CUDA)
 	$(PYTEST) -q
 
 clean:  ## remove the virtual environment and local traces
