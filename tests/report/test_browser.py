@@ -38,13 +38,13 @@ def test_index_html_renders_tables_and_plots(report, tmp_path):
                               ".every(e => e.getBoundingClientRect().width > 0)")
         speedups = page.evaluate("Array.from(document.querySelectorAll('table')[0].tBodies[0].rows)"
                                  ".map(r => r.cells[3].textContent)")
+        shot = page.screenshot(tmp_path / "index.png", height=2600)
         # Sorting: a click on "latency p50 (ms)" orders the rows by it, a second click reverses.
         sort = ("(() => { const t = document.querySelectorAll('table')[0]; const th = t.tHead.rows[0].cells[2];"
                 " th.click(); const up = Array.from(t.tBodies[0].rows).map(r => parseFloat(r.cells[2].textContent));"
                 " th.click(); const down = Array.from(t.tBodies[0].rows).map(r => parseFloat(r.cells[2].textContent));"
                 " return [up, down]; })()")
         up, down = page.evaluate(sort)
-        shot = page.screenshot(tmp_path / "index.png", height=2600)
         errors = page.errors
     assert tables == [12, 12, 12, 12, 12, 12]  # speedup, profiled, details, overhead, runs, idle: 12 runs each
     assert len(images) == 9 and all(done and w > 0 and h > 0 for done, w, h in images)

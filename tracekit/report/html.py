@@ -4,6 +4,7 @@ URIs, sortable tables, each run linked to its trace), from a Jinja2 template."""
 from __future__ import annotations
 
 import base64
+import re
 from pathlib import Path
 
 import jinja2
@@ -24,7 +25,9 @@ def data_uri(png: Path) -> str:
 
 def _table(df, spec, title: str, links: dict[str, str] | None = None) -> dict:
     headers, rows = headline(df, spec)
-    return {"title": title, "headers": headers, "rows": rows,
+    # Columns of numbers (1.38x, +70%, 2.1e-05, "-") align right, text columns left.
+    numeric = [all(c == "-" or re.match(r"^[+-]?\d", c) for c in col) for col in zip(*rows)] or [False] * len(headers)
+    return {"title": title, "headers": headers, "rows": rows, "numeric": numeric,
             "link_col": headers.index("run") if links is not None and "run" in headers else -1,
             "links": links or {}}
 
