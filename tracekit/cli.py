@@ -149,7 +149,7 @@ def analyze(path, out, as_json, iterations, baseline) -> None:
         print_runs(result)
         print_comparison(Tables.of(result, baseline))
         click.echo(f"wrote {out}/: " + ", ".join(p.name for p in written if p.suffix != ".png")
-                   + f" and {sum(p.suffix == '.png' for p in written)} plots", err=True)
+                   + f"; plots/: {sum(p.suffix == '.png' for p in written)} PNG", err=True)
     _exit_if_partial(result)
 
 

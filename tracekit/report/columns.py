@@ -111,6 +111,8 @@ def comparison_view(comp: pd.DataFrame) -> pd.DataFrame:
             (f"{s:.2f}x" if pd.notna(s) else "-")
             for s, lo, hi in zip(comp["speedup"], comp["speedup_low"], comp["speedup_high"])]
     view = comp.assign(speedup_range=text)
+    for col in ("dominant", "dominant_profiled"):
+        view[col] = view[col].replace("", None)
     is_base = view["run"] == view["baseline_run"]
     delta = [c for c in view.columns if c.startswith("d_") or c.endswith("_ratio")]
     view.loc[is_base, delta] = float("nan")

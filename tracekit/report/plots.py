@@ -63,11 +63,20 @@ def _labels(modes: list[str]) -> list[str]:
     return [m.replace("-no-cudagraphs", "\n-no-cudagraphs") for m in modes]
 
 
+def _rows(ax, comp: pd.DataFrame, column: str, empty: str) -> pd.DataFrame:
+    """The rows of ``comp`` with a value in ``column`` (positive, for counts); when there
+    are none, ``ax`` says ``empty`` instead."""
+    rows = comp[comp[column].notna()]
+    if rows.empty or not (rows[column] > 0).any():
+        _no_data(ax, empty)
+        return rows.iloc[:0]
+    return rows
+
+
 def latency_axes(ax, comp: pd.DataFrame) -> None:
     """Unprofiled latency (median) per mode, error bars p10-p90, speedup over the bars."""
-    rows = comp[comp["latency_median_ms"].notna()]
+    rows = _rows(ax, comp, "latency_median_ms", "no unprofiled latency\n(runs without run.json)")
     if rows.empty:
-        _no_data(ax, "no unprofiled latency\n(runs without run.json)")
         return
     x = np.arange(len(rows))
     med = rows["latency_median_ms"].to_numpy()
@@ -97,9 +106,8 @@ def _idle_parts(comp: pd.DataFrame) -> list[tuple[str, np.ndarray, str]]:
 def busy_idle_axes(ax, comp: pd.DataFrame, legend: bool = True) -> None:
     """Per profiled iteration: GPU busy, then idle by cause, stacked; the unprofiled
     latency as a black tick on each bar."""
-    rows = comp[comp["busy_per_iter_ms"].notna()]
+    rows = _rows(ax, comp, "busy_per_iter_ms", "no GPU activity in these traces")
     if rows.empty:
-        _no_data(ax, "no GPU activity in these traces")
         return
     x = np.arange(len(rows))
     busy = rows["busy_per_iter_ms"].to_numpy()
@@ -120,9 +128,8 @@ def busy_idle_axes(ax, comp: pd.DataFrame, legend: bool = True) -> None:
 
 def kernels_launches_axes(ax, comp: pd.DataFrame) -> None:
     """Kernels executed and host launches per iteration, side by side per mode."""
-    rows = comp[comp["kernels_per_iter"].notna()]
-    if rows.empty or not (rows["kernels_per_iter"] > 0).any():
-        _no_data(ax, "no kernels in these traces")
+    rows = _rows(ax, comp, "kernels_per_iter", "no kernels in these traces")
+    if rows.empty:
         return
     x = np.arange(len(rows))
     w = 0.38

@@ -64,4 +64,4 @@ def print_comparison(t: Tables, console: Console | None = None, detail: bool = F
     if len(flagged):
         console.print(f"  profiler overhead > 10% (profiled vs unprofiled iteration): "
                       + ", ".join(f"{r} {o:+.0%}" for r, o in zip(flagged["run"], flagged["profiler_overhead"]))
-                      + "; their profiled idle time is inflated", highlight=False)
+                      + "; their profiled figures (idle time above all) are inflated", highlight=False)
