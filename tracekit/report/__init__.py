@@ -3,7 +3,8 @@
 Reports never re-read traces; they take an :class:`tracekit.analysis.runs.Analysis`.
 """
 
-from tracekit.report.files import Tables, write_reports
+from tracekit.report.content import Tables
+from tracekit.report.files import write_reports
 from tracekit.report.terminal import print_comparison, print_runs
 
 __all__ = ["Tables", "print_comparison", "print_runs", "write_reports"]

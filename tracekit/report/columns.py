@@ -87,6 +87,7 @@ DETAILS = [
     ("compile_s", "compile + first call (s)", "{:.2f}"),
     ("peak_memory_MB", "peak memory (MB)", "{:.1f}"),
     ("max_abs_diff", "max abs diff vs eager", "{:.2e}"),
+    ("utilization", "GPU util (profiled)", "{:.2f}"),
 ]
 
 # Profiler overhead: profiled vs unprofiled iteration time of each run.

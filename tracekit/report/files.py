@@ -7,53 +7,16 @@ Everything is made from an :class:`Analysis` and the comparison tables of
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
 
-from tracekit.analysis.compare import compare, profiler_overhead
 from tracekit.analysis.runs import Analysis
 from tracekit.io import write_atomic, write_json
 from tracekit.report.columns import (DETAILS, IDLE, OVERHEAD, PROFILED, SPEEDUP, comparison_view, evidence,
                                      headline, notes, overhead_view)
+from tracekit.report.content import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
+from tracekit.report.html import index_html
 from tracekit.report.plots import write_plots
-
-PERFETTO_HINT = ("To look inside a run, open https://ui.perfetto.dev, choose \"Open trace file\" and pick its "
-                 "`.pt.trace.json.gz` (Perfetto reads the gzipped Kineto JSON as it is, in the browser).")
-
-SOURCES = (
-    "Where each figure comes from: **latency** and **speedup** from the unprofiled timed iterations "
-    "(`run.json`; CUDA events on a GPU, `perf_counter` on the CPU; median, range p10-p90); **kernels, "
-    "launches, GPU busy, idle by cause, profiled iter** from the profiled window's trace (per "
-    "`ProfilerStep` iteration); **Δ idle** in the speedup table = unprofiled latency minus traced GPU busy "
-    "per iteration (kernel times barely change under the profiler, host-side costs do), so Δ latency = "
-    "Δ GPU busy + Δ idle exactly. Δ = this mode minus the baseline, per iteration.")
-
-
-@dataclass
-class Tables:
-    """What the report shows: the analysis, its comparison with ``baseline``, and
-    each run's profiler overhead."""
-
-    analysis: Analysis
-    comparison: pd.DataFrame
-    overhead: pd.DataFrame
-    baseline: str
-
-    @classmethod
-    def of(cls, analysis: Analysis, baseline: str = "eager") -> "Tables":
-        return cls(analysis, compare(analysis.runs, baseline), profiler_overhead(analysis.runs), baseline)
-
-
-def trace_links(analysis: Analysis, out: Path) -> dict[str, str]:
-    """run -> path of its first trace file relative to ``out`` (for links in reports)."""
-    runs = analysis.runs
-    if runs.empty or "trace" not in runs:
-        return {}
-    root = Path(analysis.root).absolute()
-    return {r: os.path.relpath(root / t, Path(out).absolute())
-            for r, t in zip(runs["run"], runs["trace"]) if isinstance(t, str) and t and r}
 
 
 def _markdown_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -69,12 +32,6 @@ def _linked(headers: list[str], rows: list[list[str]], links: dict[str, str]) ->
         return rows
     i = headers.index("run")
     return [r[:i] + [f"[{r[i]}]({links[r[i]]})" if r[i] in links else r[i]] + r[i + 1:] for r in rows]
-
-
-def findings(comp: pd.DataFrame) -> list[tuple[str, str, str, str]]:
-    """(workload, mode, finding, warning) for each run with a finding or a warning."""
-    return [(r["workload"], r["mode"], r["finding"], r["warning"]) for r in comp.to_dict("records")
-            if r["finding"] or r["warning"]]
 
 
 def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None = None,
@@ -138,8 +95,6 @@ def write_reports(analysis: Analysis, out: Path | str, source: str, baseline: st
     in the column names, plus the profiler-overhead columns), comparison.csv
     (the comparison with ``baseline``), runs.json (every table).
     """
-    from tracekit.report.html import index_html
-
     out = Path(out)
     t = Tables.of(analysis, baseline)
     pngs = write_plots(t.comparison, analysis.table("kernel_quantiles"), analysis.table("timeline"),

@@ -12,7 +12,7 @@ import jinja2
 from tracekit import __version__
 from tracekit.report.columns import (DETAILS, HEADLINE, IDLE, OVERHEAD, PROFILED, SPEEDUP, comparison_view, evidence,
                                      headline, notes, overhead_view)
-from tracekit.report.files import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
+from tracekit.report.content import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)

@@ -8,7 +8,7 @@ from rich.table import Table
 from tracekit.analysis.runs import Analysis
 from tracekit.report.columns import (DETAILS, IDLE, PROFILED, SPEEDUP, comparison_view, evidence, headline,
                                      notes)
-from tracekit.report.files import Tables, findings
+from tracekit.report.content import Tables, findings
 
 
 def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
@@ -62,6 +62,6 @@ def print_comparison(t: Tables, console: Console | None = None, detail: bool = F
         console.print(_table("work, compile time, memory, accuracy", *headline(comp, DETAILS)))
     flagged = t.overhead[t.overhead["flagged"]]
     if len(flagged):
-        console.print(f"  profiler overhead > 10% (profiled vs unprofiled iteration): "
+        console.print("  profiler overhead > 10% (profiled vs unprofiled iteration): "
                       + ", ".join(f"{r} {o:+.0%}" for r, o in zip(flagged["run"], flagged["profiler_overhead"]))
                       + "; their profiled figures (idle time above all) are inflated", highlight=False)
