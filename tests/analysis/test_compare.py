@@ -83,6 +83,7 @@ def test_missing_or_failed_baseline_and_another_baseline(tmp_path):
     assert c.loc["y/default", "warning"] == "no eager run in this workload"
     assert c.loc["y/default", "workload"] == "vit16x6x384 b1 fp32 cuda"
     c = compare(runs, baseline="default").set_index("run")
+    assert c.loc["x/ro", "warning"] == ""
     assert c.loc["x/ro", "speedup"] == pytest.approx(2.0) and c.loc["x/ro", "baseline_run"] == "x/default"
     assert c.loc["x/eager", "warning"].startswith("run oom")
 
@@ -123,3 +124,10 @@ def test_trace_only_runs_have_no_workload(tmp_path):
     eager_trace().write(tmp_path / "bare.pt.trace.json.gz")
     runs = analyze(tmp_path).runs
     assert workloads(runs).empty and compare(runs).empty
+
+
+def test_two_baseline_runs_in_one_workload(study):
+    write_run(study / "c" / "again", eager_trace(), mode="eager", latency_ms=(0.1, 0.1, 0.1))
+    c = compare(analyze(study).runs).set_index("run")
+    assert c.loc["b/second", "baseline_run"] == "a/first" and c.loc["b/second", "speedup"] == pytest.approx(2.0)
+    assert c.loc["b/second", "warning"] == "2 eager runs in this workload; the baseline is a/first"
