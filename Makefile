@@ -13,6 +13,8 @@ MODE   ?= eager
 TRACES ?= traces
 REPORTS ?= reports
 SUITE  ?= vit-study
+KERNELS ?= 100
+COUNTERS_OUT ?= $(REPORTS)/counters
 TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
              $(if $(ITERS),--iters $(ITERS))
 
@@ -21,7 +23,7 @@ TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(i
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 BROWSER_SETUP := $(if $(BROWSER),,$(if $(shell command -v apt-get 2>/dev/null),setup-browser))
 
-.PHONY: help setup setup-browser demo trace analyze bench bench-analyze test clean
+.PHONY: help setup setup-browser demo trace analyze counters bench bench-analyze test clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -51,6 +53,11 @@ demo: $(SETUP)  ## set up, trace the small default workload eagerly and compiled
 
 trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead
 	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
+
+counters: $(SETUP)  ## trace MODEL, then its hardware counters under Nsight Compute (needs ncu): make counters MODEL=mul1024 KERNELS=2
+	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
+	$(TRACEKIT) counters --model $(MODEL) --mode $(MODE) --traces $(TRACES) --out $(COUNTERS_OUT) --kernels $(KERNELS) \
+	  $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE))
 
 analyze: $(SETUP)  ## analyze and compare everything under traces/: reports/summary.md, index.html, plots/
 	$(TRACEKIT) analyze $(TRACES) --out $(REPORTS)

@@ -45,3 +45,4 @@ def test_bad_sizes_are_clear_errors():
         models.build("vit16x6x100")
     with pytest.raises(ValueError, match="dtype"):
         models.build("mlp", dtype="fp8")
+

@@ -15,4 +15,5 @@ class ExitCode(IntEnum):
     NOT_A_TRACE = 8     # valid JSON but not a PyTorch profiler trace (another tool's, no traceEvents)
     BAD_CONTENT = 9     # a trace whose events have the wrong types throughout
     PARTIAL = 10        # analyzed, but some files were unreadable or some events were dropped (listed)
+    PROFILER = 11       # `tracekit counters`: ncu (Nsight Compute) missing, or it could not profile
     INTERNAL = 70       # a bug in tracekit: rerun with --debug for the traceback

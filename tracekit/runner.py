@@ -262,6 +262,8 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage) -> 
     timer = _Timer(device)
     samples = timer.time(lambda: step(inputs), spec.iters)
     manifest["latency_ms"] = {**latency_stats(samples), "timer": timer.name}
+    if work := models.cost(spec.model, spec.batch, spec.dtype):  # single ops: the minimum work of a call
+        manifest.update(flop_per_iter=work["flop"], bytes_per_iter=work["bytes"])
     manifest["peak_memory_MB"], manifest["memory_source"] = _peak_memory(device)
 
     stage(f"profiling ({spec.profile_iters} iterations)")

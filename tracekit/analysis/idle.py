@@ -134,6 +134,15 @@ def gaps(tables: EventTables, per_stream: bool = False,
     return g[cols]
 
 
+def op_iterations(tables: EventTables, ops: pd.DataFrame) -> np.ndarray:
+    """The step of each GPU op of ``ops`` (rows of ``tables.gpu_ops``): the marker its
+    launch call (by correlation id) lies in, or without a launch call, the marker its
+    start falls in; -1 outside all markers."""
+    calls = tables.host_calls
+    launch_ts = calls[calls["correlation"] >= 0].drop_duplicates("correlation").set_index("correlation")["ts"]
+    return iteration_of(tables, ops["correlation"].map(launch_ts).fillna(ops["ts"]).to_numpy())
+
+
 def iteration_of(tables: EventTables, ts: np.ndarray) -> np.ndarray:
     """The step number of the ``ProfilerStep`` marker each timestamp (µs) falls in;
     -1 outside all markers (int64 array, one per timestamp)."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import idle, kernels, launches, summary, timeline, verdict
+from tracekit.analysis import idle, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.trace.reader import EventTables
 
 QUANTILES = np.linspace(0, 1, 101)
@@ -47,6 +47,9 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         * launch_apis: launches per host API.
         * kernels: the top 20 kernels; kernel_classes: time by class.
         * kernel_quantiles: kernel duration (µs) at quantiles 0, 0.01, ... 1.
+        * transfers: memcpy/memset bytes and GB/s by direction (H2D, D2H, D2D,
+          memset, ...), per run and per iteration; transfer_iterations: the
+          same per marked iteration (:mod:`tracekit.analysis.transfers`).
         * timeline: one marked iteration's GPU ops per stream and CUDA API calls
           (:func:`timeline.iteration_timeline`).
     """
@@ -86,5 +89,7 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         "kernel_classes": kernels.by_class(tables),
         "kernel_quantiles": pd.DataFrame({"quantile": QUANTILES, "dur_us": np.quantile(durations, QUANTILES)})
         if len(durations) else pd.DataFrame(),
+        "transfers": transfers.by_direction(tables, n_iter),
+        "transfer_iterations": transfers.per_iteration(tables),
         "timeline": timeline.iteration_timeline(tables),
     })

@@ -16,6 +16,7 @@ import pandas as pd
 
 from tracekit.analysis.pertrace import analyze_trace
 from tracekit.errors import ExitCode
+from tracekit.peaks import peaks
 from tracekit.trace import NotATrace, Run, TraceError, discover, load
 
 # Manifest fields copied into each row, with units in the names.
@@ -35,7 +36,8 @@ class Analysis:
              (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
     tables:  name -> one DataFrame over all traces, each row tagged with its
              run and trace: iterations, devices, streams, idle_histogram,
-             launch_apis, kernels, kernel_classes, kernel_quantiles, timeline.
+             launch_apis, kernels, kernel_classes, kernel_quantiles, transfers,
+             transfer_iterations, timeline.
     errors:  (path, problem, exit code) for each file that could not be read.
     skipped: (path, why) for JSON files found in a folder that are not
              traces (a summary.json, an ONNX Runtime profile).
@@ -78,7 +80,26 @@ def _manifest_fields(manifest: dict | None) -> dict:
         "latency_timer": lat.get("timer"),
     }
     row.update({f"latency_{k}_ms": lat.get(k, math.nan) for k in _LATENCY_FIELDS})
+    row.update(_achieved(manifest, row["latency_median_ms"], row["device_name"]))
     return row
+
+
+def _achieved(manifest: dict, latency_ms: float, device_name: str | None) -> dict:
+    """Achieved TFLOP/s and GB/s of a single-op run (its minimum work over its median
+    latency), and their share of the device's datasheet peak (tracekit.peaks)."""
+    flop, nbytes = manifest.get("flop_per_iter"), manifest.get("bytes_per_iter")
+    if not flop or not latency_ms or latency_ms != latency_ms:
+        return {}
+    seconds = latency_ms / 1e3
+    out = {"achieved_TFLOPs": flop / seconds / 1e12, "achieved_GBps": nbytes / seconds / 1e9}
+    peak = peaks(device_name)
+    if peak:
+        bw, compute = peak
+        dtype = manifest.get("spec", {}).get("dtype", "fp32")
+        # fp32 matmuls may use TF32 tensor cores; the fp32 (CUDA-core) peak is the stricter yardstick
+        out["pct_peak_compute"] = 100 * out["achieved_TFLOPs"] / compute.get(dtype, compute["fp32"])
+        out["pct_peak_bw"] = 100 * out["achieved_GBps"] / bw
+    return out
 
 
 @dataclass

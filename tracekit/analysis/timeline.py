@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.idle import SYNC_CALLS, iteration_of
+from tracekit.analysis.idle import SYNC_CALLS, op_iterations
 from tracekit.trace.reader import EventTables
 
 COLUMNS = ["step", "lane", "kind", "name", "start_us", "dur_us"]
@@ -54,9 +54,7 @@ def iteration_timeline(tables: EventTables, step: int | None = None) -> pd.DataF
     t0, t1 = float(m["ts"].iloc[0]), float(m["end"].iloc[0])
     ops = tables.gpu_ops
     calls = tables.host_calls
-    launch_ts = calls[calls["correlation"] >= 0].drop_duplicates("correlation").set_index("correlation")["ts"]
-    anchor = ops["correlation"].map(launch_ts).fillna(ops["ts"]).to_numpy()
-    ops = ops[iteration_of(tables, anchor) == step]
+    ops = ops[op_iterations(tables, ops) == step]
     gpu = pd.DataFrame({
         "lane": [f"GPU {d} stream {s}" for d, s in zip(ops["device"], ops["stream"])],
         "kind": ops["kind"], "name": ops["name"], "start_us": ops["ts"] - t0, "dur_us": ops["dur"]})

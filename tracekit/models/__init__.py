@@ -26,6 +26,9 @@ class Family:
     builder: Callable[..., tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]
     description: str
     compile_targets: str = ""  # default name patterns for surgical compile
+    # cost(match, batch, element_bytes) -> {"flop": ..., "bytes": ...}: the arithmetic and the
+    # fewest DRAM bytes one call needs, for achieved TFLOP/s and GB/s (single-op workloads).
+    cost: Callable[..., dict] | None = None
 
 
 FAMILIES: dict[str, Family] = {}
@@ -36,12 +39,21 @@ class UnknownModel(ValueError):
 
 
 def register(key: str, pattern: str, example: str, default_batch: int, description: str,
-             compile_targets: str = ""):
+             compile_targets: str = "", cost: Callable[..., dict] | None = None):
     """Decorator: add ``builder(match, batch) -> (module, inputs)`` to the registry."""
     def wrap(builder):
-        FAMILIES[key] = Family(re.compile(pattern), example, default_batch, builder, description, compile_targets)
+        FAMILIES[key] = Family(re.compile(pattern), example, default_batch, builder, description, compile_targets,
+                               cost)
         return builder
     return wrap
+
+
+def cost(name: str, batch: int, dtype: str) -> dict | None:
+    """{"flop", "bytes"} of one call of a single-op workload, or None (see Family.cost)."""
+    family, match = lookup(name)
+    if family.cost is None:
+        return None
+    return family.cost(match, batch or family.default_batch, DTYPES[dtype].itemsize)
 
 
 def lookup(name: str) -> tuple[Family, re.Match]:
@@ -91,4 +103,4 @@ def default_batch(name: str) -> int:
     return lookup(name)[0].default_batch
 
 
-from tracekit.models import conv, mlp, rope, transformer, vit  # noqa: E402,F401  (register the families)
+from tracekit.models import conv, lm, mlp, ops, rope, transformer, vit  # noqa: E402,F401  (register the families)

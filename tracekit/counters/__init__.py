@@ -1,0 +1,65 @@
+"""Hardware counters through Nsight Compute: per-kernel DRAM traffic, achieved GB/s and FLOP/s.
+
+* :mod:`~tracekit.counters.ncu` runs a workload under ``ncu`` (needs a GPU and ncu).
+* :mod:`~tracekit.counters.workload` is the process ncu runs (imports torch).
+* :mod:`~tracekit.counters.parse`, :mod:`~tracekit.counters.join`,
+  :mod:`~tracekit.counters.analysis`, :mod:`~tracekit.counters.metrics`:
+  reading the CSV, joining it to a trace, the per-kernel and per-run tables
+  against the datasheet peaks of :mod:`tracekit.peaks` (no torch, no GPU: they run anywhere).
+
+:func:`run` is the library call behind ``tracekit counters``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tracekit.counters.analysis import CountersResult, analyze
+from tracekit.counters.ncu import ProfilerError
+from tracekit.counters.parse import CountersError
+
+__all__ = ["CountersError", "CountersResult", "ProfilerError", "analyze", "run"]
+
+
+def run(spec, out: Path | str, traces: Path | str | None = "traces", kernels: int = 100, iters: int = 2,
+        log=print) -> tuple[CountersResult, Path]:
+    """Profile ``spec``'s workload under ncu and analyze the counters.
+
+    Writes ncu.csv, ncu.out and workload.json under ``out/<label>/<mode>/``
+    and joins the counters to the run's newest trace under
+    ``traces/<label>/<mode>/`` when there is one (from ``tracekit trace``).
+
+    Args:
+        spec: a :class:`tracekit.spec.RunSpec`.
+        kernels: at most this many kernels are profiled (``--launch-count``).
+        iters: measured iterations the workload runs inside the NVTX range.
+
+    Returns:
+        (the analysis, the folder written to).
+
+    Raises:
+        ProfilerError: ncu is missing or failed.
+        models.UnknownModel, backends.UnknownMode: invalid names.
+    """
+    from tracekit import backends, models
+    from tracekit.counters import ncu
+    from tracekit.runner import run_dir
+    from tracekit.trace.reader import is_trace_file
+
+    backends.get(spec.mode)
+    models.lookup(spec.model)
+    directory = run_dir(spec, Path(out))
+    info = directory / "workload.json"
+    workload = ncu.workload_command(spec, iters, info)
+    csv = ncu.profile(workload, directory, kernels, log)
+    trace = None
+    if traces is not None and (folder := run_dir(spec, Path(traces))).is_dir():
+        found = sorted((p for p in folder.iterdir() if is_trace_file(p)), key=lambda p: p.stat().st_mtime)
+        trace = found[-1] if found else None
+    device = json.loads(info.read_text())["environment"].get("device_name") if info.exists() else None
+    result = analyze(csv, trace, device)
+    if trace is None:
+        result.notes.append(f"no trace of this run under {traces}: kernels are weighted by ncu's time "
+                            "(run `tracekit trace` with the same options first to weight them by the real run)")
+    return result, directory
