@@ -18,7 +18,12 @@ COUNTERS_OUT ?= $(REPORTS)/counters
 TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
              $(if $(ITERS),--iters $(ITERS))
 
-.PHONY: help setup demo trace analyze counters bench bench-analyze test clean
+# Headless Chromium checks index.html in a real browser (tests/report/test_browser.py). `make test`
+# installs Debian's package first when no Chromium is found and apt-get is there; else the test skips.
+BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
+BROWSER_SETUP := $(if $(BROWSER),,$(if $(shell command -v apt-get 2>/dev/null),setup-browser))
+
+.PHONY: help setup setup-browser demo trace analyze counters bench bench-analyze test clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -37,6 +42,12 @@ $(VENV)/.setup-done: pyproject.toml
 	$(VENV)/bin/pip install -q --no-deps holistictraceanalysis==0.5.0
 	@touch $@
 
+setup-browser:  ## install Chromium from Debian's packages (apt-get; root or passwordless sudo)
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
+	( $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null ) \
+	  && echo "installed $$(chromium --version 2>/dev/null)" \
+	  || echo "could not install chromium (apt-get failed): the browser check of index.html will be skipped"
+
 demo: $(SETUP)  ## set up, trace the small default workload eagerly and compiled, analyze
 	$(TRACEKIT) bench workloads/demo.toml --traces $(TRACES) --reports $(REPORTS)/demo
 
@@ -48,7 +59,7 @@ counters: $(SETUP)  ## trace MODEL, then its hardware counters under Nsight Comp
 	$(TRACEKIT) counters --model $(MODEL) --mode $(MODE) --traces $(TRACES) --out $(COUNTERS_OUT) --kernels $(KERNELS) \
 	  $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE))
 
-analyze: $(SETUP)  ## analyze everything under traces/ into reports/
+analyze: $(SETUP)  ## analyze and compare everything under traces/: reports/summary.md, index.html, plots/
 	$(TRACEKIT) analyze $(TRACES) --out $(REPORTS)
 
 bench: $(SETUP)  ## run a suite of workloads/: make bench SUITE=vit-study
@@ -57,7 +68,7 @@ bench: $(SETUP)  ## run a suite of workloads/: make bench SUITE=vit-study
 bench-analyze: $(SETUP)  ## speed/memory of tracekit analyze on 10 MB-1 GB traces, vs HTA: reports/bench-analyze.md
 	$(VENV)/bin/python -m tracekit.loadbench --report $(REPORTS)/bench-analyze.md
 
-test: $(SETUP)  ## run the test suite (GPU tests skip without CUDA)
+test: $(SETUP) $(BROWSER_SETUP)  ## run the test suite (GPU tests skip without CUDA)
 	$(PYTEST) -q
 
 clean:  ## remove the virtual environment and local traces

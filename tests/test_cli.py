@@ -9,7 +9,7 @@ from tracekit.cli import main
 
 def test_every_command_has_help():
     runner = CliRunner()
-    for cmd in ([], ["trace"], ["analyze"], ["bench"], ["models"], ["modes"], ["backends"]):
+    for cmd in ([], ["trace"], ["analyze"], ["compare"], ["bench"], ["models"], ["modes"], ["backends"]):
         result = runner.invoke(main, [*cmd, "--help"])
         assert result.exit_code == 0 and "Usage" in result.output
 
@@ -67,3 +67,23 @@ def test_trace_then_analyze_reduce_overhead_vit(tmp_path):
     assert "CUDA graphs only on CUDA" in r.output  # honest label on the CPU
     r = runner.invoke(main, ["analyze", str(traces), "--out", str(tmp_path / "reports")])
     assert r.exit_code == 0 and "vit16x6x384/reduce-overhead" in r.output
+
+
+def test_compare_prints_the_speedup_and_why(study, tmp_path):
+    out = tmp_path / "report"
+    r = CliRunner().invoke(main, ["compare", str(study / "a" / "first"), str(study / "b" / "second"),
+                                  "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "2.00x (1.40-2.57)" in r.output and "less GPU idle time" in r.output
+    assert "a/first +25%" in r.output                        # profiler overhead flagged
+    assert (out / "index.html").is_file() and (out / "plots" / "vit16x6x384-b8-fp32-cuda.png").is_file()
+    r = CliRunner().invoke(main, ["compare", str(study), "--baseline", "reduce-overhead"])
+    assert r.exit_code == 0 and "0.50x (0.39-0.71)" in r.output
+    r = CliRunner().invoke(main, ["compare", str(tmp_path / "nope")])
+    assert r.exit_code == 3 and "no such file" in r.output
+
+
+def test_analyze_writes_the_html_report(study, tmp_path):
+    r = CliRunner().invoke(main, ["analyze", str(study), "--out", str(tmp_path / "r"), "--baseline", "eager"])
+    assert r.exit_code == 0, r.output
+    assert "speedup over eager" in r.output and (tmp_path / "r" / "index.html").is_file()

@@ -110,3 +110,47 @@ def add_gpu_sync(t: TraceBuilder, start: float, dur: float, stream: int = 7, dev
     """A Kineto cuda_sync event: the GPU waiting (on an event, a stream) for [start, start+dur)."""
     t.events.append({"ph": "X", "cat": "cuda_sync", "name": name, "pid": device, "tid": stream,
                      "ts": t.base + start, "dur": dur, "args": {"device": device, "stream": stream}})
+
+
+def write_run(folder: Path, t: TraceBuilder | None, model: str = "vit16x6x384", mode: str = "eager",
+              latency_ms: tuple[float, float, float] | None = (1.0, 0.9, 1.1), batch: int = 8,
+              device_type: str = "cuda", requested_device: str = "cuda", status: str = "ok", **extra) -> Path:
+    """A run folder as the runner writes it: ``folder/run.json`` (the manifest fields
+    analyses read) beside the trace of ``t`` (None: a failed run without a trace).
+    ``latency_ms``: (median, p10, p90) of the unprofiled iterations, or None."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = {"model": model, "mode": mode, "device_type": device_type, "status": status, "reason": "",
+                "spec": {"model": model, "mode": mode, "batch": batch, "dtype": "fp32", "device": requested_device,
+                         "phase": "inference"},
+                "environment": {"device_name": "NVIDIA H100 80GB HBM3"}, "profile": {"iterations": 2},
+                "compile_s": 1.5, "peak_memory_MB": 100.0, "max_abs_diff": 0.0, **extra}
+    if latency_ms:
+        median, p10, p90 = latency_ms
+        manifest["latency_ms"] = {"median": median, "p10": p10, "p90": p90, "std": (p90 - p10) / 2,
+                                  "timer": "cuda_events"}
+    (folder / "run.json").write_text(json.dumps(manifest))
+    if t is not None:
+        t.write(folder / "host_1.1.pt.trace.json.gz")
+    return folder
+
+
+def eager_trace() -> TraceBuilder:
+    """2 iterations of 100 µs; each launches 2 kernels of 10 µs, 5 µs after each launch.
+    GPU ops [15,25) [55,65) [115,125) [155,165): busy 40, span 150, idle 110, all host wait."""
+    t = TraceBuilder()
+    for i, o in enumerate((0, 100), 1):
+        t.step(i, o, 100)
+        t.kernel("gemm", start=o + 15, dur=10, launch_at=o + 10)
+        t.kernel("relu", start=o + 55, dur=10, launch_at=o + 50)
+    return t
+
+
+def graph_trace() -> TraceBuilder:
+    """2 iterations of 40 µs; each one cudaGraphLaunch of the same 2 kernels.
+    GPU ops [10,30) [50,70): busy 40, span 60, idle 20 (host wait: launched at 45)."""
+    t = TraceBuilder()
+    for i, o in enumerate((0, 40), 1):
+        t.step(i, o, 40)
+        t.graph_launch(at=o + 5, kernels=[(o + 10, 10), (o + 20, 10)])
+    return t

@@ -49,8 +49,11 @@ def main(ctx: click.Context, debug: bool) -> None:
     \b
     Run a workload under torch.profiler and write its trace:
       tracekit trace --model vit16x6x384 --mode reduce-overhead
-    Measure kernels, launches, GPU busy and idle time from the traces:
+    Measure kernels, launches, GPU busy and idle time from the traces, compare
+    the modes of each workload, write reports/ (summary.md, index.html, plots):
       tracekit analyze traces/
+    Compare chosen runs:
+      tracekit compare traces/vit16x6x384/eager traces/vit16x6x384/reduce-overhead
 
     \b
     Exit codes: 0 ok; 1 a run failed (see its run.json); 2 usage; 3 path not
@@ -119,7 +122,9 @@ def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters,
               "the terminal table.")
 @click.option("--iterations", type=click.IntRange(min=1), default=None,
               help="Iterations each trace holds, for traces without ProfilerStep markers or run.json.")
-def analyze(path, out, as_json, iterations) -> None:
+@click.option("--baseline", default="eager", show_default=True,
+              help="The mode every other mode of a workload is compared with.")
+def analyze(path, out, as_json, iterations, baseline) -> None:
     """Analyze the traces under PATH (a folder, searched recursively, or one file).
 
     Per run: kernels executed, host launches (distinct correlation ids: one
@@ -128,13 +133,58 @@ def analyze(path, out, as_json, iterations) -> None:
     utilization = busy/span; GPU idle time by cause (host wait, launch latency,
     sync, other), launch-to-start latency, and a verdict: launch-bound,
     gpu-bound or mixed, with the evidence; per iteration where markers exist.
-    Writes OUT/summary.md, OUT/runs.csv, OUT/runs.json (--json: every table).
+    Runs of one workload (model, batch, dtype, phase, device) are compared with
+    the BASELINE mode: speedup, and its split into Δ GPU busy and Δ idle.
+    Writes OUT/summary.md, OUT/index.html, OUT/plots/*.png, OUT/runs.csv,
+    OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
     """
-    import pandas as pd
-
-    from tracekit.analysis.runs import analyze as run_analysis
     from tracekit.io import jsonable
-    from tracekit.report import print_runs, write_reports
+    from tracekit.report import Tables, print_comparison, print_runs, write_reports
+
+    result = _analysis(path, iterations)
+    written = write_reports(result, out, source=str(path), baseline=baseline)
+    if as_json:
+        click.echo(json.dumps(jsonable(result.to_dict()), default=str))
+    else:
+        print_runs(result)
+        print_comparison(Tables.of(result, baseline))
+        click.echo(f"wrote {out}/: " + ", ".join(p.name for p in written if p.suffix != ".png")
+                   + f"; plots/: {sum(p.suffix == '.png' for p in written)} PNG", err=True)
+    _exit_if_partial(result)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--baseline", default="eager", show_default=True,
+              help="The mode every other mode of a workload is compared with.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also write the full report (summary.md, index.html, plots...) here.")
+def compare(paths, baseline, out) -> None:
+    """Compare runs: PATHS are run folders, trace folders or trace files.
+
+    Runs are grouped by workload (model, batch, dtype, phase, device, from each
+    run.json, never from file names); each mode is compared with the BASELINE
+    run of its workload: unprofiled speedup with its p10-p90 range, Δ GPU busy
+    and Δ idle per iteration (which dominates), kernels and launches ratios,
+    and the same split inside the profiled window by idle cause. A run that ran
+    on another device than its baseline is flagged.
+
+    \b
+    Example: tracekit compare traces/vit16x6x384/eager traces/vit16x6x384/reduce-overhead
+    """
+    from tracekit.report import Tables, print_comparison, write_reports
+
+    result = _analysis(list(paths), None)
+    print_comparison(Tables.of(result, baseline), detail=True)
+    if out is not None:
+        write_reports(result, out, source=" ".join(str(p) for p in paths), baseline=baseline)
+        click.echo(f"report in {out}/", err=True)
+    _exit_if_partial(result)
+
+
+def _analysis(path, iterations):
+    """Analyze PATH (or several) for analyze/compare; bad input becomes a UserError."""
+    from tracekit.analysis.runs import analyze as run_analysis
     from tracekit.trace import TraceError
 
     try:
@@ -148,12 +198,12 @@ def analyze(path, out, as_json, iterations) -> None:
             click.echo(f"Error: {p}: {problem}", err=True)
         p, problem, code = result.errors[0]
         raise UserError(f"{p}: {problem}", code)  # nothing analyzed: no report written over an old one
-    written = write_reports(result, out, source=str(path))
-    if as_json:
-        click.echo(json.dumps(jsonable(result.to_dict()), default=str))
-    else:
-        print_runs(result)
-        click.echo("wrote " + ", ".join(str(p) for p in written), err=True)
+    return result
+
+
+def _exit_if_partial(result) -> None:
+    import pandas as pd
+
     damaged = result.runs.get("trace_problems", pd.Series(dtype=float)).fillna(0).sum()
     if result.errors or damaged:
         click.echo(f"warning: {len(result.errors)} unreadable file(s), {int(damaged)} damaged trace(s) "
@@ -175,7 +225,7 @@ def bench(suite_file, traces, reports) -> None:
     """
     from tracekit.analysis.runs import analyze as run_analysis
     from tracekit.bench import run_suite
-    from tracekit.report import print_runs, write_reports
+    from tracekit.report import Tables, print_comparison, print_runs, write_reports
     from tracekit.runner import run_dir
     from tracekit.suite import SuiteError, load_suite
 
@@ -190,6 +240,7 @@ def bench(suite_file, traces, reports) -> None:
     out = reports or Path("reports") / suite.name
     write_reports(result, out, source=str(traces))
     print_runs(result)
+    print_comparison(Tables.of(result))
     click.echo(f"report in {out}/", err=True)
 
 

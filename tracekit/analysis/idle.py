@@ -152,12 +152,22 @@ def gaps(tables: EventTables, per_stream: bool = False,
     g["cause"] = np.select(
         [no_launch, launched_late & host_sync, launched_late, short, gpu_sync],
         ["other", "sync", "host_wait", "launch_latency", "sync"], default="other")
-    g["iteration"] = _iteration_of(tables, g["launch_ts"].fillna(g["end"]).to_numpy())
+    g["iteration"] = iteration_of(tables, g["launch_ts"].fillna(g["end"]).to_numpy())
     return g[cols]
 
 
-def _iteration_of(tables: EventTables, ts: np.ndarray) -> np.ndarray:
-    """The step number of the marker each timestamp falls in; -1 outside all markers."""
+def op_iterations(tables: EventTables, ops: pd.DataFrame) -> np.ndarray:
+    """The step of each GPU op of ``ops`` (rows of ``tables.gpu_ops``): the marker its
+    launch call (by correlation id) lies in, or without a launch call, the marker its
+    start falls in; -1 outside all markers."""
+    calls = tables.host_calls
+    launch_ts = calls[calls["correlation"] >= 0].drop_duplicates("correlation").set_index("correlation")["ts"]
+    return iteration_of(tables, ops["correlation"].map(launch_ts).fillna(ops["ts"]).to_numpy())
+
+
+def iteration_of(tables: EventTables, ts: np.ndarray) -> np.ndarray:
+    """The step number of the ``ProfilerStep`` marker each timestamp (µs) falls in;
+    -1 outside all markers (int64 array, one per timestamp)."""
     m = tables.markers
     if m.empty:
         return np.full(len(ts), -1, dtype=np.int64)

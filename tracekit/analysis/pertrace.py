@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import idle, kernels, launches, summary, transfers, verdict
+from tracekit.analysis import idle, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.trace.reader import EventTables
 
 QUANTILES = np.linspace(0, 1, 101)
@@ -52,6 +52,8 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         * transfers: memcpy/memset bytes and GB/s by direction (H2D, D2H, D2D,
           memset, ...), per run and per iteration; transfer_iterations: the
           same per marked iteration (:mod:`tracekit.analysis.transfers`).
+        * timeline: one marked iteration's GPU ops per stream and CUDA API calls
+          (:func:`timeline.iteration_timeline`).
     """
     row = summary.summarize(tables, iterations)
     gaps = idle.gaps(tables)
@@ -94,4 +96,5 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         if len(durations) else pd.DataFrame(),
         "transfers": transfers.by_direction(tables, n_iter),
         "transfer_iterations": transfers.per_iteration(tables),
+        "timeline": timeline.iteration_timeline(tables),
     })

@@ -9,7 +9,7 @@ import math
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -28,7 +28,8 @@ class Analysis:
     """What ``analyze`` found.
 
     runs:    one row per trace file (or per failed run without a trace):
-             identity (run, trace, model, mode, batch, dtype, device_type,
+             identity (run, trace, model, mode, batch, dtype, phase, device_type
+             (where the run really ran), requested_device (the spec's),
              device_name, status, reason, note), the manifest's timings
              (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff) and the
              trace metrics of :func:`tracekit.analysis.pertrace.analyze_trace`
@@ -36,17 +37,19 @@ class Analysis:
     tables:  name -> one DataFrame over all traces, each row tagged with its
              run and trace: iterations, devices, streams, idle_histogram,
              verdict_evidence, launch_apis, kernels, kernel_classes,
-             kernel_quantiles, transfers, transfer_iterations (see
+             kernel_quantiles, transfers, transfer_iterations, timeline (see
              :func:`tracekit.analysis.pertrace.analyze_trace`).
     errors:  (path, problem, exit code) for each file that could not be read.
     skipped: (path, why) for JSON files found in a folder that are not
              traces (a summary.json, an ONNX Runtime profile).
+    root:    the folder run names and ``trace`` paths are relative to.
     """
 
     runs: pd.DataFrame
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     errors: list[tuple[str, str, int]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    root: Path = Path(".")
 
     def table(self, name: str) -> pd.DataFrame:
         """One of ``tables``, or an empty DataFrame when no trace gave it."""
@@ -68,7 +71,8 @@ def _manifest_fields(manifest: dict | None) -> dict:
     lat = manifest.get("latency_ms") or {}
     row = {
         "model": manifest.get("model"), "mode": manifest.get("mode"), "batch": spec.get("batch"),
-        "dtype": spec.get("dtype"), "device_type": manifest.get("device_type"),
+        "dtype": spec.get("dtype"), "phase": spec.get("phase", "inference"),
+        "device_type": manifest.get("device_type"), "requested_device": spec.get("device"),
         "device_name": env.get("device_name"), "status": manifest.get("status", "unknown"),
         "reason": manifest.get("reason", ""), "note": manifest.get("note", ""),
         "compile_s": manifest.get("compile_s", math.nan),
@@ -140,7 +144,8 @@ def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis,
             continue
         metrics = dict(r.metrics)
         notes = [base.get("note"), metrics.pop("note")] + [f"{p} (damaged trace)" for p in r.problems]
-        rel = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+        full, top = path.absolute(), root.absolute()
+        rel = str(full.relative_to(top)) if full.is_relative_to(top) else str(path)
         if base.get("device_type") is None:
             base = {**base, "device_type": "cuda" if metrics["has_gpu"] else "cpu", "device_name": r.device_name}
         result.runs.append({**base, "trace": rel, **metrics, "note": "; ".join(n for n in notes if n),
@@ -180,11 +185,13 @@ def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.loc[key.sort_values(["w", "e", "r"]).index].reset_index(drop=True)
 
 
-def analyze(path: Path | str, only: set[str] | None = None, iterations: int | None = None) -> Analysis:
-    """Analyze a trace file or every run under a folder (recursively).
+def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
+            iterations: int | None = None) -> Analysis:
+    """Analyze a trace file or every run under a folder (recursively), or several of them.
 
     Args:
-        path: a trace file or a folder.
+        path: a trace file or a folder, or a list of them (``tracekit compare A B``):
+            run names and trace paths are then relative to the folder that holds them all.
         only: if given, analyze just the runs with these names (folder paths
             relative to ``path``, e.g. ``"vit16x6x384/eager"``).
         iterations: iterations each trace holds, for traces with neither
@@ -197,16 +204,35 @@ def analyze(path: Path | str, only: set[str] | None = None, iterations: int | No
     Raises:
         TraceError: ``path`` does not exist.
     """
-    root = Path(path)
-    runs = [r for r in discover(root) if only is None or r.name in only]
-    scanned = root.is_dir()
+    paths = [Path(p) for p in path] if isinstance(path, (list, tuple)) else [Path(path)]
+    if len(paths) == 1:
+        runs = discover(paths[0])
+        scanned = paths[0].is_dir()
+        base = paths[0] if scanned else paths[0].parent
+    else:
+        runs, base = _discover_all(paths)
+        scanned = True
+    runs = [r for r in runs if only is None or r.name in only]
     # Collect rows in lists first, then turn them into tables.
-    result = Analysis(runs=[], tables={})
+    result = Analysis(runs=[], tables={}, root=base)
     for run, files in zip(runs, _analyze_files(runs, iterations)):
-        _collect(run, root if scanned else root.parent, files, result, scanned)
+        _collect(run, base, files, result, scanned)
     result.runs = _ordered(pd.DataFrame(result.runs))
     result.tables = {name: _front(pd.concat(parts, ignore_index=True)) for name, parts in result.tables.items()}
     return result
+
+
+def _discover_all(paths: list[Path]) -> tuple[list[Run], Path]:
+    """The runs under several paths, named by their place under the folder that
+    holds them all (that folder is returned too)."""
+    found = []
+    for p in paths:
+        for r in discover(p):
+            # a folder that is itself a run is named by its own name in discover()
+            own = p.is_dir() and r.name == p.name and (p / "run.json").is_file()
+            found.append((r, (p if own or p.is_file() else p / r.name).absolute()))
+    base = Path(os.path.commonpath([loc.parent for _, loc in found])) if found else Path(".").absolute()
+    return [replace(r, name=str(loc.relative_to(base))) for r, loc in found], base
 
 
 def _front(df: pd.DataFrame) -> pd.DataFrame:

@@ -18,7 +18,7 @@ import math
 
 import pandas as pd
 
-from tracekit.analysis.idle import _iteration_of
+from tracekit.analysis.idle import op_iterations
 from tracekit.trace.reader import EventTables
 
 _DIRECTION = {"HtoD": "H2D", "DtoH": "D2H", "DtoD": "D2D", "HtoH": "H2H", "PtoP": "P2P"}
@@ -88,7 +88,5 @@ def per_iteration(tables: EventTables) -> pd.DataFrame:
     ops = _transfers(tables)
     if ops.empty or tables.markers.empty:
         return pd.DataFrame(columns=cols)
-    launch_ts = tables.host_calls.drop_duplicates("correlation").set_index("correlation")["ts"]
-    anchor = ops["correlation"].map(launch_ts).fillna(ops["ts"]).to_numpy()
-    ops = ops.assign(step=_iteration_of(tables, anchor))
+    ops = ops.assign(step=op_iterations(tables, ops))
     return _aggregate(ops[ops["step"] >= 0], ["step", "direction"])[cols]

@@ -43,6 +43,89 @@ IDLE = [
     ("unprofiled_utilization", "unprofiled util", "{:.2f}"),
 ]
 
+# The comparison (tracekit.analysis.compare): how much faster than the baseline, and why.
+SPEEDUP = [
+    ("workload", "workload", "{}"),
+    ("mode", "mode", "{}"),
+    ("ran_on", "ran on", "{}"),
+    ("latency_median_ms", "latency p50 (ms)", "{:.3f}"),
+    ("speedup_range", "speedup (p10-p90 range)", "{}"),
+    ("d_latency_ms", "Δ latency (ms)", "{:+.3f}"),
+    ("d_busy_per_iter_ms", "Δ GPU busy (ms/iter)", "{:+.3f}"),
+    ("d_idle_est_ms", "Δ idle (ms/iter)", "{:+.3f}"),
+    ("dominant", "dominates", "{}"),
+    ("kernels_ratio", "kernels ×", "{:.2f}"),
+    ("launches_ratio", "launches ×", "{:.3f}"),
+]
+
+# The same split measured inside the profiled window, with idle time by cause.
+PROFILED = [
+    ("workload", "workload", "{}"),
+    ("mode", "mode", "{}"),
+    ("profiled_iter_ms", "profiled iter (ms)", "{:.3f}"),
+    ("busy_per_iter_ms", "GPU busy (ms/iter)", "{:.3f}"),
+    ("idle_per_iter_ms", "idle (ms/iter)", "{:.3f}"),
+    ("idle_host_wait_per_iter_ms", "host wait", "{:.3f}"),
+    ("idle_launch_latency_per_iter_ms", "launch latency", "{:.3f}"),
+    ("idle_sync_per_iter_ms", "sync", "{:.3f}"),
+    ("idle_other_per_iter_ms", "other", "{:.3f}"),
+    ("d_profiled_iter_ms", "Δ profiled iter (ms)", "{:+.3f}"),
+    ("d_busy_per_iter_ms", "Δ busy", "{:+.3f}"),
+    ("d_idle_per_iter_ms", "Δ idle", "{:+.3f}"),
+    ("d_idle_host_wait_per_iter_ms", "Δ host wait", "{:+.3f}"),
+    ("d_rest_per_iter_ms", "Δ rest", "{:+.3f}"),
+    ("dominant_profiled", "profiled says", "{}"),
+]
+
+# What else changed: work per iteration, compile time, memory, accuracy.
+DETAILS = [
+    ("workload", "workload", "{}"),
+    ("mode", "mode", "{}"),
+    ("status", "status", "{}"),
+    ("kernels_per_iter", "kernels/iter", "{:.1f}"),
+    ("launches_per_iter", "launches/iter", "{:.1f}"),
+    ("compile_s", "compile + first call (s)", "{:.2f}"),
+    ("peak_memory_MB", "peak memory (MB)", "{:.1f}"),
+    ("max_abs_diff", "max abs diff vs eager", "{:.2e}"),
+    ("utilization", "GPU util (profiled)", "{:.2f}"),
+]
+
+# Profiler overhead: profiled vs unprofiled iteration time of each run.
+OVERHEAD = [
+    ("run", "run", "{}"),
+    ("latency_timer", "unprofiled timer", "{}"),
+    ("latency_median_ms", "unprofiled p50 (ms)", "{:.3f}"),
+    ("profiled_iter_ms", "profiled iter (ms)", "{:.3f}"),
+    ("gpu_span_per_iter_ms", "GPU span/iter (ms)", "{:.3f}"),
+    ("profiler_overhead", "profiler overhead", "{:+.0%}"),
+    ("flag", "> 10%", "{}"),
+]
+
+
+def comparison_view(comp: pd.DataFrame) -> pd.DataFrame:
+    """``comp`` for display: speedup_range ("1.38x (1.37-1.39)"); deltas and ratios
+    blank on baseline rows (zero by definition); ran_on blank unless some run ran
+    on another device than its baseline."""
+    if comp.empty:
+        return comp
+    text = [f"{s:.2f}x ({lo:.2f}-{hi:.2f})" if pd.notna(s) and pd.notna(lo) else
+            (f"{s:.2f}x" if pd.notna(s) else "-")
+            for s, lo, hi in zip(comp["speedup"], comp["speedup_low"], comp["speedup_high"])]
+    view = comp.assign(speedup_range=text)
+    for col in ("dominant", "dominant_profiled"):
+        view[col] = view[col].replace("", None)
+    is_base = view["run"] == view["baseline_run"]
+    delta = [c for c in view.columns if c.startswith("d_") or c.endswith("_ratio")]
+    view.loc[is_base, delta] = float("nan")
+    if ((view["ran_on"] == view["baseline_ran_on"]) | (view["baseline_ran_on"] == "")).all():
+        view["ran_on"] = None
+    return view
+
+
+def overhead_view(overhead: pd.DataFrame) -> pd.DataFrame:
+    """``overhead`` plus flag ("yes"/"") for display."""
+    return overhead.assign(flag=overhead["flagged"].map({True: "yes", False: ""}))
+
 
 def _fmt(value, fmt: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -58,7 +141,7 @@ def _fmt(value, fmt: str) -> str:
 
 
 def headline(runs: pd.DataFrame, spec: list[tuple[str, str, str]] = HEADLINE) -> tuple[list[str], list[list[str]]]:
-    """Headers and formatted cells of a table of ``runs`` (``spec``: HEADLINE or IDLE).
+    """Headers and formatted cells of a table of ``runs`` (``spec``: one of the lists above).
 
     Columns missing from ``runs`` or empty in every row are left out.
     """

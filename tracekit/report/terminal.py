@@ -1,4 +1,4 @@
-"""The run table on the terminal (rich)."""
+"""The run table and the comparison on the terminal (rich)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,16 @@ from rich.console import Console
 from rich.table import Table
 
 from tracekit.analysis.runs import Analysis
-from tracekit.report.columns import IDLE, evidence, headline, notes
+from tracekit.report.columns import (DETAILS, IDLE, PROFILED, SPEEDUP, comparison_view, evidence, headline,
+                                     notes)
+from tracekit.report.content import Tables, findings
 
 
 def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
     table = Table(title=title, show_lines=False)
     for h in headers:
         table.add_column(h, overflow="fold",
-                         justify="left" if h in ("run", "status", "device", "verdict") else "right")
+                         justify="left" if h in ("run", "status", "device", "verdict", "workload", "mode") else "right")
     for r in rows:
         table.add_row(*r)
     return table
@@ -37,3 +39,29 @@ def print_runs(analysis: Analysis, console: Console | None = None) -> None:
         console.print(f"[red]unreadable[/red] {path}: {problem}", highlight=False)
     for path, why in analysis.skipped:
         console.print(f"[dim]skipped {path}: {why}[/dim]", highlight=False)
+
+
+def print_comparison(t: Tables, console: Console | None = None, detail: bool = False) -> None:
+    """Print the speedup table (each mode vs the baseline, with Δ busy / Δ idle), its
+    findings and warnings, and the runs whose profiler overhead is over 10%;
+    with ``detail`` also the profiled-window split by cause and the details table."""
+    console = console or Console(width=None if Console().is_terminal else 220)
+    comp = comparison_view(t.comparison)
+    if comp.empty:
+        console.print("no runs with a run.json to compare (model and mode unknown)", highlight=False)
+        return
+    console.print(_table(f"speedup over {t.baseline}, and why (latency unprofiled; Δ per iteration)",
+                         *headline(comp, SPEEDUP)))
+    for workload, mode, finding, warning in findings(comp):
+        console.print(f"  {workload} {mode}: {finding}" + (f" [bold red]warning:[/bold red] {warning}" if warning else ""),
+                      highlight=False)
+    if detail:
+        gpu = comp[comp["busy_per_iter_ms"].notna()]
+        if len(gpu):
+            console.print(_table("inside the profiled window (ms per iteration)", *headline(gpu, PROFILED)))
+        console.print(_table("work, compile time, memory, accuracy", *headline(comp, DETAILS)))
+    flagged = t.overhead[t.overhead["flagged"]]
+    if len(flagged):
+        console.print("  profiler overhead > 10% (profiled vs unprofiled iteration): "
+                      + ", ".join(f"{r} {o:+.0%}" for r, o in zip(flagged["run"], flagged["profiler_overhead"]))
+                      + "; their profiled figures (idle time above all) are inflated", highlight=False)

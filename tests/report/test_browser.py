@@ -1,0 +1,70 @@
+"""index.html in a real browser: headless Chromium (Debian's package) loads the report of
+the project's H100 ViT study and shows its tables and plots, without console errors.
+
+Set TRACEKIT_SCREENSHOT=path.png to keep the screenshot (it is in pytest's tmp_path otherwise).
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from chromium import Chromium, find_browser
+
+from tracekit.analysis.runs import analyze
+from tracekit.report import write_reports
+
+pytest.importorskip("websocket", reason="websocket-client is not installed (make setup installs it)")
+if find_browser() is None:
+    pytest.skip("Chromium is not installed: `make setup-browser` (apt-get install chromium) installs it",
+                allow_module_level=True)
+
+STUDY = Path(__file__).resolve().parents[2] / "reports" / "h100" / "vit-study" / "traces"
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("reports")
+    write_reports(analyze(STUDY), out, source="reports/h100/vit-study/traces")
+    return out / "index.html"
+
+
+def test_index_html_renders_tables_and_plots(report, tmp_path):
+    with Chromium(tmp_path / "profile") as page:
+        page.open(report)
+        tables = page.evaluate("Array.from(document.querySelectorAll('table')).map(t => t.tBodies[0].rows.length)")
+        images = page.evaluate("Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.naturalHeight])")
+        shown = page.evaluate("Array.from(document.querySelectorAll('table, img'))"
+                              ".every(e => e.getBoundingClientRect().width > 0)")
+        speedups = page.evaluate("Array.from(document.querySelectorAll('table')[0].tBodies[0].rows)"
+                                 ".map(r => r.cells[3].textContent)")
+        shot = page.screenshot(tmp_path / "index.png", height=2600)
+        # Sorting: a click on "latency p50 (ms)" orders the rows by it, a second click reverses.
+        sort = ("(() => { const t = document.querySelectorAll('table')[0]; const th = t.tHead.rows[0].cells[2];"
+                " th.click(); const up = Array.from(t.tBodies[0].rows).map(r => parseFloat(r.cells[2].textContent));"
+                " th.click(); const down = Array.from(t.tBodies[0].rows).map(r => parseFloat(r.cells[2].textContent));"
+                " return [up, down]; })()")
+        up, down = page.evaluate(sort)
+        errors = page.errors
+    assert tables == [12, 12, 12, 12, 12, 12]  # speedup, profiled, details, overhead, runs, idle: 12 runs each
+    assert len(images) == 9 and all(done and w > 0 and h > 0 for done, w, h in images)
+    assert shown
+    assert sum(s.startswith("1.00x") for s in speedups) == 4  # the 4 eager baselines
+    assert up == sorted(up) and down == sorted(up, reverse=True)
+    assert errors == []
+    assert shot.stat().st_size > 50_000 and shot.read_bytes()[:4] == b"\x89PNG"
+    if keep := os.environ.get("TRACEKIT_SCREENSHOT"):
+        shutil.copy(shot, keep)
+
+
+def test_the_check_sees_errors_and_broken_images(tmp_path):
+    """The same checks fail on a page with a console error, an exception and a broken image."""
+    bad = tmp_path / "bad.html"
+    bad.write_text('<img src="missing.png"><script>console.error("boom"); undefinedFunction();</script>')
+    with Chromium(tmp_path / "profile") as page:
+        page.open(bad)
+        images = page.evaluate("Array.from(document.images).map(i => i.naturalWidth)")
+        errors = page.errors
+    assert images == [0]
+    assert any("boom" in e for e in errors) and any("undefinedFunction" in e or "Uncaught" in e for e in errors)
+    assert any("missing.png" in e for e in errors)

@@ -1,0 +1,259 @@
+"""Compare each mode with a baseline mode on the same workload: how much faster, and why.
+
+A *workload* is the set of runs that share model, batch, dtype, phase and the
+requested device (type and name), read from the run rows (``run.json``),
+never from file names. In each workload every run is compared with the run of
+the baseline mode (``eager`` unless told otherwise):
+
+* **speedup** = baseline latency / latency, from the unprofiled timed
+  iterations (median); its spread is the range
+  [baseline p10 / p90, baseline p90 / p10] (ratios of the 10th-90th
+  percentile bounds; where p10/p90 are missing, ±1 standard deviation of each
+  side, propagated to first order).
+* **why**: the change of latency splits into the change of GPU busy time per
+  iteration (kernels faster or fewer: fusion, autotuning; from the trace) and
+  the change of everything else, the GPU's idle time (launch overhead that
+  CUDA graphs remove, syncs): ``idle_est_ms`` = unprofiled latency - GPU busy
+  per profiled iteration. Kernel times barely change under the profiler while
+  host-side costs grow, so this estimates the *unprofiled* idle time (the rule
+  of :mod:`tracekit.analysis.verdict`). The larger of |Δ busy| and |Δ idle|
+  *dominates* the speedup.
+* the same split of the *profiled* iteration time (mean ``ProfilerStep``
+  length), exact there: Δ busy + Δ idle inside the GPU's active span (by
+  cause: host wait, launch latency, sync, other) + a rest (host time outside
+  the span). It shows the causes, but where the profiler inflated a run's host
+  side it overstates Δ idle; ``dominant_profiled`` says what it alone would
+  conclude.
+* a run that ran on another device than its baseline (a CPU provider beside
+  a CUDA baseline) is compared, and flagged loudly in ``warning``.
+
+Profiler overhead (:func:`profiler_overhead`): the profiler slows the host, so
+a profiled iteration is longer than an unprofiled one; runs where they differ
+by more than ``PROFILER_OVERHEAD_FLAG`` are flagged (threshold: issue 4), and
+the comparison warns that their Δ idle is inflated.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis.idle import CAUSES
+
+WORKLOAD_KEYS = ("model", "batch", "dtype", "phase", "device", "device_name")
+PROFILER_OVERHEAD_FLAG = 0.10
+# Readable names of the idle causes of tracekit.analysis.idle, for tables and plots.
+CAUSE_LABELS = {"host_wait": "host wait", "launch_latency": "launch latency", "sync": "sync", "other": "other idle"}
+
+
+def _num(runs: pd.DataFrame, col: str) -> pd.Series:
+    """A numeric column of ``runs``, NaN where absent."""
+    return pd.to_numeric(runs[col], errors="coerce") if col in runs else pd.Series(math.nan, index=runs.index)
+
+
+def workloads(runs: pd.DataFrame) -> pd.DataFrame:
+    """The workload of each run that has a manifest (model and mode known).
+
+    Args:
+        runs: ``Analysis.runs`` (one row per trace file or failed run).
+
+    Returns:
+        One row per run (the first trace of a run with several): the run row
+        plus ``device`` (the requested device type: ``requested_device`` of the
+        spec, else where it ran), ``ran_on`` (where it really ran:
+        ``device_type``) and ``workload`` (a label such as
+        "vit16x6x384 b8 fp32 cuda"). Rows without model or mode are left out.
+    """
+    if runs.empty or "model" not in runs or "mode" not in runs:
+        return pd.DataFrame(columns=["workload", *WORKLOAD_KEYS, "mode", "run", "ran_on"])
+    r = runs[runs["model"].notna() & runs["mode"].notna()].drop_duplicates("run").copy()
+    ran_on = r["device_type"] if "device_type" in r else pd.Series(None, index=r.index, dtype=object)
+    requested = r["requested_device"] if "requested_device" in r else pd.Series(None, index=r.index, dtype=object)
+    r["ran_on"] = ran_on.fillna("unknown")
+    r["device"] = requested.fillna(ran_on).fillna("unknown").astype(str).str.split(":").str[0]
+    r["phase"] = r["phase"].fillna("inference") if "phase" in r else "inference"
+    r["device_name"] = r["device_name"].fillna("") if "device_name" in r else ""
+    r["dtype"] = r["dtype"].fillna("") if "dtype" in r else ""
+    batch = r["batch"] if "batch" in r else pd.Series(math.nan, index=r.index)
+    r["batch"] = batch
+    label = (r["model"].astype(str) + batch.map(lambda b: "" if pd.isna(b) else f" b{int(b)}")
+             + " " + r["dtype"] + r["phase"].map(lambda p: "" if p == "inference" else f" {p}")
+             + " " + r["device"])
+    keys = r[list(WORKLOAD_KEYS)].astype(str).agg("|".join, axis=1)
+    # The same label on two device names (an H100 and an A100 folder) gets the name added.
+    ambiguous = keys.groupby(label).transform("nunique") > 1
+    r["workload"] = label.where(~ambiguous, label + " (" + r["device_name"] + ")")
+    return r.reset_index(drop=True)
+
+
+def _speedup_range(base: pd.DataFrame, run: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Low and high speedup bounds (see the module docstring)."""
+    low = _num(base, "latency_p10_ms") / _num(run, "latency_p90_ms")
+    high = _num(base, "latency_p90_ms") / _num(run, "latency_p10_ms")
+    speedup = _num(base, "latency_median_ms") / _num(run, "latency_median_ms")
+    rel = np.hypot(_num(base, "latency_std_ms") / _num(base, "latency_median_ms"),
+                   _num(run, "latency_std_ms") / _num(run, "latency_median_ms"))
+    return low.fillna(speedup * (1 - rel)), high.fillna(speedup * (1 + rel))
+
+
+def _per_iter_ms(r: pd.DataFrame, col_us: str) -> pd.Series:
+    """A total (µs) of the profiled window per iteration, in ms."""
+    return _num(r, col_us) / _num(r, "iterations") / 1e3
+
+
+def _dominant(d_busy: pd.Series, d_idle: pd.Series, same: pd.Series) -> np.ndarray:
+    """"busy" or "idle", whichever change is larger; "" for the baseline itself or unknown."""
+    return np.select([d_busy.isna() | d_idle.isna() | same, d_idle.abs() > d_busy.abs()], ["", "idle"],
+                     default="busy")
+
+
+def _what(dominant: str, delta: float) -> str:
+    if dominant == "idle":
+        return "less GPU idle time (launch overhead, syncs)" if delta < 0 else "more GPU idle time"
+    return "less GPU busy time (faster or fewer kernels)" if delta < 0 else "more GPU busy time"
+
+
+def _finding(row: dict) -> str:
+    """One line: what dominates the speedup, and what the profiled window alone says."""
+    if not row["dominant"]:
+        return ""
+    db, di = row["d_busy_per_iter_ms"], row["d_idle_est_ms"]
+    text = (f"{_what(row['dominant'], di if row['dominant'] == 'idle' else db)} dominates: "
+            f"Δ latency {row['d_latency_ms']:+.3f} ms = Δ GPU busy {db:+.3f} + Δ idle {di:+.3f} ms per iteration")
+    dp = row["dominant_profiled"]
+    if dp and dp != row["dominant"]:
+        text += (f"; the profiled window alone would say {dp} (Δ idle {row['d_idle_per_iter_ms']:+.3f} ms per "
+                 "profiled iteration)")
+        over = [f"{who} {o:+.0%}" for who, o in (("this run", row["overhead"]), (row["baseline_mode"],
+                                                                                row["baseline_overhead"]))
+                if abs(o) > PROFILER_OVERHEAD_FLAG]
+        if over:
+            text += f", but the profiler lengthened the iterations ({', '.join(over)})"
+    return text
+
+
+def _warnings(row: dict) -> str:
+    out = []
+    if row["status"] != "ok":
+        out.append(f"run {row['status']}: {row.get('reason') or 'no reason recorded'}")
+    if not row["baseline_run"]:
+        out.append(row["baseline_problem"])
+    elif row["baseline_runs"] > 1:
+        out.append(f"{row['baseline_runs']:.0f} {row['baseline_mode']} runs in this workload; "
+                   f"the baseline is {row['baseline_run']}")
+    elif row["ran_on"] != row["baseline_ran_on"]:
+        out.append(f"DIFFERENT DEVICE: ran on {row['ran_on']} while the {row['baseline_mode']} baseline ran on "
+                   f"{row['baseline_ran_on']}; the speedup compares devices, not modes")
+    if row["idle_est_ms"] < 0:
+        out.append(f"GPU busy per profiled iteration {row['busy_per_iter_ms']:.3f} ms > unprofiled latency "
+                   f"{row['latency_median_ms']:.3f} ms: the profiler slowed its kernels too; the split is approximate")
+    return "; ".join(out)
+
+
+def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
+    """Each run against the baseline-mode run of its workload.
+
+    Args:
+        runs: ``Analysis.runs``. Per-cause idle columns ``idle_<cause>_us``
+            (:data:`tracekit.analysis.idle.CAUSES`) are used where present.
+        baseline: the mode each run is compared with.
+
+    Returns:
+        One row per run with a manifest, grouped by workload, baseline first:
+        identity (workload, model, batch, dtype, phase, device, device_name,
+        mode, run, status, reason, ran_on), baseline_mode, baseline_run,
+        baseline_ran_on; unprofiled latency_median/p10/p90_ms and speedup,
+        speedup_low, speedup_high; profiled_iter_ms and profiled_speedup;
+        kernels_per_iter, launches_per_iter and their ratios to the baseline;
+        busy_per_iter_ms, idle_per_iter_ms, idle_<cause>_per_iter_ms (profiled),
+        idle_est_ms (unprofiled estimate); utilization, compile_s,
+        peak_memory_MB, max_abs_diff; the decompositions (ms per iteration, run
+        minus baseline) d_latency_ms = d_busy_per_iter_ms + d_idle_est_ms and
+        d_profiled_iter_ms = d_busy_per_iter_ms + d_idle_per_iter_ms +
+        d_rest_per_iter_ms, with d_idle_<cause>_per_iter_ms; dominant and
+        dominant_profiled ("busy" | "idle" | ""), finding (one line), warning
+        (cross-device runs, a failed run, a missing or failed baseline, GPU busy
+        above the unprofiled latency; "" if none).
+        Ratios and deltas are NaN where a side lacks the figure.
+    """
+    w = workloads(runs)
+    if w.empty:
+        return pd.DataFrame(columns=["workload", *WORKLOAD_KEYS, "mode", "run", "status", "speedup"])
+    causes = [c for c in CAUSES if f"idle_{c}_us" in w]
+    m = pd.DataFrame({k: w[k] for k in ("workload", *WORKLOAD_KEYS, "mode", "run", "ran_on")})
+    m["status"] = w["status"] if "status" in w else "ok"
+    m["reason"] = w["reason"].fillna("") if "reason" in w else ""
+    for col in ("latency_median_ms", "latency_p10_ms", "latency_p90_ms", "latency_std_ms", "kernels_per_iter",
+                "launches_per_iter", "utilization", "compile_s", "peak_memory_MB", "max_abs_diff"):
+        m[col] = _num(w, col)
+    m["profiled_iter_ms"] = _num(w, "iteration_ms")
+    m["busy_per_iter_ms"] = _num(w, "busy_per_iter_us") / 1e3
+    m["idle_per_iter_ms"] = _num(w, "idle_per_iter_us") / 1e3
+    for c in causes:
+        m[f"idle_{c}_per_iter_ms"] = _per_iter_ms(w, f"idle_{c}_us")
+    m["rest_per_iter_ms"] = m["profiled_iter_ms"] - m["busy_per_iter_ms"] - m["idle_per_iter_ms"]
+    m["idle_est_ms"] = m["latency_median_ms"] - m["busy_per_iter_ms"]
+
+    ok = m[(m["mode"] == baseline) & (m["status"] == "ok")].sort_values("run")
+    first = ok.drop_duplicates("workload").set_index("workload")
+    base = first.reindex(m["workload"]).reset_index(drop=True)
+    m["baseline_mode"] = baseline
+    m["baseline_run"] = base["run"].fillna("")
+    m["baseline_ran_on"] = base["ran_on"].fillna("")
+    failed = m[m["mode"] == baseline].groupby("workload")["status"].first()
+    m["baseline_problem"] = [
+        "" if b else (f"the {baseline} baseline {failed[wl]}" if wl in failed else f"no {baseline} run in this workload")
+        for wl, b in zip(m["workload"], m["baseline_run"])]
+    m["speedup"] = base["latency_median_ms"] / m["latency_median_ms"]
+    m["speedup_low"], m["speedup_high"] = _speedup_range(base, m)
+    m["profiled_speedup"] = base["profiled_iter_ms"] / m["profiled_iter_ms"]
+    m["kernels_ratio"] = m["kernels_per_iter"] / base["kernels_per_iter"]
+    m["launches_ratio"] = m["launches_per_iter"] / base["launches_per_iter"]
+    for col in ("latency_median", "idle_est", "profiled_iter", "busy_per_iter", "idle_per_iter", "rest_per_iter",
+                *(f"idle_{c}_per_iter" for c in causes)):
+        m[f"d_{col}_ms"] = m[f"{col}_ms"] - base[f"{col}_ms"]
+    m = m.rename(columns={"d_latency_median_ms": "d_latency_ms"})
+    same = m["run"] == m["baseline_run"]
+    m["dominant"] = _dominant(m["d_busy_per_iter_ms"], m["d_idle_est_ms"], same)
+    m["dominant_profiled"] = _dominant(m["d_busy_per_iter_ms"], m["d_idle_per_iter_ms"], same)
+    overhead = profiler_overhead(runs).set_index("run")["profiler_overhead"]
+    m["overhead"] = m["run"].map(overhead).fillna(0.0)
+    m["baseline_overhead"] = m["baseline_run"].map(overhead).fillna(0.0)
+    m["finding"] = [_finding(r) for r in m.to_dict("records")]
+    m["baseline_runs"] = m["workload"].map(ok.groupby("workload")["run"].count()).fillna(0)
+    m["warning"] = [_warnings(r) for r in m.to_dict("records")]
+    m = m.drop(columns=["baseline_problem", "baseline_runs", "latency_std_ms", "overhead", "baseline_overhead"])
+    order = pd.DataFrame({"w": m["workload"], "b": m["mode"] != baseline, "r": m["run"]})
+    return m.loc[order.sort_values(["w", "b", "r"]).index].reset_index(drop=True)
+
+
+def profiler_overhead(runs: pd.DataFrame, threshold: float = PROFILER_OVERHEAD_FLAG) -> pd.DataFrame:
+    """Profiled vs unprofiled iteration time of each run.
+
+    Sources: ``latency_median_ms`` from the unprofiled timed iterations
+    (run.json: CUDA events on a GPU, perf_counter on the CPU, ``latency_timer``);
+    ``profiled_iter_ms`` = the mean ``ProfilerStep`` marker length in the trace
+    (the window ends with a device sync, so the mean covers the GPU's work);
+    ``gpu_span_per_iter_ms`` = the GPU's active span per profiled iteration.
+
+    Returns:
+        One row per run with both figures: run, mode, latency_timer,
+        latency_median_ms, profiled_iter_ms, gpu_span_per_iter_ms,
+        profiler_overhead (profiled / unprofiled - 1), flagged (|overhead| > threshold).
+    """
+    cols = ["run", "mode", "latency_timer", "latency_median_ms", "profiled_iter_ms", "gpu_span_per_iter_ms",
+            "profiler_overhead", "flagged"]
+    if runs.empty or "run" not in runs:
+        return pd.DataFrame(columns=cols)
+    r = runs.drop_duplicates("run")
+    out = pd.DataFrame({
+        "run": r["run"], "mode": r["mode"] if "mode" in r else None,
+        "latency_timer": r["latency_timer"] if "latency_timer" in r else None,
+        "latency_median_ms": _num(r, "latency_median_ms"), "profiled_iter_ms": _num(r, "iteration_ms"),
+        "gpu_span_per_iter_ms": _per_iter_ms(r, "active_span_us")})
+    out["profiler_overhead"] = out["profiled_iter_ms"] / out["latency_median_ms"] - 1
+    out = out[out["profiler_overhead"].notna()]
+    out["flagged"] = out["profiler_overhead"].abs() > threshold
+    return out[cols].reset_index(drop=True)

@@ -1,0 +1,68 @@
+"""index.html: the whole report in one self-contained file (plots inline as data
+URIs, sortable tables, each run linked to its trace), from a Jinja2 template."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import jinja2
+
+from tracekit import __version__
+from tracekit.report.columns import (DETAILS, HEADLINE, IDLE, OVERHEAD, PROFILED, SPEEDUP, comparison_view, evidence,
+                                     headline, notes, overhead_view)
+from tracekit.report.content import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
+
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
+                          autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
+
+
+def data_uri(png: Path) -> str:
+    """A PNG file as a ``data:image/png;base64,...`` URI."""
+    return "data:image/png;base64," + base64.b64encode(Path(png).read_bytes()).decode("ascii")
+
+
+def _table(df, spec, title: str, links: dict[str, str] | None = None) -> dict:
+    headers, rows = headline(df, spec)
+    # Columns of numbers (1.38x, +70%, 2.1e-05, "-") align right, text columns left.
+    numeric = [all(c == "-" or re.match(r"^[+-]?\d", c) for c in col) for col in zip(*rows)] or [False] * len(headers)
+    return {"title": title, "headers": headers, "rows": rows, "numeric": numeric,
+            "link_col": headers.index("run") if links is not None and "run" in headers else -1,
+            "links": links or {}}
+
+
+def _markdown_bold(text: str) -> str:
+    """SOURCES and hints are written for markdown; the page shows them as plain text."""
+    return text.replace("**", "").replace("`", "")
+
+
+def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) -> str:
+    """The page: the comparison tables and findings, the plots, profiler overhead,
+    and every run with a link to its trace file."""
+    a, comp = t.analysis, comparison_view(t.comparison)
+    gpu_comp = comp[comp["busy_per_iter_ms"].notna()] if len(comp) else comp
+    gpu_runs = a.runs[a.runs["has_gpu"].fillna(False).astype(bool)] if "has_gpu" in a.runs else a.runs.iloc[:0]
+    tables = []
+    if len(comp):
+        tables.append(_table(comp, SPEEDUP, f"Speedup over {t.baseline}, and why"))
+    context = {
+        "version": __version__, "source": source, "baseline": t.baseline,
+        "sources": _markdown_bold(SOURCES), "perfetto_hint": _markdown_bold(PERFETTO_HINT),
+        "speedup": tables[0] if tables else None,
+        "findings": findings(comp) if len(comp) else [],
+        "overview": data_uri(plots[""][0]) if "" in plots else None,
+        "profiled": _table(gpu_comp, PROFILED, "Inside the profiled window: GPU busy and idle by cause "
+                           "(ms per iteration)") if len(gpu_comp) else None,
+        "details": _table(comp, DETAILS, "Work, compile time, memory, accuracy") if len(comp) else None,
+        "overhead": _table(overhead_view(t.overhead), OVERHEAD, "Profiler overhead") if len(t.overhead) else None,
+        "workloads": [(w, [data_uri(p) for p in ps]) for w, ps in plots.items() if w],
+        "runs": _table(a.runs, HEADLINE, "All runs", trace_links(a, out)),
+        "idle": _table(gpu_runs, IDLE, "GPU idle time by cause (share of the active span) and verdict")
+        if len(gpu_runs) else None,
+        "evidence": evidence(gpu_runs) if len(gpu_runs) else [],
+        "notes": notes(a.runs),
+        "errors": [(p, why) for p, why, _ in a.errors],
+        "skipped": [p for p, _ in a.skipped],
+    }
+    return _ENV.get_template("index.html.j2").render(**context)
