@@ -138,6 +138,22 @@ def _compile_cache():
             del os.environ["TORCHINDUCTOR_CACHE_DIR"]
 
 
+def _stop_compile_workers() -> None:
+    """Shut down Inductor's pool of compile-worker processes, if one started.
+
+    With a cold cache, torch.compile starts a pool of subprocesses that go on
+    importing torch in the background after the compile; left running they
+    compete with the timed iterations for the CPU (on a 2-core machine a
+    compiled transformer timed 125 ms instead of 5 ms, and eager calls made
+    after it slowed 5x).
+    """
+    try:
+        from torch._inductor.async_compile import shutdown_compile_workers
+    except ImportError:  # a torch without the pool
+        return
+    shutdown_compile_workers()
+
+
 def run_dir(spec: RunSpec, out: Path) -> Path:
     """The folder a run of ``spec`` writes to: ``out/<label>/<mode>``."""
     label = spec.label(models.default_batch(spec.model), default_device())
@@ -257,6 +273,7 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage) -> 
         step(inputs)
     _sync(device)
     manifest["warmup_s"] = time.perf_counter() - t0
+    _stop_compile_workers()
 
     stage(f"timing ({spec.iters} iterations)")
     timer = _Timer(device)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tracekit.analysis.backends import launch_vs_fusion
 from tracekit.analysis.pertrace import analyze_trace
 from tracekit.errors import ExitCode
 from tracekit.peaks import peaks
@@ -36,7 +37,8 @@ class Analysis:
     tables:  name -> one DataFrame over all traces, each row tagged with its
              run and trace: iterations, devices, streams, idle_histogram,
              launch_apis, kernels, kernel_classes, kernel_quantiles, transfers,
-             transfer_iterations.
+             transfer_iterations; and, across runs (no run/trace columns),
+             launch_vs_fusion (:func:`tracekit.analysis.backends.launch_vs_fusion`).
     errors:  (path, problem, exit code) for each file that could not be read.
     skipped: (path, why) for JSON files found in a folder that are not
              traces (a summary.json, an ONNX Runtime profile).
@@ -205,6 +207,8 @@ def analyze(path: Path | str, only: set[str] | None = None, iterations: int | No
         _collect(run, root if scanned else root.parent, files, result, scanned)
     result.runs = _ordered(pd.DataFrame(result.runs))
     result.tables = {name: _front(pd.concat(parts, ignore_index=True)) for name, parts in result.tables.items()}
+    if len(control := launch_vs_fusion(result.runs)):
+        result.tables["launch_vs_fusion"] = control
     return result
 
 
