@@ -248,6 +248,9 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage) -> 
     manifest["device_type"] = prepared.device_type
     manifest["backend"] = prepared.info
     if prepared.device_type != spec.device.split(":")[0]:
+        # The name of the device that did the work (the CPU's, for ONNX Runtime's CPU provider on a
+        # GPU machine), so the run is never shown, or held to peaks, as the GPU's.
+        manifest["device_name"] = describe(device)["device_name"]
         manifest["note"] = "; ".join(n for n in (manifest["note"], (
             f"ran on {prepared.device_type}, not {spec.device}: compare it only with {prepared.device_type} runs"))
             if n)

@@ -70,7 +70,8 @@ def _manifest_fields(manifest: dict | None) -> dict:
     row = {
         "model": manifest.get("model"), "mode": manifest.get("mode"), "batch": spec.get("batch"),
         "dtype": spec.get("dtype"), "device_type": manifest.get("device_type"),
-        "device_name": env.get("device_name"), "status": manifest.get("status", "unknown"),
+        "device_name": manifest.get("device_name") or env.get("device_name"),  # where the work ran
+        "status": manifest.get("status", "unknown"),
         "reason": manifest.get("reason", ""), "note": manifest.get("note", ""),
         "compile_s": manifest.get("compile_s", math.nan),
         "peak_memory_MB": manifest.get("peak_memory_MB", math.nan),
