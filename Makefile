@@ -16,7 +16,7 @@ SUITE  ?= vit-study
 KERNELS ?= 100
 COUNTERS_OUT ?= $(REPORTS)/counters
 TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
-             $(if $(ITERS),--iters $(ITERS))
+             $(if $(ITERS),--iters $(ITERS)) $(if $(PHASE),--phase $(PHASE))
 
 .PHONY: help setup demo trace analyze counters bench bench-analyze test clean
 
