@@ -21,15 +21,16 @@ def test_unknown_keys_are_rejected(tmp_path):
 def test_backend_suites_expand_and_name_known_modes_and_models():
     from tracekit import backends, models
 
-    for name, n in (("backends-h100", 49), ("backends-cpu", 49)):
+    for name, n in (("backends-h100", 40), ("backends-cpu", 49)):
         suite = load_suite(f"workloads/{name}.toml")
         assert len(suite.cells) == n
         for cell in suite.cells:
             backends.get(cell.mode)
             models.lookup(cell.model)
     h100 = load_suite("workloads/backends-h100.toml").cells
-    b1 = {c.mode for c in h100 if c.batch == 1}
-    assert {"eager", "cudagraphs", "default", "reduce-overhead"} <= b1
+    for batch in (None, 1):  # the launch-removal control, at the default batch and at 1
+        vit = {c.mode for c in h100 if c.model == "vit16x6x384" and c.batch == batch}
+        assert {"eager", "cudagraphs", "default", "reduce-overhead"} <= vit
 
 
 def test_bench_passes_phase_and_patterns_and_writes_status_rows_itself(tmp_path, monkeypatch):
