@@ -118,3 +118,16 @@ def test_rows_name_the_device_that_did_the_work(tmp_path):
         "environment": {"device_name": "NVIDIA H100 80GB HBM3"}, "spec": {"batch": 8, "dtype": "fp32"}}))
     row = analyze(tmp_path).runs.iloc[0]
     assert row["device_type"] == "cpu" and row["device_name"] == "AMD EPYC"
+
+
+def test_fp8_conversion_leaves_linears_torch_nn_layers_read_directly():
+    from torch import nn
+
+    from tracekit import models
+    from tracekit.backends.fp8 import convert
+
+    module, _ = models.build("mlp")
+    assert convert(module, lambda lin: nn.Identity()) == ["0", "2"]  # 512 -> 10 is not a multiple of 16
+    module, _ = models.build("transformer")
+    with pytest.raises(ValueError, match="multiple of 16"):
+        convert(module, lambda lin: nn.Identity())  # its linears all sit in TransformerEncoderLayers
