@@ -16,7 +16,7 @@ SUITE  ?= vit-study
 KERNELS ?= 100
 COUNTERS_OUT ?= $(REPORTS)/counters
 TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
-             $(if $(ITERS),--iters $(ITERS))
+             $(if $(ITERS),--iters $(ITERS)) $(if $(PHASE),--phase $(PHASE))
 
 # Headless Chromium checks index.html in a real browser (tests/report/test_browser.py). `make test`
 # installs Debian's package first when no Chromium is found and apt-get is there; else the test skips.

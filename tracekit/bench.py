@@ -11,10 +11,13 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from tracekit.runner import run_dir
+from tracekit import backends
+from tracekit.environment import default_device
+from tracekit.runner import run, run_dir
 from tracekit.spec import RunSpec
 from tracekit.suite import Suite
 
@@ -28,14 +31,27 @@ def trace_command(spec: RunSpec, traces: Path) -> list[str]:
         cmd += ["--batch", str(spec.batch)]
     if spec.device is not None:
         cmd += ["--device", spec.device]
+    if spec.phase != "inference":
+        cmd += ["--phase", spec.phase]
+    if spec.compile_only:
+        cmd += ["--compile-only", spec.compile_only]
     return cmd
+
+
+def _cannot_run(spec: RunSpec) -> bool:
+    """True when the cell's mode cannot run here (not installed, needs CUDA, phase):
+    its status row needs no process of its own."""
+    if spec.mode not in backends.BACKENDS:
+        return False  # its own process reports the unknown mode
+    return backends.why_not(backends.get(spec.mode), replace(spec, device=spec.device or default_device())) is not None
 
 
 def run_suite(suite: Suite, traces: Path | str, log: Callable[[str], None] = print) -> list[dict]:
     """Run each cell of ``suite`` in a subprocess; return the manifests in order.
 
     A cell whose process dies without writing a finished run.json is returned
-    as a manifest with status "failed" and the process's exit code.
+    as a manifest with status "failed" and the process's exit code. A cell
+    whose mode cannot run here gets its status row from this process.
     """
     traces = Path(traces)
     results = []
@@ -43,6 +59,11 @@ def run_suite(suite: Suite, traces: Path | str, log: Callable[[str], None] = pri
         folder = run_dir(spec, traces)
         log(f"[{i}/{len(suite.cells)}] {folder}")
         t0 = time.perf_counter()
+        if _cannot_run(spec):
+            manifest = run(spec, traces, log=lambda msg: None)
+            log(f"    {manifest['status']}: {manifest['reason'][:300]}")
+            results.append(manifest)
+            continue
         proc = subprocess.run(trace_command(spec, traces), capture_output=True, text=True)
         manifest_path = folder / "run.json"
         try:

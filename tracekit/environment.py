@@ -44,6 +44,7 @@ def describe(device: str) -> dict:
         "python": platform.python_version(),
         "host": platform.node(),
         "cpu": _cpu_name(),
+        "cpu_threads": torch.get_num_threads(),  # torch's intra-op threads (OMP_NUM_THREADS sets them)
     }
     if device.startswith("cuda") and torch.cuda.is_available():
         dev = torch.device(device)

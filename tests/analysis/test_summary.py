@@ -101,3 +101,23 @@ def test_real_h100_vit_traces(fixtures, mode, kernels, launches, util):
     assert row["utilization"] == pytest.approx(util, abs=0.01)
     assert row["launches_per_iter"] == launches / 10
     assert row["gpu_busy_us"] <= row["active_span_us"]
+
+
+def test_launch_removal_share_from_latencies():
+    import pandas as pd
+
+    from tracekit.analysis.backends import launch_vs_fusion
+    from tracekit.report.files import launch_removal_sentence
+
+    runs = pd.DataFrame({
+        "run": ["v-b1/eager", "v-b1/cudagraphs", "v-b1/default", "v-b1/reduce-overhead", "mlp/eager", "mlp/default"],
+        "mode": ["eager", "cudagraphs", "default", "reduce-overhead", "eager", "default"],
+        "status": ["ok"] * 6,
+        "latency_median_ms": [2.6, 1.1, 1.8, 0.6, 0.1, 0.09],
+    })
+    table = launch_vs_fusion(runs)
+    assert list(table["workload"]) == ["v-b1"]  # mlp lacks the control runs
+    row = table.iloc[0]
+    # eager 2.6 -> cudagraphs 1.1 saves 1.5 ms of the 2.0 ms reduce-overhead saves: 75 %.
+    assert row["saved_by_cudagraphs_ms"] == pytest.approx(1.5) and row["launch_removal_share"] == pytest.approx(0.75)
+    assert "75% of reduce-overhead's gain" in launch_removal_sentence(row.to_dict())

@@ -92,3 +92,15 @@ def test_real_h100_trace(fixtures):
     assert (tables.gpu_ops["kind"] == "kernel").sum() == 660
     assert tables.devices["name"].iloc[0] == "NVIDIA H100 80GB HBM3"
     assert set(tables.host_calls["name"]) >= {"cudaLaunchKernel", "cudaLaunchKernelExC"}
+
+
+def test_ort_profile_warm_up_runs_are_dropped():
+    from tracekit.trace.ort import drop_first_runs
+
+    raw = [{"cat": "Session", "name": "session_initialization", "ts": 0, "dur": 5},
+           {"cat": "Session", "name": "model_run", "ts": 10, "dur": 10},
+           {"cat": "Node", "name": "a_kernel_time", "ts": 12, "dur": 2},
+           {"cat": "Session", "name": "model_run", "ts": 30, "dur": 10},
+           {"cat": "Node", "name": "a_kernel_time", "ts": 31, "dur": 2}]
+    assert drop_first_runs(raw, 1) == raw[3:]
+    assert drop_first_runs(raw, 2) == raw  # nothing would be left

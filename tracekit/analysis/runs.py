@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tracekit.analysis.backends import launch_vs_fusion
 from tracekit.analysis.pertrace import analyze_trace
 from tracekit.errors import ExitCode
 from tracekit.peaks import peaks
@@ -38,7 +39,9 @@ class Analysis:
              run and trace: iterations, devices, streams, idle_histogram,
              verdict_evidence, launch_apis, kernels, kernel_classes,
              kernel_quantiles, transfers, transfer_iterations, timeline (see
-             :func:`tracekit.analysis.pertrace.analyze_trace`).
+             :func:`tracekit.analysis.pertrace.analyze_trace`); and, across runs
+             (no run/trace columns), launch_vs_fusion
+             (:func:`tracekit.analysis.backends.launch_vs_fusion`).
     errors:  (path, problem, exit code) for each file that could not be read.
     skipped: (path, why) for JSON files found in a folder that are not
              traces (a summary.json, an ONNX Runtime profile).
@@ -73,7 +76,8 @@ def _manifest_fields(manifest: dict | None) -> dict:
         "model": manifest.get("model"), "mode": manifest.get("mode"), "batch": spec.get("batch"),
         "dtype": spec.get("dtype"), "phase": spec.get("phase", "inference"),
         "device_type": manifest.get("device_type"), "requested_device": spec.get("device"),
-        "device_name": env.get("device_name"), "status": manifest.get("status", "unknown"),
+        "device_name": manifest.get("device_name") or env.get("device_name"),  # where the work ran
+        "status": manifest.get("status", "unknown"),
         "reason": manifest.get("reason", ""), "note": manifest.get("note", ""),
         "compile_s": manifest.get("compile_s", math.nan),
         "peak_memory_MB": manifest.get("peak_memory_MB", math.nan),
@@ -219,6 +223,8 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
         _collect(run, base, files, result, scanned)
     result.runs = _ordered(pd.DataFrame(result.runs))
     result.tables = {name: _front(pd.concat(parts, ignore_index=True)) for name, parts in result.tables.items()}
+    if len(control := launch_vs_fusion(result.runs)):
+        result.tables["launch_vs_fusion"] = control
     return result
 
 

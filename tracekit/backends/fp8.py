@@ -5,7 +5,7 @@ requirement) becomes an FP8 linear: weights quantized once to float8_e4m3fn
 with a per-tensor scale (amax / 448, e4m3's largest value), activations
 quantized per call the same way, the product computed by ``torch._scaled_mm``
 in bf16 and cast back. Linears used functionally by ``nn.MultiheadAttention``
-are left alone. Needs a GPU of compute capability 8.9 or more (Ada, Hopper).
+and the ``nn.Transformer*Layer`` fast path are left alone. Needs a GPU of compute capability 8.9 or more (Ada, Hopper).
 Numbers follow "FP8 Formats for Deep Learning" (Micikevicius et al., 2022,
 arXiv:2209.05433): per-tensor scaling, e4m3 for forward tensors.
 """
@@ -43,7 +43,10 @@ class FP8Linear(nn.Module):
 
 def convert(module: nn.Module, make) -> list[str]:
     """Replace each eligible ``nn.Linear`` of ``module`` by ``make(linear)``; return their names."""
-    skip = {f"{n}." for n, m in module.named_modules() if isinstance(m, nn.MultiheadAttention)}
+    # These read their linears' weights directly (MultiheadAttention always, the Transformer
+    # layers in their fused inference fast path) instead of calling them: leave them alone.
+    readers = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)
+    skip = {f"{n}." for n, m in module.named_modules() if isinstance(m, readers)}
     done = []
     for name, sub in list(module.named_modules()):
         if (type(sub) is nn.Linear and not any(name.startswith(s) for s in skip)
@@ -52,7 +55,8 @@ def convert(module: nn.Module, make) -> list[str]:
             setattr(module.get_submodule(parent) if parent else module, attr, make(sub))
             done.append(name)
     if not done:
-        raise ValueError("no nn.Linear with both dimensions a multiple of 16 to run in FP8")
+        raise ValueError("no nn.Linear with both dimensions a multiple of 16 (outside torch.nn's attention "
+                         "and transformer layers) to run in FP8")
     return done
 
 

@@ -13,8 +13,8 @@ trace and read by ``tracekit analyze`` (tracekit/trace/ort.py).
 from __future__ import annotations
 
 import gzip
+import json
 import importlib.util
-import shutil
 import tempfile
 import time
 import warnings
@@ -24,6 +24,8 @@ from pathlib import Path
 import torch
 
 from tracekit.backends import Backend, Prepared, register
+from tracekit.io import write_atomic
+from tracekit.trace.ort import drop_first_runs
 
 INSTALL = "pip install onnxruntime onnx onnxscript (onnxruntime-gpu for the CUDA execution provider)"
 
@@ -71,6 +73,7 @@ def prepare(module, inputs, spec) -> Prepared:
     def session(profile: bool = False):
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.intra_op_num_threads = torch.get_num_threads()  # as many CPU threads as torch: like for like
         if profile:
             opts.enable_profiling = True
             opts.profile_file_prefix = str(workdir / "ort_profile")
@@ -93,12 +96,15 @@ def prepare(module, inputs, spec) -> Prepared:
         finally:
             written = Path(state["session"].end_profiling())
             state["session"] = plain
+            # The profiler schedule's warm-up step ran in this session too (its first run, with the
+            # session's lazy set-up); drop it, as torch.profiler leaves it out of its trace.
+            events = drop_first_runs(json.loads(written.read_text()), 1)
             target = run_dir / f"{worker}.{time.time_ns()}.ort.json.gz"
-            with open(written, "rb") as src, gzip.open(target, "wb") as dst:
-                shutil.copyfileobj(src, dst)
+            write_atomic(target, gzip.compress(json.dumps(events).encode()))
 
     used = state["session"].get_providers()[0]
-    info = {"exporter": exporter, "onnxruntime": ort.__version__, "execution_provider": used}
+    info = {"exporter": exporter, "onnxruntime": ort.__version__, "execution_provider": used,
+            "intra_op_threads": torch.get_num_threads()}
     return Prepared(run, "cuda" if used == "CUDAExecutionProvider" else "cpu", info, profile)
 
 

@@ -26,6 +26,17 @@ def _markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def launch_removal_sentence(r: dict) -> str:
+    """One row of the launch_vs_fusion table in words (latencies in ms)."""
+    share = r["launch_removal_share"]
+    return (f"- {r['workload']}: eager {r['latency_eager_ms']:.3f} ms; plain CUDA graphs "
+            f"{r['latency_cudagraphs_ms']:.3f} ms (saves {r['saved_by_cudagraphs_ms']:.3f} ms); default "
+            f"{r['latency_default_ms']:.3f} ms; reduce-overhead {r['latency_reduce_overhead_ms']:.3f} ms "
+            f"(saves {r['saved_by_reduce_overhead_ms']:.3f} ms). Launch removal alone gives "
+            + (f"{share:.0%} of reduce-overhead's gain." if share == share else "no comparable gain "
+               "(reduce-overhead saves nothing)."))
+
+
 def _linked(headers: list[str], rows: list[list[str]], links: dict[str, str]) -> list[list[str]]:
     """Rows whose "run" cell links to its trace file (markdown)."""
     if "run" not in headers:
@@ -75,6 +86,9 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
         parts.append(_markdown_table(*headline(gpu_runs, IDLE)))
         parts.append("")
         parts += [f"- {line}" for line in evidence(gpu_runs)]
+    if len(control := a.table("launch_vs_fusion")):
+        parts.append("\n## Launch removal alone (plain CUDA graphs) vs reduce-overhead\n")
+        parts += [launch_removal_sentence(r) for r in control.to_dict("records")]
     if run_notes := notes(a.runs):
         parts.append("\nNotes:\n")
         parts += [f"- {line}" for line in run_notes]

@@ -70,3 +70,16 @@ def events(path: Path) -> list[Event] | None:
             out.append(Event(ph="X", cat="kernel", name=e.name, pid=e.pid, tid=e.tid, ts=e.ts, dur=e.dur,
                              args=Args(device=a.device if a.device is not None else 0, stream=a.stream)))
     return out
+
+
+def drop_first_runs(raw: list[dict], n: int) -> list[dict]:
+    """The events of a decoded ORT profile from the end of its ``n``-th ``model_run`` on.
+
+    The warm-up runs, and the model loading and session set-up before them,
+    are dropped, as torch.profiler's schedule leaves its warm-up steps out of
+    its trace. Unchanged when the profile has ``n`` runs or fewer.
+    """
+    ends = sorted(e["ts"] + e.get("dur", 0) for e in raw if e.get("cat") == "Session" and e.get("name") == "model_run")
+    if n < 1 or len(ends) <= n:
+        return raw
+    return [e for e in raw if e.get("ts", 0) >= ends[n - 1]]
