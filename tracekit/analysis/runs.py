@@ -28,8 +28,9 @@ class Analysis:
     """What ``analyze`` found.
 
     runs:    one row per trace file (or per failed run without a trace):
-             identity (run, trace, model, mode, batch, dtype, device_type,
-             device_name, status, reason, note), the manifest's timings
+             identity (run, trace, model, mode, batch, dtype, phase, op (the op
+             a single-op run computes), device_type, device_name, status,
+             reason, note), the manifest's timings
              (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff) and the
              trace metrics of :func:`tracekit.analysis.pertrace.analyze_trace`
              (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
@@ -67,7 +68,8 @@ def _manifest_fields(manifest: dict | None) -> dict:
     lat = manifest.get("latency_ms") or {}
     row = {
         "model": manifest.get("model"), "mode": manifest.get("mode"), "batch": spec.get("batch"),
-        "dtype": spec.get("dtype"), "device_type": manifest.get("device_type"),
+        "dtype": spec.get("dtype"), "phase": spec.get("phase", "inference"), "op": manifest.get("op"),
+        "device_type": manifest.get("device_type"),
         "device_name": env.get("device_name"), "status": manifest.get("status", "unknown"),
         "reason": manifest.get("reason", ""), "note": manifest.get("note", ""),
         "compile_s": manifest.get("compile_s", math.nan),
