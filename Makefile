@@ -13,6 +13,11 @@ MODE   ?= eager
 TRACES ?= traces
 REPORTS ?= reports
 SUITE  ?= vit-study
+# The H100 variants of the five study suites (issue 6), their time limit in minutes, and the
+# folder their reports and traces go to (H100/<suite>/); ARCHIVE=DIR also packs each as DIR/<suite>.tgz.
+H100_SUITES ?= compile-modes-h100 backends-study-h100 ops-h100 lm-h100 surgical-h100
+MINUTES ?= 8
+H100    ?= reports/h100
 KERNELS ?= 100
 COUNTERS_OUT ?= $(REPORTS)/counters
 TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
@@ -23,7 +28,7 @@ TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(i
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 BROWSER_SETUP := $(if $(BROWSER),,$(if $(shell command -v apt-get 2>/dev/null),setup-browser))
 
-.PHONY: help setup setup-browser demo trace analyze counters bench bench-analyze test clean
+.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-analyze test clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -49,7 +54,7 @@ setup-browser:  ## install Chromium from Debian's packages (apt-get; root or pas
 	  || echo "could not install chromium (apt-get failed): the browser check of index.html will be skipped"
 
 demo: $(SETUP)  ## set up, trace the small default workload eagerly and compiled, analyze
-	$(TRACEKIT) bench workloads/demo.toml --traces $(TRACES) --reports $(REPORTS)/demo
+	$(TRACEKIT) bench workloads/demo.toml --traces $(TRACES) --reports $(REPORTS)
 
 trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead
 	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
@@ -62,8 +67,12 @@ counters: $(SETUP)  ## trace MODEL, then its hardware counters under Nsight Comp
 analyze: $(SETUP)  ## analyze and compare everything under traces/: reports/summary.md, index.html, plots/
 	$(TRACEKIT) analyze $(TRACES) --out $(REPORTS)
 
-bench: $(SETUP)  ## run a suite of workloads/: make bench SUITE=vit-study
-	$(TRACEKIT) bench workloads/$(SUITE).toml --traces $(TRACES) --reports $(REPORTS)/$(SUITE)
+bench: $(SETUP)  ## run a suite of workloads/ (resumable): make bench SUITE=vit-study [BENCH_OPTS="--only 'vit16*/*'"]
+	$(TRACEKIT) bench workloads/$(SUITE).toml --traces $(TRACES) --reports $(REPORTS) $(BENCH_OPTS)
+
+bench-h100: $(SETUP)  ## the five study suites trimmed for the H100, at most MINUTES (8) of runs: H100/<suite>/
+	$(TRACEKIT) bench $(H100_SUITES:%=workloads/%.toml) --traces $(H100) --reports $(H100) --max-minutes $(MINUTES) $(BENCH_OPTS)
+	$(if $(ARCHIVE),for s in $(H100_SUITES); do tar czf $(ARCHIVE)/$$s.tgz -C $(H100) $$s; done)
 
 bench-analyze: $(SETUP)  ## speed/memory of tracekit analyze on 10 MB-1 GB traces, vs HTA: reports/bench-analyze.md
 	$(VENV)/bin/python -m tracekit.loadbench --report $(REPORTS)/bench-analyze.md

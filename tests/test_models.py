@@ -1,3 +1,8 @@
+import importlib.util
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -46,3 +51,42 @@ def test_bad_sizes_are_clear_errors():
     with pytest.raises(ValueError, match="dtype"):
         models.build("mlp", dtype="fp8")
 
+
+
+def test_triton_softmax_is_a_variant_of_softmax():
+    # It computes the op softmax{N}, so reports compare it with the eager run of softmax{N}.
+    assert models.cost("softmax1024-triton", 4096, "fp16") == {**models.cost("softmax1024", 4096, "fp16"),
+                                                                "op": "softmax1024"}
+
+
+def test_triton_softmax_without_triton_or_gpu_says_why(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    module, (x,) = models.build("softmax64-triton", 2)
+    if importlib.util.find_spec("triton") is None:
+        with pytest.raises(models.Unavailable, match="needs triton"):
+            module(x)
+    else:
+        with pytest.raises(models.Unavailable, match="needs a CUDA GPU"):
+            module(x)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs triton")
+def test_triton_softmax_matches_torch_in_tritons_interpreter():
+    # Triton reads TRITON_INTERPRET when it is imported: a fresh interpreter.
+    code = ("import torch; from tracekit.models.ops import triton_softmax as f;"
+            "x = torch.randn(5, 300) * 4; y = f(x); r = torch.softmax(x, -1);"
+            "assert torch.allclose(y, r, atol=1e-6), (y - r).abs().max();"
+            "h = x.half(); assert f(h).dtype == torch.float16;"
+            "assert torch.allclose(f(h).float(), torch.softmax(h.float(), -1), atol=1e-3)")
+    result = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TRITON_INTERPRET": "1"},
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.gpu
+def test_triton_softmax_matches_torch_on_the_gpu():
+    from tracekit.models.ops import triton_softmax
+
+    for n in (1000, 16384, 65536):
+        x = torch.randn(64, n, device="cuda", dtype=torch.float16)
+        assert torch.allclose(triton_softmax(x).float(), torch.softmax(x.float(), -1), atol=1e-3)

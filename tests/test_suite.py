@@ -1,55 +1,75 @@
+from pathlib import Path
+
 import pytest
 
 from tracekit.suite import SuiteError, load_suite
 
+WORKLOADS = sorted(Path("workloads").glob("*.toml"))
+
 
 def test_vit_study_expands_to_the_issue_grid():
     suite = load_suite("workloads/vit-study.toml")
-    cells = {(c.model, c.mode, c.batch) for c in suite.cells}
+    cells = {(c.values["model"], c.values["mode"], c.values["batch"]) for c in suite.cells}
     assert len(suite.cells) == 12
     assert ("vit32x18x1024", "reduce-overhead", 8) in cells and ("vit16x6x384", "eager", 1) in cells
-    assert all(c.iters == 50 and c.profile_iters == 10 for c in suite.cells)
+    assert all(c.spec().iters == 50 and c.spec().profile_iters == 10 for c in suite.cells)
 
 
-def test_unknown_keys_are_rejected(tmp_path):
+def test_fields_runspec_lacks_are_kept_for_run_time(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text('[[grid]]\nmodel = "mlp"\nmodes = ["eager"]\n')
-    with pytest.raises(SuiteError, match="modes"):
-        load_suite(path)
+    (cell,) = load_suite(path).cells
+    assert cell.unknown == ["modes"]
+    with pytest.raises(SuiteError, match="modes.*RunSpec fields: model, mode"):
+        cell.spec()
 
 
-def test_backend_suites_expand_and_name_known_modes_and_models():
+def test_malformed_suites_are_one_line_errors(tmp_path):
+    path = tmp_path / "s.toml"
+    for text, message in [('nmae = "x"\n[[grid]]\nmodel = "mlp"\n', "unknown top-level keys"),
+                          ('name = "x"\n', "no \\[\\[grid\\]\\]"),
+                          ('[[grid]]\nmode = "eager"\n', "without model"),
+                          ('[[grid]]\nmodel = "mlp\n', "cannot read suite")]:
+        path.write_text(text)
+        with pytest.raises(SuiteError, match=message):
+            load_suite(path)
+
+
+def test_grid_is_deduplicated_in_file_order(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('[[grid]]\nmodel = ["mlp", "conv"]\nmode = ["eager", "default"]\n'
+                    '[[grid]]\nmode = "eager"\nmodel = "mlp"\n')
+    cells = [(c.values["model"], c.values["mode"]) for c in load_suite(path).cells]
+    assert cells == [("mlp", "eager"), ("mlp", "default"), ("conv", "eager"), ("conv", "default")]
+
+
+@pytest.mark.parametrize("path", WORKLOADS, ids=[p.stem for p in WORKLOADS])
+def test_every_workload_file_loads(path):
+    suite = load_suite(path)
+    assert suite.cells and suite.name == path.stem
+    if suite.variant_of:
+        full = load_suite(path.parent / f"{suite.variant_of}.toml")
+        assert suite.trimmed and len(suite.cells) <= len(full.cells)
+        assert suite.claims == full.claims  # a variant checks the full suite's claims
+
+
+def test_make_bench_h100_runs_a_variant_of_each_study_within_the_budget():
+    line = next(l for l in Path("Makefile").read_text().splitlines() if l.startswith("H100_SUITES ?="))
+    variants = [load_suite(f"workloads/{name}.toml") for name in line.split("=", 1)[1].split()]
+    studies = ("compile-modes", "backends", "ops", "lm", "surgical")
+    assert sorted(v.variant_of for v in variants) == sorted(studies)
+    assert all(Path(f"workloads/{s}-quick.toml").exists() for s in studies)
+    assert sum(v.max_minutes for v in variants) <= 8  # the H100 minutes the issue's runs may take together
+
+
+def test_backend_suites_name_known_modes_and_models_and_hold_the_launch_removal_control():
     from tracekit import backends, models
 
-    for name, n in (("backends-h100", 40), ("backends-cpu", 49)):
-        suite = load_suite(f"workloads/{name}.toml")
-        assert len(suite.cells) == n
-        for cell in suite.cells:
-            backends.get(cell.mode)
-            models.lookup(cell.model)
-    h100 = load_suite("workloads/backends-h100.toml").cells
+    for name in ("backends-h100", "backends-cpu"):
+        for cell in load_suite(f"workloads/{name}.toml").cells:
+            backends.get(cell.values["mode"])
+            models.lookup(cell.values["model"])
+    h100 = [c.values for c in load_suite("workloads/backends-h100.toml").cells]
     for batch in (None, 1):  # the launch-removal control, at the default batch and at 1
-        vit = {c.mode for c in h100 if c.model == "vit16x6x384" and c.batch == batch}
+        vit = {c["mode"] for c in h100 if c["model"] == "vit16x6x384" and c.get("batch") == batch}
         assert {"eager", "cudagraphs", "default", "reduce-overhead"} <= vit
-
-
-def test_bench_passes_phase_and_patterns_and_writes_status_rows_itself(tmp_path, monkeypatch):
-    import json
-
-    from tracekit import bench
-    from tracekit.spec import RunSpec
-    from tracekit.suite import Suite
-
-    cmd = bench.trace_command(RunSpec("ropetx2x256x256", "surgical", phase="train-step", compile_only="*.rope"),
-                              tmp_path)
-    assert cmd[cmd.index("--phase") + 1] == "train-step" and cmd[cmd.index("--compile-only") + 1] == "*.rope"
-    assert "--phase" not in bench.trace_command(RunSpec("mlp"), tmp_path)
-
-    def no_process(*args, **kwargs):
-        raise AssertionError("a status row needs no process")
-
-    monkeypatch.setattr(bench.subprocess, "run", no_process)
-    [manifest] = bench.run_suite(Suite("s", "", [RunSpec("mlp", "cudagraphs", device="cpu")]), tmp_path,
-                                 log=lambda m: None)
-    assert manifest["status"] == "skipped" and "needs CUDA" in manifest["reason"]
-    assert json.loads((tmp_path / "mlp" / "cudagraphs" / "run.json").read_text())["status"] == "skipped"

@@ -59,7 +59,8 @@ def main(ctx: click.Context, debug: bool) -> None:
     Exit codes: 0 ok; 1 a run failed (see its run.json); 2 usage; 3 path not
     found; 4 no traces; 5 corrupt gzip; 6 truncated JSON; 7 not JSON; 8 not a
     PyTorch profiler trace; 9 bad trace content; 10 analyzed, but some files or
-    events were bad (listed); 11 ncu missing or unable to profile; 70 internal error.
+    events were bad (listed); 11 ncu missing or unable to profile; 70 internal error;
+    130 a bench interrupted (Ctrl-C, SIGTERM; run it again to go on).
     """
     ctx.obj = {"debug": debug}
 
@@ -212,36 +213,57 @@ def _exit_if_partial(result) -> None:
 
 
 @main.command()
-@click.argument("suite_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("suite_files", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--traces", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"),
-              show_default=True, help="Traces root the runs write to.")
-@click.option("--reports", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the suite's report goes [default: reports/<suite name>].")
-def bench(suite_file, traces, reports) -> None:
-    """Run every cell of SUITE_FILE (a workloads/*.toml grid), then analyze them.
+              show_default=True, help="Traces root; a suite's runs go to TRACES/<suite name>/<model>/<mode>/.")
+@click.option("--reports", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),
+              show_default=True, help="Reports root; a suite's report goes to REPORTS/<suite name>/.")
+@click.option("--only", multiple=True, metavar="PATTERN",
+              help="Run only cells whose run name (<model>/<mode>, e.g. 'vit16*/eager') matches; repeatable.")
+@click.option("--force", is_flag=True, help="Redo cells already done.")
+@click.option("--timeout", "timeout_s", type=float, default=None, metavar="SECONDS",
+              help="Limit of one cell; past it the cell is a 'timeout' row [default: the suite's timeout_s, "
+                   "else none].")
+@click.option("--max-minutes", type=float, default=None,
+              help="Limit of the whole run; cells past it are 'skipped: time limit' rows (run on the next call). "
+                   "A suite's own max_minutes also applies.")
+@click.option("--dry-run", is_flag=True, help="Print the grid and each cell's state; run nothing.")
+def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry_run) -> None:
+    """Run every cell of each SUITE_FILE (a workloads/*.toml grid), then report.
 
     Each cell runs in its own process and writes its trace and run.json as soon
-    as it finishes; a failed cell is recorded with its status and the suite goes on.
+    as it finishes. A re-run skips cells already done (--force redoes them), so
+    an interrupted bench (Ctrl-C, kill) goes on where it stopped. A cell that
+    fails (out of memory, compile error, unavailable backend, timeout) is a row
+    with its status and reason, and the suite goes on. Each suite's report
+    (report.md, summary.md, runs.csv, runs.json) goes to REPORTS/<suite name>/.
     """
-    from tracekit.analysis.runs import analyze as run_analysis
-    from tracekit.bench import run_suite
-    from tracekit.report import Tables, print_comparison, print_runs, write_reports
-    from tracekit.runner import run_dir
+    from rich.console import Console
+
+    from tracekit import bench as bench_lib
+    from tracekit.report import print_runs
     from tracekit.suite import SuiteError, load_suite
 
+    console = Console(stderr=True)
     try:
-        suite = load_suite(suite_file)
+        suites = [load_suite(path) for path in suite_files]
+        if dry_run:
+            for suite in suites:
+                console.print(bench_lib.grid_table(suite, bench_lib.plan(suite, traces, only, force)))
+            return
+        results = bench_lib.bench(suites, traces, reports, only=only, force=force, timeout_s=timeout_s,
+                                  max_minutes=max_minutes, command=" ".join(["tracekit", *sys.argv[1:]]),
+                                  console=console)
     except SuiteError as exc:
         raise UserError(str(exc)) from None
-    click.echo(f"suite {suite.name}: {len(suite.cells)} runs", err=True)
-    run_suite(suite, traces, log=lambda m: click.echo(m, err=True))
-    names = {str(run_dir(spec, traces).relative_to(traces)) for spec in suite.cells}
-    result = run_analysis(traces, only=names)
-    out = reports or Path("reports") / suite.name
-    write_reports(result, out, source=str(traces))
-    print_runs(result)
-    print_comparison(Tables.of(result))
-    click.echo(f"report in {out}/", err=True)
+    except bench_lib.Interrupted as exc:
+        click.echo(f"tracekit bench: {exc}", err=True)
+        sys.exit(130)
+    for result in results:
+        print_runs(result.analysis)
+        click.echo(f"{result.suite.name}: {len(result.ran)} cells run in {result.elapsed_s:.0f} s; "
+                   f"report in {result.report_dir}/report.md", err=True)
 
 
 @main.command()

@@ -118,6 +118,8 @@ def _peak_memory(device: str) -> tuple[float, str]:
 
 
 def _classify(exc: BaseException) -> str:
+    if isinstance(exc, models.Unavailable):
+        return "skipped"
     if isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower():
         return "oom"
     return "failed"
@@ -178,9 +180,10 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> dict:
     Raises:
         models.UnknownModel, backends.UnknownMode: invalid names (nothing written).
         ValueError: invalid dtype, batch or device (nothing written).
-    A mode that cannot run here (not installed, needs CUDA, phase not supported)
-    is recorded as status "skipped" with the reason; any other failure as "oom"
-    or "failed"; either way run.json is written and returned.
+    A mode or workload that cannot run here (not installed, needs CUDA, phase not
+    supported, ``models.Unavailable``) is recorded as status "skipped" with the
+    reason; any other failure as "oom" or "failed"; either way run.json is
+    written and returned.
     """
     backend = backends.get(spec.mode)
     family_batch = models.default_batch(spec.model)
@@ -288,7 +291,7 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage) -> 
     samples = timer.time(lambda: step(inputs), spec.iters)
     manifest["latency_ms"] = {**latency_stats(samples), "timer": timer.name}
     if work := models.cost(spec.model, spec.batch, spec.dtype):  # single ops: the minimum work of a call
-        manifest.update(flop_per_iter=work["flop"], bytes_per_iter=work["bytes"])
+        manifest.update(flop_per_iter=work["flop"], bytes_per_iter=work["bytes"], op=work.get("op", spec.model))
     manifest["peak_memory_MB"], manifest["memory_source"] = _peak_memory(device)
 
     stage(f"profiling ({spec.profile_iters} iterations)")

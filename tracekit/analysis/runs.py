@@ -29,9 +29,10 @@ class Analysis:
     """What ``analyze`` found.
 
     runs:    one row per trace file (or per failed run without a trace):
-             identity (run, trace, model, mode, batch, dtype, phase, device_type
-             (where the run really ran), requested_device (the spec's),
-             device_name, status, reason, note), the manifest's timings
+             identity (run, trace, model, mode, batch, dtype, phase, op (the op
+             a single-op run computes), device_type (where the run really ran),
+             requested_device (the spec's), device_name, status, reason, note),
+             the manifest's timings
              (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff) and the
              trace metrics of :func:`tracekit.analysis.pertrace.analyze_trace`
              (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
@@ -74,7 +75,7 @@ def _manifest_fields(manifest: dict | None) -> dict:
     lat = manifest.get("latency_ms") or {}
     row = {
         "model": manifest.get("model"), "mode": manifest.get("mode"), "batch": spec.get("batch"),
-        "dtype": spec.get("dtype"), "phase": spec.get("phase", "inference"),
+        "dtype": spec.get("dtype"), "phase": spec.get("phase", "inference"), "op": manifest.get("op"),
         "device_type": manifest.get("device_type"), "requested_device": spec.get("device"),
         "device_name": manifest.get("device_name") or env.get("device_name"),  # where the work ran
         "status": manifest.get("status", "unknown"),

@@ -27,7 +27,8 @@ class Family:
     description: str
     compile_targets: str = ""  # default name patterns for surgical compile
     # cost(match, batch, element_bytes) -> {"flop": ..., "bytes": ...}: the arithmetic and the
-    # fewest DRAM bytes one call needs, for achieved TFLOP/s and GB/s (single-op workloads).
+    # fewest DRAM bytes one call needs, for achieved TFLOP/s and GB/s (single-op workloads);
+    # optionally "op": the model whose op a variant computes (softmax4096-triton: softmax4096).
     cost: Callable[..., dict] | None = None
 
 
@@ -36,6 +37,12 @@ FAMILIES: dict[str, Family] = {}
 
 class UnknownModel(ValueError):
     """A model name no family accepts; the message lists the valid ones."""
+
+
+class Unavailable(RuntimeError):
+    """A workload that cannot run here (a package or a device missing); the message says
+    why and how to fix it. Raised by a builder or a forward; the runner records the run
+    as "skipped" with that reason."""
 
 
 def register(key: str, pattern: str, example: str, default_batch: int, description: str,

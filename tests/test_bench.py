@@ -1,0 +1,173 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tracekit import bench
+from tracekit.io import write_json
+from tracekit.suite import SuiteError, load_suite
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _suite(tmp_path, text: str, name: str = "s"):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f'name = "{name}"\n' + text)
+    return load_suite(path)
+
+
+def _finish(traces, suite, p, status="ok", **extra):
+    """Write the run.json a finished run of ``p`` would leave."""
+    write_json(bench.suite_traces(traces, suite) / p.name / "run.json", {"spec": p.spec, "status": status, **extra})
+
+
+def test_done_means_a_final_status_for_the_same_spec(tmp_path):
+    suite = _suite(tmp_path, '[[grid]]\nmodel = "mlp"\nmode = ["eager", "default"]\niters = 3\n')
+    eager, default = bench.plan(suite, tmp_path)
+    assert (eager.name, default.name) == ("mlp/eager", "mlp/default")
+    assert eager.spec["batch"] == 4 and eager.spec["device"] == "cpu" and eager.to_run
+    _finish(tmp_path, suite, eager, "oom")
+    _finish(tmp_path, suite, default, "running")
+    eager, default = bench.plan(suite, tmp_path)
+    assert eager.done and not eager.to_run and not default.done
+    # The same folder with another spec (more iterations) is not this cell's result.
+    other = _suite(tmp_path, '[[grid]]\nmodel = "mlp"\nmode = "eager"\niters = 5\n')
+    assert not bench.plan(other, tmp_path)[0].done
+    assert not bench.plan(suite, tmp_path, force=True)[0].done
+
+
+def test_only_selects_by_run_name(tmp_path):
+    suite = _suite(tmp_path, '[[grid]]\nmodel = ["mlp", "conv"]\nmode = ["eager", "default"]\n')
+    picked = [p.name for p in bench.plan(suite, tmp_path, only=("*/eager", "conv/*")) if p.selected]
+    assert picked == ["mlp/eager", "conv/eager", "conv/default"]
+
+
+def test_cells_writing_the_same_folder_are_an_error(tmp_path):
+    same = _suite(tmp_path, '[[grid]]\nmodel = "mlp"\n[[grid]]\nmodel = "mlp"\nmode = "eager"\nbatch = 4\n')
+    assert [p.name for p in bench.plan(same, tmp_path)] == ["mlp/eager"]  # one run, spelled twice
+    clash = _suite(tmp_path, '[[grid]]\nmodel = "mlp"\niters = [3, 5]\n')
+    with pytest.raises(SuiteError, match="two different cells write mlp/eager"):
+        bench.plan(clash, tmp_path)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only answer")
+def test_cells_that_cannot_run_here_are_skipped_rows_written_without_a_process(tmp_path):
+    suite = _suite(tmp_path, '[[grid]]\nmodel = ["mlp", "nosuchmodel"]\nmode = ["nosuchmode"]\n'
+                             '[[grid]]\nmodel = "mlp"\ndevice = "cuda"\n'
+                             '[[grid]]\nmodel = "mlp"\nphasee = "forward"\n')
+    planned = bench.plan(suite, tmp_path)
+    assert [p.to_run for p in planned] == [False] * 4
+    manifests, ran = bench.run_planned(suite, planned, tmp_path)
+    assert ran == []
+    reasons = {name: (m["status"], m["reason"]) for name, m in manifests.items()}
+    assert reasons["mlp/nosuchmode"][0] == "skipped" and "valid modes" in reasons["mlp/nosuchmode"][1]
+    assert "valid models" in reasons["nosuchmodel/nosuchmode"][1]
+    assert reasons["mlp-cuda/eager"] == ("skipped", "needs a CUDA GPU; torch sees none here")
+    assert "unknown field(s) phasee" in reasons["mlp-forward/eager"][1]
+    on_disk = json.loads((tmp_path / "s" / "mlp-cuda" / "eager" / "run.json").read_text())
+    assert on_disk["status"] == "skipped" and on_disk["spec"]["device"] == "cuda"
+    # Checked afresh on every run, never remembered as done.
+    assert not any(p.done for p in bench.plan(suite, tmp_path))
+
+
+def test_a_cell_past_its_timeout_is_a_timeout_row(tmp_path):
+    suite = _suite(tmp_path, '[[grid]]\nmodel = "mlp"\n')
+    (p,) = bench.plan(suite, tmp_path)
+    t0 = time.monotonic()
+    manifest = bench.run_cell(p, tmp_path / "s", timeout_s=0.5)  # starting Python and torch alone takes longer
+    assert time.monotonic() - t0 < 10
+    assert manifest["status"] == "timeout" and "0.5 s limit of one cell (--timeout)" in manifest["reason"]
+    assert bench.plan(suite, tmp_path)[0].done  # a timeout is a result: not redone unless --force
+
+
+def test_a_child_that_dies_is_a_failed_row_with_its_output(tmp_path):
+    suite = _suite(tmp_path, '[[grid]]\nmodel = "mlp"\ndtype = "fp8"\n')
+    (p,) = bench.plan(suite, tmp_path)
+    manifest = bench.run_cell(p, tmp_path / "s")
+    assert manifest["status"] == "failed"
+    assert "process exited 2" in manifest["reason"] and "unknown dtype 'fp8'" in manifest["reason"]
+
+
+def test_cells_past_the_deadline_are_skipped_and_run_next_time(tmp_path):
+    suite = _suite(tmp_path, '[[grid]]\nmodel = ["mlp", "conv"]\n')
+    planned = bench.plan(suite, tmp_path)
+    manifests, ran = bench.run_planned(suite, planned, tmp_path, deadline=time.monotonic() - 1)
+    assert ran == [] and {m["status"] for m in manifests.values()} == {"skipped"}
+    assert "time limit" in manifests["conv/eager"]["reason"]
+    assert all(p.to_run for p in bench.plan(suite, tmp_path))
+
+
+def _bench_process(suite_path, traces, reports):
+    return subprocess.Popen([sys.executable, "-m", "tracekit", "bench", str(suite_path), "--traces", str(traces),
+                             "--reports", str(reports)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _finished(folder: Path) -> dict[str, bytes]:
+    """run.json bytes of every cell with a final status under ``folder``."""
+    out = {}
+    for path in folder.rglob("run.json"):
+        data = path.read_bytes()
+        if json.loads(data)["status"] in bench.FINAL:
+            out[str(path.parent.relative_to(folder))] = data
+    return out
+
+
+def _wait_for(pred, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.2)
+    raise AssertionError("timed out waiting")
+
+
+def _cells_running(traces: Path) -> list[int]:
+    """Pids of live cell processes writing under ``traces``."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"tracekit.bench" in cmd and any(str(traces).encode() in part for part in cmd):
+            pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_interrupted_bench_loses_no_finished_cell_and_redoes_none(tmp_path):
+    """Stop a bench with SIGTERM, then with SIGKILL, mid-way; each restart goes on where it stopped."""
+    suite_path = tmp_path / "resume.toml"
+    suite_path.write_text('name = "resume"\n[defaults]\nwarmup = 1\niters = 3\nprofile_iters = 2\n'
+                          '[[grid]]\nmodel = "mlp"\nbatch = [1, 2, 3, 4, 5, 6]\n')
+    traces, reports = tmp_path / "traces", tmp_path / "reports"
+    folder = traces / "resume"
+    kept: dict[str, bytes] = {}
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        proc = _bench_process(suite_path, traces, reports)
+        _wait_for(lambda: len(_finished(folder)) >= len(kept) + 2, 120)
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=30)
+        if sig == signal.SIGTERM:
+            assert proc.returncode == 130 and "interrupted during" in out
+        _wait_for(lambda: not _cells_running(traces), 10)  # the running cell died with the bench
+        now = _finished(folder)
+        assert {k: now[k] for k in kept} == kept  # earlier results untouched
+        assert len(now) < 6, "the bench finished before it was stopped; nothing was tested"
+        kept = now
+    proc = _bench_process(suite_path, traces, reports)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, out
+    final = _finished(folder)
+    assert len(final) == 6 and {k: final[k] for k in kept} == kept
+    redone = [name for name in kept if f"{name}: ok" in out]
+    assert redone == [] and f"{6 - len(kept)} cells run" in out
+    assert all(json.loads(v)["status"] == "ok" for v in final.values())
+    assert (reports / "resume" / "report.md").read_text().count("/eager | ok |") == 6
