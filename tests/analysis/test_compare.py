@@ -62,13 +62,16 @@ def test_a_run_on_another_device_is_flagged(tmp_path):
     cpu = TraceBuilder(device_name=None)
     cpu.step(1, 0, 300)
     cpu.cpu_op("aten::linear", 10, 200)
-    write_run(tmp_path / "onnx", cpu, mode="onnxruntime", latency_ms=(0.3, 0.25, 0.35), device_type="cpu")
+    # As the runner writes it: the CPU's name where it ran, the machine's GPU in its environment.
+    write_run(tmp_path / "onnx", cpu, mode="onnxruntime", latency_ms=(0.3, 0.25, 0.35), device_type="cpu",
+              device_name="Intel(R) Xeon(R) Processor")
     c = compare(analyze(tmp_path).runs).set_index("mode")
-    assert c.loc["onnxruntime", "workload"] == c.loc["eager", "workload"]
+    assert c.loc["onnxruntime", "workload"] == c.loc["eager", "workload"] == "vit16x6x384 b8 fp32 cuda"
     assert c.loc["onnxruntime", "ran_on"] == "cpu" and c.loc["onnxruntime", "baseline_ran_on"] == "cuda"
     assert "DIFFERENT DEVICE: ran on cpu while the eager baseline ran on cuda" in c.loc["onnxruntime", "warning"]
     assert c.loc["onnxruntime", "speedup"] == pytest.approx(0.08 / 0.3)
     assert math.isnan(c.loc["onnxruntime", "d_busy_per_iter_ms"])  # no GPU timeline: no split
+    assert math.isnan(c.loc["onnxruntime", "kernels_ratio"]) and math.isnan(c.loc["onnxruntime", "launches_ratio"])
 
 
 def test_missing_or_failed_baseline_and_another_baseline(tmp_path):
@@ -131,3 +134,17 @@ def test_two_baseline_runs_in_one_workload(study):
     c = compare(analyze(study).runs).set_index("run")
     assert c.loc["b/second", "baseline_run"] == "a/first" and c.loc["b/second", "speedup"] == pytest.approx(2.0)
     assert c.loc["b/second", "warning"] == "2 eager runs in this workload; the baseline is a/first"
+
+
+def test_a_status_row_without_a_device_name_joins_its_workload(tmp_path):
+    """A cell skipped without a process (backend missing) has no environment: same workload, no "()" label."""
+    write_run(tmp_path / "eager", eager_trace(), mode="eager")
+    write_run(tmp_path / "trt", None, mode="tensorrt", latency_ms=None, status="skipped", environment={})
+    w = workloads(analyze(tmp_path).runs).set_index("mode")["workload"]
+    assert w["tensorrt"] == w["eager"] == "vit16x6x384 b8 fp32 cuda"
+    # Two machines with the same label still get their names.
+    write_run(tmp_path / "a100" / "eager", eager_trace(), mode="eager", environment={"device_name": "NVIDIA A100"})
+    w = workloads(analyze(tmp_path).runs).set_index("run")["workload"]
+    assert w["a100/eager"] == "vit16x6x384 b8 fp32 cuda (NVIDIA A100)"
+    assert w["eager"] == "vit16x6x384 b8 fp32 cuda (NVIDIA H100 80GB HBM3)"
+    assert w["trt"] == "vit16x6x384 b8 fp32 cuda (unknown device)"  # which of the two: not known

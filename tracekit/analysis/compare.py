@@ -74,17 +74,25 @@ def workloads(runs: pd.DataFrame) -> pd.DataFrame:
     r["ran_on"] = ran_on.fillna("unknown")
     r["device"] = requested.fillna(ran_on).fillna("unknown").astype(str).str.split(":").str[0]
     r["phase"] = r["phase"].fillna("inference") if "phase" in r else "inference"
-    r["device_name"] = r["device_name"].fillna("") if "device_name" in r else ""
+    # The requested device's name: an ONNX Runtime CPU session asked for cuda on an H100 machine
+    # belongs to that H100's workload (and is flagged), not to a workload of its CPU.
+    name = r["requested_device_name"] if "requested_device_name" in r else pd.Series(None, index=r.index, dtype=object)
+    name = name.fillna(r["device_name"] if "device_name" in r else None).replace("", None)
     r["dtype"] = r["dtype"].fillna("") if "dtype" in r else ""
     batch = r["batch"] if "batch" in r else pd.Series(math.nan, index=r.index)
     r["batch"] = batch
     label = (r["model"].astype(str) + batch.map(lambda b: "" if pd.isna(b) else f" b{int(b)}")
              + " " + r["dtype"] + r["phase"].map(lambda p: "" if p == "inference" else f" {p}")
              + " " + r["device"])
+    # A run without a device name (a status row written without a process: backend missing)
+    # joins its label's runs when they name one device.
+    names = name.dropna().groupby(label[name.notna()]).unique()
+    fill = label.map({k: v[0] for k, v in names.items() if len(v) == 1})
+    r["device_name"] = name.astype(object).where(name.notna(), fill).fillna("")
     keys = r[list(WORKLOAD_KEYS)].astype(str).agg("|".join, axis=1)
     # The same label on two device names (an H100 and an A100 folder) gets the name added.
     ambiguous = keys.groupby(label).transform("nunique") > 1
-    r["workload"] = label.where(~ambiguous, label + " (" + r["device_name"] + ")")
+    r["workload"] = label.where(~ambiguous, label + " (" + r["device_name"].replace("", "unknown device") + ")")
     return r.reset_index(drop=True)
 
 
@@ -209,8 +217,10 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     m["speedup"] = base["latency_median_ms"] / m["latency_median_ms"]
     m["speedup_low"], m["speedup_high"] = _speedup_range(base, m)
     m["profiled_speedup"] = base["profiled_iter_ms"] / m["profiled_iter_ms"]
-    m["kernels_ratio"] = m["kernels_per_iter"] / base["kernels_per_iter"]
-    m["launches_ratio"] = m["launches_per_iter"] / base["launches_per_iter"]
+    # Kernels and launches of a run on another device (a CPU provider: none) say nothing of the mode.
+    same_device = m["ran_on"] == m["baseline_ran_on"]
+    m["kernels_ratio"] = (m["kernels_per_iter"] / base["kernels_per_iter"]).where(same_device)
+    m["launches_ratio"] = (m["launches_per_iter"] / base["launches_per_iter"]).where(same_device)
     for col in ("latency_median", "idle_est", "profiled_iter", "busy_per_iter", "idle_per_iter", "rest_per_iter",
                 *(f"idle_{c}_per_iter" for c in causes)):
         m[f"d_{col}_ms"] = m[f"{col}_ms"] - base[f"{col}_ms"]

@@ -31,7 +31,8 @@ class Analysis:
     runs:    one row per trace file (or per failed run without a trace):
              identity (run, trace, model, mode, batch, dtype, phase, op (the op
              a single-op run computes), device_type (where the run really ran),
-             requested_device (the spec's), device_name, status, reason, note),
+             requested_device (the spec's), device_name (where it ran), requested_device_name
+             (the spec's device), status, reason, note),
              the manifest's timings
              (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff) and the
              trace metrics of :func:`tracekit.analysis.pertrace.analyze_trace`
@@ -78,6 +79,7 @@ def _manifest_fields(manifest: dict | None) -> dict:
         "dtype": spec.get("dtype"), "phase": spec.get("phase", "inference"), "op": manifest.get("op"),
         "device_type": manifest.get("device_type"), "requested_device": spec.get("device"),
         "device_name": manifest.get("device_name") or env.get("device_name"),  # where the work ran
+        "requested_device_name": env.get("device_name"),  # the spec's device (the machine's GPU)
         "status": manifest.get("status", "unknown"),
         "reason": manifest.get("reason", ""), "note": manifest.get("note", ""),
         "compile_s": manifest.get("compile_s", math.nan),
