@@ -91,3 +91,14 @@ def test_claims_are_checked_against_measured_values():
     assert table.loc["c", "verdict"] == "contradicted" and "0.97" in table.loc["c", "measured"]
     assert table.loc["d", "verdict"] == "consistent"  # 1.25 and 0.8; the eager baselines are not claims' runs
     assert table.loc["e", "verdict"] == "no data"
+
+
+def test_a_run_on_another_device_than_asked_is_said_and_not_compared():
+    onnx = _row("vit/onnx", "vit", "onnx", 50.0, device_type="cpu", device_name="Intel Xeon", has_gpu=False,
+                requested_device="cuda")
+    cmp = comparison(pd.concat([RUNS, pd.DataFrame([onnx])], ignore_index=True)).set_index("run")
+    assert math.isnan(cmp.loc["vit/onnx", "speedup_vs_eager"])
+    said = [line for line in findings(cmp.reset_index()) if line.startswith("onnx ran on")]
+    assert said == ["onnx ran on the cpu (Intel Xeon) although cuda was asked, on 1 workloads (latency 50 ms): "
+                    "not compared with the cuda eager runs, since that speedup would compare devices, not modes."]
+    assert not any("ran on the" in line for line in findings(comparison(RUNS)))

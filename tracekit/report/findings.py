@@ -40,7 +40,7 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     for col in ("op", "phase", "latency_median_ms", "kernels_per_iter", "launches_per_iter", "busy_per_iter_us",
                 "idle_per_iter_us", "idle_host_wait_us", "iterations", "utilization", "device_name", "has_gpu",
                 "peak_memory_MB", "max_abs_diff", "achieved_TFLOPs", "achieved_GBps", "pct_peak_compute",
-                "pct_peak_bw"):
+                "pct_peak_bw", "requested_device"):
         if col not in df:
             df[col] = math.nan
     df["host_wait_per_iter_us"] = df["idle_host_wait_us"] / df["iterations"]
@@ -134,7 +134,7 @@ def findings(cmp: pd.DataFrame) -> list[str]:
         names = ok["device_name"].dropna()
         out.append(f"All {len(ok)} finished runs ran on the CPU ({names.iloc[0] if len(names) else 'cpu'}): "
                    "their traces hold no GPU activity, so only latency and CPU-side figures apply.")
-    for part in (_speedups, _launches, _time_sources, _rates, _memory, _accuracy):
+    for part in (_speedups, _other_device, _launches, _time_sources, _rates, _memory, _accuracy):
         out += part(ok)
     return out + _failures(cmp[cmp["status"] != "ok"])
 
@@ -154,6 +154,20 @@ def _speedups(ok: pd.DataFrame) -> list[str]:
                      + f" — worst {worst['workload']}, {worst['latency_median_ms']:.3f} ms vs eager "
                      f"{worst['eager_ms']:.3f} ms")
         out.append(text + ".")
+    return out
+
+
+def _other_device(ok: pd.DataFrame) -> list[str]:
+    """Runs that ran elsewhere than asked (ONNX Runtime's CPU provider on a GPU machine): said,
+    and why they have no speedup (their workload is the device they ran on)."""
+    asked = ok["requested_device"].map(lambda d: d.split(":")[0] if isinstance(d, str) else None)
+    moved = ok[asked.notna() & (asked != ok["device_type"])]
+    out = []
+    for (contender, ran, wanted), g in moved.groupby(["contender", "device_type", asked[moved.index]], sort=False):
+        names = ", ".join(sorted(g["device_name"].dropna().astype(str).unique())) or ran
+        out.append(f"{contender} ran on the {ran} ({names}) although {wanted} was asked, on {len(g)} workloads "
+                   f"(latency {_span(g['latency_median_ms'])} ms): not compared with the {wanted} eager runs, "
+                   "since that speedup would compare devices, not modes.")
     return out
 
 
@@ -273,7 +287,7 @@ def _environment(manifests: dict[str, dict]) -> str:
         env = m.get("environment") or {}
         if env.get("device_name"):
             text = f"{env['device_name']} (torch {env.get('torch')}" + (
-                f", CUDA {env['cuda_runtime']}, driver {env.get('cuda_driver')}" if env.get("cuda_driver") else "") + ")"
+                f", CUDA {env.get('cuda_runtime')}, driver {env.get('cuda_driver')}" if env.get("cuda_driver") else "") + ")"
             if text not in seen:
                 seen.append(text)
     return "; ".join(seen) or "no run has finished yet"
@@ -293,16 +307,22 @@ def _variant_note(suite) -> str | None:
             f"(`workloads/{suite.variant_of}.toml`, {full}): {len(suite.cells)} cells. Trimmed: {suite.trimmed}\n")
 
 
-def suite_report(suite, planned, analysis, manifests: dict[str, dict], command: str = "") -> str:
+def suite_report(suite, planned, analysis, manifests: dict[str, dict], command: str = "",
+                 rewritten_by: str = "") -> str:
     """report.md of a suite: what ran where, the results table, speedups, idle time by
-    cause, achieved rates, claims checked, what the traces show, and the cells without a result."""
+    cause, achieved rates, claims checked, what the traces show, and the cells without a result.
+
+    ``command``: the bench command that ran the cells; ``rewritten_by``: the command
+    that wrote this report from runs made earlier (``tracekit bench --report-only``)."""
     cmp = comparison(analysis.runs)
     if not cmp.empty:  # grid order, as the suite file lists the cells
         order = {p.name: i for i, p in enumerate(planned)}
         cmp = cmp.sort_values("run", key=lambda r: r.map(order).fillna(len(order)), kind="stable")
     states = pd.Series([manifests.get(p.name, {}).get("status", "not run") for p in planned], dtype=object)
     parts = [f"# {suite.name}\n", suite.description + "\n" if suite.description else None,
-             f"Made by `{command or 'tracekit bench'}` on {_environment(manifests)}.\n", _variant_note(suite),
+             f"Made by `{command or 'tracekit bench'}` on {_environment(manifests)}"
+             + (f"; this report written from those runs by `{rewritten_by}`" if rewritten_by else "") + ".\n",
+             _variant_note(suite),
              "Cells: " + ", ".join(f"{n} {s}" for s, n in states.value_counts().items()) + ".\n",
              "Latency: median of the unprofiled timed iterations; per-iteration trace figures come from the "
              "profiled window (the profiler adds host overhead there). Speedups compare with the eager run of the "
