@@ -12,6 +12,7 @@ import torch
 from tracekit import bench
 from tracekit.io import write_json
 from tracekit.suite import SuiteError, load_suite
+from tracebuilder import eager_trace, graph_trace, write_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,6 +95,24 @@ def test_a_child_that_dies_is_a_failed_row_with_its_output(tmp_path):
     assert "process exited 2" in manifest["reason"] and "unknown dtype 'fp8'" in manifest["reason"]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only answer")
+def test_a_run_that_finds_it_cannot_apply_stays_a_skipped_row(tmp_path):
+    """The check happens in the run (the Triton softmax builds, then needs a GPU): skipped, not failed."""
+    suite = _suite(tmp_path, '[[grid]]\nmodel = "softmax1024-triton"\niters = 2\nprofile_iters = 1\n')
+    (p,) = bench.plan(suite, tmp_path)
+    assert p.to_run  # nothing says so before the run
+    manifest = bench.run_cell(p, tmp_path / "s")
+    assert manifest["status"] == "skipped" and "softmax-triton needs" in manifest["reason"]
+
+
+def test_a_stale_skipped_row_is_not_taken_for_the_result_of_a_child_that_died(tmp_path):
+    suite = _suite(tmp_path, '[[grid]]\nmodel = "mlp"\ndtype = "fp8"\n')
+    (p,) = bench.plan(suite, tmp_path)
+    _finish(tmp_path, suite, p, "skipped", reason="time limit")
+    os.utime(tmp_path / "s" / p.name / "run.json", (time.time() - 60,) * 2)
+    assert bench.run_cell(p, tmp_path / "s")["status"] == "failed"
+
+
 def test_cells_past_the_deadline_are_skipped_and_run_next_time(tmp_path):
     suite = _suite(tmp_path, '[[grid]]\nmodel = ["mlp", "conv"]\n')
     planned = bench.plan(suite, tmp_path)
@@ -171,3 +190,25 @@ def test_interrupted_bench_loses_no_finished_cell_and_redoes_none(tmp_path):
     assert redone == [] and f"{6 - len(kept)} cells run" in out
     assert all(json.loads(v)["status"] == "ok" for v in final.values())
     assert (reports / "resume" / "report.md").read_text().count("/eager | ok |") == 6
+
+
+def test_report_only_writes_the_report_of_runs_made_on_another_machine(tmp_path):
+    """Runs copied from a GPU machine: named as there (no "-cuda" on a cuda cell), reported, nothing run."""
+    suite = _suite(tmp_path, '[[grid]]\nmodel = "vit16x6x384"\nmode = ["eager", "reduce-overhead"]\n'
+                             '[[grid]]\nmodel = "transformer"\ndevice = "cuda"\n', name="gpu")
+    traces = tmp_path / "traces"
+    root = bench.suite_traces(traces, suite)
+    env = {"device_name": "NVIDIA H100 80GB HBM3", "cuda_driver": "580.159.04"}
+    write_run(root / "vit16x6x384" / "eager", eager_trace(), mode="eager", environment=env)
+    write_run(root / "vit16x6x384" / "reduce-overhead", graph_trace(), mode="reduce-overhead",
+              latency_ms=(0.5, 0.4, 0.6), environment=env)
+    assert bench.recorded_device(traces, suite) == "cuda"
+    [result] = bench.report_only([suite], traces, tmp_path / "reports", command="tracekit bench --report-only gpu.toml")
+    assert [p.name for p in result.planned] == ["vit16x6x384/eager", "vit16x6x384/reduce-overhead",
+                                                "transformer/eager"]
+    assert sorted(result.manifests) == ["vit16x6x384/eager", "vit16x6x384/reduce-overhead"] and not result.ran
+    report = (tmp_path / "reports" / "gpu" / "report.md").read_text()
+    assert "this report written from those runs by `tracekit bench --report-only gpu.toml`" in report
+    assert "| vit16x6x384/reduce-overhead | ok | 0.500 | 2x |" in report
+    assert "| transformer/eager | not run |" in report
+    assert not (root / "transformer").exists()

@@ -124,7 +124,7 @@ def _identify(cell: Cell, device: str) -> tuple[str, dict, str | None]:
     except models.UnknownModel as exc:
         return f"{spec.label(-1, device)}/{mode}", spec.to_dict(), str(exc)
     resolved = resolve(spec, family_batch, device)
-    return run_dir(spec, Path()).as_posix(), resolved.to_dict(), _problem(resolved)
+    return run_dir(spec, Path(), device).as_posix(), resolved.to_dict(), _problem(resolved)
 
 
 def _problem(spec: RunSpec) -> str | None:
@@ -137,15 +137,18 @@ def _problem(spec: RunSpec) -> str | None:
     return backends.why_not(backend, spec)
 
 
-def plan(suite: Suite, traces: Path | str, only: tuple[str, ...] = (), force: bool = False) -> list[Planned]:
+def plan(suite: Suite, traces: Path | str, only: tuple[str, ...] = (), force: bool = False,
+         device: str | None = None) -> list[Planned]:
     """Each distinct cell of ``suite`` with its run name and state (see :class:`Planned`).
 
     ``only``: shell-style patterns matched against run names (``vit16*/eager``).
+    ``device``: the default device of the machine that runs the suite ("cuda" or
+    "cpu"; this machine's when None), which names and resolves the cells.
 
     Raises:
         SuiteError: two different cells would write the same folder.
     """
-    root, device = suite_traces(traces, suite), default_device()
+    root, device = suite_traces(traces, suite), device or default_device()
     out: list[Planned] = []
     seen: dict[str, dict] = {}
     for cell in suite.cells:
@@ -205,6 +208,14 @@ def _log_tail(log: Path, chars: int = 1500) -> str:
     return " ".join(text.strip()[-chars:].split())
 
 
+def _written_since(path: Path, since: float) -> bool:
+    """Whether ``path`` was written at or after ``since`` (a ``time.time()`` value)."""
+    try:
+        return path.stat().st_mtime >= since
+    except OSError:
+        return False
+
+
 def _kill(proc: subprocess.Popen) -> None:
     """Kill the cell's whole process group (its compile workers too) and reap it."""
     try:
@@ -232,7 +243,8 @@ def run_cell(p: Planned, root: Path, timeout_s: float | None = None, deadline: f
     cell is killed and recorded as "timeout"; past ``deadline`` (a
     ``time.monotonic()`` value) as "skipped" (time limit, redone next time).
     A child that ends without a final run.json is recorded as "failed" with its
-    exit status and the end of its log.
+    exit status and the end of its log; one that wrote "skipped" itself (the run
+    found it cannot apply here) keeps that status.
 
     Raises:
         KeyboardInterrupt: on Ctrl-C (or SIGTERM, see :func:`bench`), after
@@ -243,7 +255,7 @@ def run_cell(p: Planned, root: Path, timeout_s: float | None = None, deadline: f
     log = folder / CELL_LOG
     cmd = [sys.executable, "-m", "tracekit.bench", "--cell", json.dumps(p.spec), "--out", str(root),
            "--parent", str(os.getpid())]
-    t0 = time.monotonic()
+    t0, started = time.monotonic(), time.time()
     stopped = None
     with open(log, "w") as logf:
         # Its own session: a timeout can kill the child's whole group (Inductor's compile workers).
@@ -270,8 +282,9 @@ def run_cell(p: Planned, root: Path, timeout_s: float | None = None, deadline: f
             raise
     elapsed = time.monotonic() - t0
     manifest = read_manifest(folder)
-    if manifest.get("status") in FINAL and manifest.get("spec") == p.spec:
-        return manifest
+    if manifest.get("spec") == p.spec and (manifest.get("status") in FINAL or (
+            manifest.get("status") == "skipped" and _written_since(folder / "run.json", started))):
+        return manifest  # a result, or the run's own "cannot run here" (FP8 on a model without eligible linears)
     stage = _last_stage(log) or "start-up"
     if stopped == "timeout":
         return _write_status(folder, p, "timeout", f"no result within the {timeout_s:g} s limit of one cell "
@@ -394,15 +407,48 @@ def bench(suites: list[Suite], traces: Path | str = "traces", reports: Path | st
 
 def write_suite_report(suite: Suite, planned: list[Planned], manifests: dict[str, dict], traces: Path | str,
                        reports: Path | str, command: str = "", elapsed_s: float = 0.0,
-                       ran: list[str] | None = None) -> SuiteResult:
-    """Analyze the suite's runs and write its report folder; return the :class:`SuiteResult`."""
+                       ran: list[str] | None = None, rewritten_by: str = "") -> SuiteResult:
+    """Analyze the suite's runs and write its report folder; return the :class:`SuiteResult`.
+    (``command``, ``rewritten_by``: see :func:`tracekit.report.findings.suite_report`.)"""
     root = suite_traces(traces, suite)
     root.mkdir(parents=True, exist_ok=True)
     analysis = run_analysis(root, only={p.name for p in planned if p.name in manifests})
     out = Path(reports) / suite.name
     write_reports(analysis, out, source=str(root))
-    write_atomic(out / "report.md", suite_report(suite, planned, analysis, manifests, command=command))
+    write_atomic(out / "report.md", suite_report(suite, planned, analysis, manifests, command=command,
+                                                 rewritten_by=rewritten_by))
     return SuiteResult(suite, planned, manifests, analysis, out, elapsed_s, ran or [])
+
+
+def recorded_device(traces: Path | str, suite: Suite) -> str | None:
+    """The default device of the machine that ran the suite's cells, from their run.json
+    files: "cuda" if it had a CUDA driver, else "cpu"; None before any cell ran."""
+    found = None
+    for path in sorted(suite_traces(traces, suite).glob("**/run.json")):
+        env = read_manifest(path.parent).get("environment")
+        if env:
+            if env.get("cuda_driver"):
+                return "cuda"
+            found = "cpu"
+    return found
+
+
+def report_only(suites: list[Suite], traces: Path | str = "traces", reports: Path | str = "reports",
+                command: str = "") -> list[SuiteResult]:
+    """Write each suite's report from the runs already under ``traces``; run nothing.
+
+    For results copied from another machine (the GPU box's suite folder on a
+    laptop) or re-analyzed after a change: cells are named as on the machine
+    that ran them (:func:`recorded_device`), and a cell without a run.json is
+    "not run" in the report.
+    """
+    results = []
+    for suite in suites:
+        planned = plan(suite, traces, device=recorded_device(traces, suite))
+        root = suite_traces(traces, suite)
+        manifests = {p.name: m for p in planned if (m := read_manifest(root / p.name))}
+        results.append(write_suite_report(suite, planned, manifests, traces, reports, rewritten_by=command))
+    return results
 
 
 def grid_table(suite: Suite, planned: list[Planned]) -> Table:

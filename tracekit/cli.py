@@ -229,7 +229,10 @@ def _exit_if_partial(result) -> None:
               help="Limit of the whole run; cells past it are 'skipped: time limit' rows (run on the next call). "
                    "A suite's own max_minutes also applies.")
 @click.option("--dry-run", is_flag=True, help="Print the grid and each cell's state; run nothing.")
-def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry_run) -> None:
+@click.option("--report-only", is_flag=True,
+              help="Write each suite's report from the runs already under --traces (made here or copied from "
+                   "another machine, e.g. a GPU box); run nothing.")
+def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry_run, report_only) -> None:
     """Run every cell of each SUITE_FILE (a workloads/*.toml grid), then report.
 
     Each cell runs in its own process and writes its trace and run.json as soon
@@ -252,9 +255,12 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry
             for suite in suites:
                 console.print(bench_lib.grid_table(suite, bench_lib.plan(suite, traces, only, force)))
             return
-        results = bench_lib.bench(suites, traces, reports, only=only, force=force, timeout_s=timeout_s,
-                                  max_minutes=max_minutes, command=" ".join(["tracekit", *sys.argv[1:]]),
-                                  console=console)
+        command = " ".join(["tracekit", *sys.argv[1:]])
+        if report_only:
+            results = bench_lib.report_only(suites, traces, reports, command=command)
+        else:
+            results = bench_lib.bench(suites, traces, reports, only=only, force=force, timeout_s=timeout_s,
+                                      max_minutes=max_minutes, command=command, console=console)
     except SuiteError as exc:
         raise UserError(str(exc)) from None
     except bench_lib.Interrupted as exc:

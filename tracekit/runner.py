@@ -161,9 +161,14 @@ def _stop_compile_workers() -> None:
     shutdown_compile_workers()
 
 
-def run_dir(spec: RunSpec, out: Path) -> Path:
-    """The folder a run of ``spec`` writes to: ``out/<label>/<mode>``."""
-    label = spec.label(models.default_batch(spec.model), default_device())
+def run_dir(spec: RunSpec, out: Path, device: str | None = None) -> Path:
+    """The folder a run of ``spec`` writes to: ``out/<label>/<mode>``.
+
+    ``device``: the default device of the machine the run is (or was) made on
+    ("cuda" or "cpu"; this machine's when None): the label names a device only
+    where the spec's differs from it.
+    """
+    label = spec.label(models.default_batch(spec.model), device or default_device())
     return Path(out) / label / spec.mode
 
 

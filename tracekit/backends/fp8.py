@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from tracekit.backends import Backend, Prepared, needs_cuda, register
+from tracekit.models import Unavailable
 
 FP8_MIN_CAPABILITY = (8, 9)
 
@@ -42,7 +43,11 @@ class FP8Linear(nn.Module):
 
 
 def convert(module: nn.Module, make) -> list[str]:
-    """Replace each eligible ``nn.Linear`` of ``module`` by ``make(linear)``; return their names."""
+    """Replace each eligible ``nn.Linear`` of ``module`` by ``make(linear)``; return their names.
+
+    Raises:
+        tracekit.models.Unavailable: no linear is eligible (the run is recorded as skipped).
+    """
     # These read their linears' weights directly (MultiheadAttention always, the Transformer
     # layers in their fused inference fast path) instead of calling them: leave them alone.
     readers = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)
@@ -54,9 +59,9 @@ def convert(module: nn.Module, make) -> list[str]:
             parent, _, attr = name.rpartition(".")
             setattr(module.get_submodule(parent) if parent else module, attr, make(sub))
             done.append(name)
-    if not done:
-        raise ValueError("no nn.Linear with both dimensions a multiple of 16 (outside torch.nn's attention "
-                         "and transformer layers) to run in FP8")
+    if not done:  # FP8 does not apply to this model: a skipped run, not a failed one
+        raise Unavailable("no nn.Linear with both dimensions a multiple of 16 (outside torch.nn's attention "
+                          "and transformer layers) to run in FP8")
     return done
 
 
