@@ -15,8 +15,8 @@ REPORTS ?= reports
 SUITE  ?= vit-study
 # The H100 variants of the five study suites (issue 6), their time limit in minutes, and the
 # folder their reports and traces go to (H100/<suite>/); ARCHIVE=DIR also packs each as DIR/<suite>.tgz.
-H100_SUITES ?= compile-modes-h100 backends-study-h100 ops-h100 lm-h100 surgical-h100
-MINUTES ?= 8
+H100_SUITES ?= surgical-h100 backends-study-h100 ops-h100 lm-h100 compile-modes-h100
+MINUTES ?= 9
 H100    ?= reports/h100
 KERNELS ?= 100
 COUNTERS_OUT ?= $(REPORTS)/counters
@@ -70,7 +70,7 @@ analyze: $(SETUP)  ## analyze and compare everything under traces/: reports/summ
 bench: $(SETUP)  ## run a suite of workloads/ (resumable): make bench SUITE=vit-study [BENCH_OPTS="--only 'vit16*/*'"]
 	$(TRACEKIT) bench workloads/$(SUITE).toml --traces $(TRACES) --reports $(REPORTS) $(BENCH_OPTS)
 
-bench-h100: $(SETUP)  ## the five study suites trimmed for the H100, at most MINUTES (8) of runs: H100/<suite>/
+bench-h100: $(SETUP)  ## the five study suites trimmed for the H100, MINUTES (9) of runs a call (resumable: call again to go on): H100/<suite>/
 	$(TRACEKIT) bench $(H100_SUITES:%=workloads/%.toml) --traces $(H100) --reports $(H100) --max-minutes $(MINUTES) $(BENCH_OPTS)
 	$(if $(ARCHIVE),for s in $(H100_SUITES); do tar czf $(ARCHIVE)/$$s.tgz -C $(H100) $$s; done)
 
