@@ -64,6 +64,15 @@ def test_cpu_only_runs_still_report(tmp_path):
     assert [p.name for p in written if p.suffix == ".png"] == ["mlp-b8-fp32-cpu.png"]  # no GPU: no timeline
     md = (out / "summary.md").read_text()
     assert "| mlp b8 fp32 cpu | default | 0.200 | 1.50x (1.50-1.50) |" in md
+    # Written again after the workload changed: the old workload's plot goes, nothing else of the folder.
+    (out / "notes.txt").write_text("mine")
+    for run in ("eager", "default"):
+        manifest = json.loads((tmp_path / "t" / run / "run.json").read_text())
+        manifest["spec"]["batch"] = 4
+        (tmp_path / "t" / run / "run.json").write_text(json.dumps(manifest))
+    write_reports(analyze(tmp_path / "t"), out, source="t")
+    assert sorted(p.name for p in (out / "plots").iterdir()) == ["mlp-b4-fp32-cpu.png"]
+    assert (out / "notes.txt").read_text() == "mine"
 
 
 def test_busy_idle_bars_fall_back_to_total_idle(study):

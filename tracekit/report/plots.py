@@ -293,9 +293,11 @@ def write_plots(comp: pd.DataFrame, quantiles: pd.DataFrame, timeline: pd.DataFr
     Returns:
         workload -> [its panels PNG, its timeline PNG (when a run of it has GPU
         ops in a marked iteration)]; key "" -> [the overview PNG] when some
-        workload has GPU activity.
+        workload has GPU activity. PNGs of an earlier report in ``out`` that this
+        one does not draw (workloads since renamed or gone) are removed.
     """
     out = Path(out)
+    old = set(out.glob("*.png"))
     written: dict[str, list[Path]] = {}
     if comp["busy_per_iter_ms"].notna().any():
         written[""] = [save(overview_figure(comp, baseline), out / "overview-busy-idle.png")]
@@ -306,4 +308,6 @@ def write_plots(comp: pd.DataFrame, quantiles: pd.DataFrame, timeline: pd.DataFr
         if _with_gpu_ops(timeline) & set(g["run"]):
             written[workload].append(save(timeline_figure(g, timeline, f"{workload}: one profiled iteration per mode"),
                                           out / f"{name}-timeline.png"))
+    for stale in old - {p for ps in written.values() for p in ps}:
+        stale.unlink(missing_ok=True)
     return written
