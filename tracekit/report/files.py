@@ -16,7 +16,6 @@ from tracekit.report.columns import (DETAILS, IDLE, OVERHEAD, PROFILED, SPEEDUP,
                                      headline, notes, overhead_view)
 from tracekit.report.content import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
 from tracekit.report.html import index_html
-from tracekit.report.plots import write_plots
 
 
 def _markdown_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -111,8 +110,12 @@ def write_reports(analysis: Analysis, out: Path | str, source: str, baseline: st
     """
     out = Path(out)
     t = Tables.of(analysis, baseline)
-    pngs = write_plots(t.comparison, analysis.table("kernel_quantiles"), analysis.table("timeline"),
-                       out / "plots", baseline) if plots and len(t.comparison) else {}
+    pngs = {}
+    if plots and len(t.comparison):
+        from tracekit.report.plots import write_plots  # matplotlib's import (~0.3 s) only when there is a plot
+
+        pngs = write_plots(t.comparison, analysis.table("kernel_quantiles"), analysis.table("timeline"),
+                           out / "plots", baseline)
     runs = analysis.runs
     if len(t.overhead):
         runs = runs.merge(t.overhead[["run", "profiler_overhead", "flagged"]].rename(
