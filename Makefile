@@ -28,7 +28,7 @@ TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(i
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 BROWSER_SETUP := $(if $(BROWSER),,$(if $(shell command -v apt-get 2>/dev/null),setup-browser))
 
-.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-analyze test clean
+.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-analyze bench-analyze-10g test clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -74,8 +74,18 @@ bench-h100: $(SETUP)  ## the five study suites trimmed for the H100, MINUTES (9)
 	$(TRACEKIT) bench $(H100_SUITES:%=workloads/%.toml) --traces $(H100) --reports $(H100) --max-minutes $(MINUTES) $(BENCH_OPTS)
 	$(if $(ARCHIVE),for s in $(H100_SUITES); do tar czf $(ARCHIVE)/$$s.tgz -C $(H100) $$s; done)
 
-bench-analyze: $(SETUP)  ## speed/memory of tracekit analyze on 10 MB-1 GB traces, vs HTA: reports/bench-analyze.md
-	$(VENV)/bin/python -m tracekit.loadbench --report $(REPORTS)/bench-analyze.md
+# The commit before the fast reader (issue 18): its phases are timed beside today's (a detached
+# worktree in /tmp; skipped outside a git checkout). Synthetic traces go to BENCH_DIR, never the repository.
+BENCH_BEFORE ?= 70e69e4
+BENCH_DIR    ?= /tmp/tracekit-bench
+bench-analyze: $(SETUP)  ## speed/memory of tracekit analyze on 10 MB-1 GB traces vs HTA, before/after: reports/bench-analyze.md
+	@if git rev-parse -q --verify $(BENCH_BEFORE)^{commit} >/dev/null 2>&1; then \
+	  [ -d $(BENCH_DIR)/before ] || git worktree add -f --detach $(BENCH_DIR)/before $(BENCH_BEFORE) >/dev/null; \
+	  BEFORE="--before $(BENCH_DIR)/before"; fi; \
+	$(VENV)/bin/python benchmarks/loadbench.py --workdir $(BENCH_DIR) --report $(REPORTS)/bench-analyze.md $$BEFORE
+
+bench-analyze-10g: $(SETUP)  ## tracekit analyze of a 10 GB trace (about 10 GB in BENCH_DIR), into reports/bench-analyze.md
+	$(VENV)/bin/python benchmarks/loadbench.py --workdir $(BENCH_DIR) --report $(REPORTS)/bench-analyze.md --big 10000
 
 test: $(SETUP) $(BROWSER_SETUP)  ## run the test suite (GPU tests skip without CUDA)
 	$(PYTEST) -q

@@ -1,16 +1,32 @@
-"""make bench-analyze's synthetic traces: copies of a real trace whose answers are known."""
+"""make bench-analyze (benchmarks/): its synthetic traces are copies of a real trace whose answers are known."""
+
+import importlib.util
+import sys
+from pathlib import Path
 
 import pytest
 
-from tracekit import loadbench
 from tracekit.analysis.pertrace import analyze_trace
 from tracekit.trace.reader import load
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _module(name: str):
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(str(BENCH))
 
 
 def test_synthetic_trace_is_copies_of_the_fixture_with_the_answers_scaled(fixtures, tmp_path):
     fixture = fixtures / "h100" / "vit16x6x384_eager.pt.trace.json.gz"
     one = analyze_trace(load(fixture)).row
-    info = loadbench.synthesize(fixture, 3 * 10**6, tmp_path / "synthetic.pt.trace.json")
+    info = _module("synthetic").synthesize(fixture, 3 * 10**6, tmp_path / "synthetic.pt.trace.json")
     assert info["copies"] >= 2 and info["bytes"] >= 3 * 10**6
     row = analyze_trace(load(tmp_path / "synthetic.pt.trace.json")).row
     assert row["kernels"] == info["kernels"] == info["copies"] * one["kernels"]
@@ -20,6 +36,35 @@ def test_synthetic_trace_is_copies_of_the_fixture_with_the_answers_scaled(fixtur
 
 
 def test_phases_time_the_calls_of_tracekit_analyze(fixtures):
-    ph = loadbench.phases(fixtures / "h100" / "vit16x6x384_eager.pt.trace.json.gz")
+    ph = _module("loadbench").phases(fixtures / "h100" / "vit16x6x384_eager.pt.trace.json.gz", repeats=1)
     assert ph["workers"] == 1  # a 130 kB file (about 1 MB of JSON) is decoded in this process
-    assert all(ph[k] > 0 for k in ("imports_s", "read_s", "analysis_s"))
+    assert all(ph[k] > 0 for k in ("imports_s", "read_s", "analysis_s", "read_cpu_s"))
+    assert ph["preloaded"] == []  # pandas and matplotlib are not imported before the trace is read
+
+
+def test_the_probe_measures_a_process_tree():
+    """A child holding 200 MB that forks a grandchild touching 100 MB more: the tree's PSS peak
+    sees both (RSS sums count the pages they share twice), CPU time counts both processes."""
+    code = ("import os, time; a = bytearray(200 << 20); a[::4096] = b'x' * len(a[::4096]);"
+            "pid = os.fork();\n"
+            "if pid == 0:\n b = bytearray(100 << 20); b[::4096] = b'y' * len(b[::4096]); time.sleep(0.5); os._exit(0)\n"
+            "os.waitpid(pid, 0)")
+    r = _module("loadbench").measure([sys.executable, "-c", code])
+    assert r["rc"] == 0
+    assert 300 < r["pss_MB"] < 420 and r["rss_MB"] >= r["pss_MB"]
+    assert r["maxrss_MB"] >= 200 and r["cpu_s"] > 0
+
+
+def test_report_states_each_target_met_or_not():
+    rep = _module("analyze_report")
+    env = {"cores": 2, "startup_s": 0.12, "startup_imports": ""}
+    rows = [{"size_MB": 1000.0, "MBps": 200.0, "cpu_s": 8.0, "analyze_s": 5.0, "hta_s": 100.0,
+             "pss_over_size": 0.35, "pss_MB": 350.0},
+            {"size_MB": 100.0, "MBps": 120.0, "cpu_s": 1.0, "analyze_s": 0.8}]
+    lines = rep.verdicts(rows, env, None)
+    assert "200 MB/s, **NOT met**" in lines[0]
+    assert "20.0x, **NOT met**" in lines[1]
+    assert "0.35x (350 MB PSS), met" in lines[2]
+    assert "120 MB/s, met" in lines[3]
+    assert "0.120 s, met" in lines[4]
+    assert "not run here" in lines[5]

@@ -139,10 +139,10 @@ def analyze(path, out, as_json, iterations, baseline) -> None:
     Writes OUT/summary.md, OUT/index.html, OUT/plots/*.png, OUT/runs.csv,
     OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
     """
+    result = _analysis(path, iterations)  # first: it starts reading before pandas is imported
     from tracekit.io import jsonable
     from tracekit.report import Tables, print_comparison, print_runs, write_reports
 
-    result = _analysis(path, iterations)
     written = write_reports(result, out, source=str(path), baseline=baseline)
     if as_json:
         click.echo(json.dumps(jsonable(result.to_dict()), default=str))

@@ -98,7 +98,7 @@ def kernel_class(name: str, kind: str = "kernel") -> str:
 def _classes(ops: pd.DataFrame) -> pd.Series:
     # Classify each distinct name once: traces repeat a few hundred names many times.
     labels = {name: kernel_class(name) for name in ops["name"].unique()}
-    return ops["name"].map(labels).where(ops["kind"] == "kernel", "memcpy/memset")
+    return ops["name"].map(labels).astype(object).where(ops["kind"] == "kernel", "memcpy/memset")
 
 
 def top_kernels(tables: EventTables, n: int = 20) -> pd.DataFrame:

@@ -64,7 +64,7 @@ def dispatch_per_iteration(tables: EventTables, launches: pd.DataFrame) -> pd.Da
     cols = ["step", "first_launch_after_us", "framework_cpu_before_first_launch_us"]
     if m.empty:
         return pd.DataFrame(columns=cols)
-    ops = tables.cpu_ops[tables.cpu_ops["cat"] == "cpu_op"]
+    ops = tables.cpu_ops.loc[tables.cpu_ops["cat"] == "cpu_op", ["ts", "end"]]
     lts = launches["ts"].to_numpy()
     rows = []
     for step, start, end in m[["step", "ts", "end"]].itertuples(index=False):

@@ -111,7 +111,7 @@ def step_utilization(tables: EventTables) -> float:
     kernels.
     """
     k = tables.gpu_ops[tables.gpu_ops["kind"] == "kernel"]
-    cpu = tables.cpu_ops[tables.cpu_ops["cat"].isin(["cpu_op", "python_function"])]
+    cpu = tables.cpu_ops.loc[tables.cpu_ops["cat"].isin(["cpu_op", "python_function"]), ["ts", "end"]]
     if k.empty or (cpu.empty and tables.markers.empty):
         return math.nan
     window = tables.markers if len(tables.markers) else cpu
@@ -122,7 +122,7 @@ def step_utilization(tables: EventTables) -> float:
 
 def _cpu_busy(tables: EventTables) -> float:
     """Time (µs) in which at least one CPU op ran, on any thread (union of cpu_op intervals)."""
-    ops = tables.cpu_ops[tables.cpu_ops["cat"] == "cpu_op"]
+    ops = tables.cpu_ops.loc[tables.cpu_ops["cat"] == "cpu_op", ["ts", "end"]]
     s, e = union(ops["ts"].to_numpy(), ops["end"].to_numpy())
     return float((e - s).sum())
 

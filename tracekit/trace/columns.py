@@ -1,25 +1,32 @@
-"""Decoded events -> typed columns, a chunk at a time, with no Python tuple per event.
+"""Decoded events -> numpy columns, a chunk at a time, with no Python code run per event.
 
-Events are bucketed once by (ph, cat); each bucket becomes numpy columns
-through list comprehensions over struct attributes, which is several times
-faster than building a row per event. Strings (names, pid/tid labels) are
-held as categoricals while chunks are built (cheap to pass between processes:
-codes plus the few distinct strings) and become object columns sharing one
-str per distinct value at the end, so a million launches of one kernel hold
-one name string.
+Runs in the reader's worker processes, so it needs numpy and msgspec only (no
+pandas). Each column is pulled out of the chunk's decoded structs in one
+C-level pass (``map`` over an ``operator.attrgetter``) and converted by numpy;
+events are routed to their table by factorizing their category once, not by a
+test per event. Strings (names, pid/tid labels) travel as :class:`Strings`:
+int32 codes plus the chunk's few distinct values, so a million launches of one
+kernel carry one name string between processes.
+
+Damaged events are mended or dropped, and counted in ``Chunk.problems``
+(problem -> count): a complete event (``ph == "X"``) without a numeric ``ts``
+or with a negative ``dur`` is dropped; a missing or non-numeric ``dur`` counts
+as 0 µs.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import count
+from operator import attrgetter
 
+import msgspec
 import numpy as np
-import pandas as pd
-from pandas.api.types import union_categoricals
 
-from tracekit.trace.schema import Args, Event
-from tracekit.trace.stream import decode_chunk, decode_range, no_gc
+from tracekit.trace.schema import NO_ARGS, Args, Event, Trace
+from tracekit.trace.stream import decode_chunk, decode_range, decode_tail, no_gc
 
 # Kineto category names, old (capitalised, torch < 1.11) and new, mapped to ours.
 GPU_OP_KINDS = {
@@ -35,9 +42,9 @@ CPU_OP_CATS = {"cpu_op", "Operator", "user_annotation", "python_function"}
 # Kineto (2023+) records the GPU side of a synchronization (stream/event/context
 # sync, stream-wait-event) as "cuda_sync" events on the GPU timeline.
 SYNC_CAT = "cuda_sync"
-FLOW_CAT = "ac2g"
+FLOW_CAT = "ac2g"  # Kineto's flow from a launch (ph "s") to its GPU op (ph "f")
 # torch.profiler's schedule wraps each step in a "ProfilerStep#N" range.
-ITERATION_MARKER = re.compile(r"^ProfilerStep#(\d+)$")  # Kineto's flow from a launch (ph "s") to its GPU op (ph "f")
+ITERATION_MARKER = re.compile(r"^ProfilerStep#(\d+)$")
 
 GPU_COLUMNS = ["kind", "name", "device", "stream", "ts", "dur", "correlation", "external_id",
                "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
@@ -47,16 +54,46 @@ CPU_COLUMNS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id"]
 MARKER_COLUMNS = ["step", "ts", "dur"]
 FLOW_COLUMNS = ["id", "ph", "pid", "tid", "ts"]
 
-# Two events equal on these (numeric, so cheap to hash) columns are one event
-# written twice (a trace merged with itself, a buffer flushed twice): Kineto gives
-# every op its own correlation / external id, and ts has ns resolution.
-DEDUP_KEYS = {
-    "gpu": ["ts", "dur", "device", "stream", "correlation"],
-    "host": ["ts", "dur", "correlation", "external_id"],
-    "cpu": ["ts", "dur", "external_id"],
-}
+# table -> its columns, and category -> (table, the label its rows get: kind, api or cat)
+TABLES = {"gpu": GPU_COLUMNS, "host": HOST_COLUMNS, "cpu": CPU_COLUMNS, "syncs": GPU_COLUMNS, "flows": FLOW_COLUMNS}
+ROUTES = {**{c: ("gpu", k) for c, k in GPU_OP_KINDS.items()},
+          **{c: ("host", k) for c, k in HOST_CALL_KINDS.items()},
+          **{c: ("cpu", c) for c in CPU_OP_CATS},
+          SYNC_CAT: ("syncs", "sync"), FLOW_CAT: ("flows", None)}
+_GPU_ARGS = ("registers", "shared_memory", "occupancy_pct", "bytes")
 
-_NO_ARGS = Args()
+
+@dataclass
+class Strings:
+    """A string column of a chunk: ``values[codes]`` (codes int32, values the distinct strings)."""
+
+    codes: np.ndarray
+    values: list[str]
+
+
+@dataclass
+class Chunk:
+    """The columns one chunk of events gave: table -> column -> array or :class:`Strings`."""
+
+    tables: dict[str, dict[str, np.ndarray | Strings]] = field(default_factory=dict)
+    events: int = 0
+    problems: Counter = field(default_factory=Counter)
+    header: Trace | None = None  # the file's keys after the events, for the chunk at its end
+
+
+def factorize(values: list) -> tuple[np.ndarray, list]:
+    """(codes, distinct values in first-seen order): ``distinct[codes] == values``; one hash per value."""
+    first: dict = {}
+    seen = np.fromiter(map(first.setdefault, values, count()), np.int64, len(values))  # index of first sighting
+    dense = np.empty(len(values) + 1, dtype=np.int32)
+    dense[np.fromiter(first.values(), np.int64, len(first))] = np.arange(len(first), dtype=np.int32)
+    return dense[seen], list(first)
+
+
+def _strings(values: list) -> Strings:
+    """A column of str; other values (int pids) are str()-ed once per distinct value."""
+    codes, distinct = factorize(values)
+    return Strings(codes, [v if isinstance(v, str) else str(v) for v in distinct])
 
 
 def _num(value) -> float:
@@ -97,27 +134,8 @@ def ints(values: list, default: int = -1) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def strings(values: list) -> pd.Categorical:
-    """``values`` as a categorical of str; non-str values (int pids) are str()-ed once each."""
-    codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=False)
-    if all(isinstance(u, str) for u in uniques):
-        return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object), validate=False)
-    return strings(list(np.array([str(u) for u in uniques], dtype=object)[codes]))
-
-
-def labels(values: list) -> pd.Categorical:
-    """pid/tid values as a categorical of str: the usual all-int case without hashing each."""
-    try:
-        a = np.array(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        return strings(values)
-    uniques, codes = np.unique(a, return_inverse=True)
-    return pd.Categorical.from_codes(codes.reshape(-1), categories=pd.Index([str(u) for u in uniques], dtype=object),
-                                     validate=False)
-
-
 def _dims(args: list[Args], attr: str) -> list[np.ndarray]:
-    vals = [getattr(a, attr) for a in args]
+    vals = list(map(attrgetter(attr), args))
     try:
         cols = np.array(vals, dtype=np.float64)
     except (TypeError, ValueError):
@@ -128,181 +146,113 @@ def _dims(args: list[Args], attr: str) -> list[np.ndarray]:
     return [cols[:, 0], cols[:, 1], cols[:, 2]]
 
 
-class TableBuilder:
-    """Accumulate chunks of decoded events; :meth:`tables` returns the DataFrames.
+def _pick(items: list, rows: np.ndarray) -> list:
+    return items if len(rows) == len(items) else list(map(items.__getitem__, rows.tolist()))
 
-    Damaged events are mended or dropped, and counted in ``problems``
-    (problem -> count): a complete event (``ph == "X"``) without a numeric
-    ``ts`` or with a negative ``dur`` is dropped; a missing or non-numeric
-    ``dur`` counts as 0 µs; an exact duplicate of an event (same table key,
-    see ``DEDUP_KEYS``) is dropped.
+
+_KEY = attrgetter("cat", "ph", "pid", "tid")
+
+
+def tabulate(events: list[Event]) -> Chunk:
+    """The columns of every table (see ``TABLES``) from one chunk of decoded events.
+
+    Each field is pulled from every event once; an event's table, label, pid and
+    tid come from factorizing its (cat, ph, pid, tid), which takes few distinct
+    values. Rows keep the events' order in the file; tables are sorted later,
+    once (:mod:`tracekit.trace.tables`).
     """
+    chunk = Chunk(events=len(events))
+    if not events:
+        return chunk
+    key_codes, keys = factorize(list(map(_KEY, events)))
+    routes = [ROUTES.get(cat, (None, None)) for cat, _, _, _ in keys]
+    fits = np.array([table is not None and (ph in ("s", "f") if table == "flows" else ph == "X")
+                     for (table, _), (_, ph, _, _) in zip(routes, keys)])[key_codes]
+    ts_all = floats(list(map(attrgetter("ts"), events)))
+    dur_all = floats(list(map(attrgetter("dur"), events)))
+    names = _strings(list(map(attrgetter("name"), events)))
+    args_all = list(map(attrgetter("args"), events))
+    if None in args_all:
+        args_all = [a or NO_ARGS for a in args_all]
+    ext_all = ints(list(map(attrgetter("external_id"), args_all)))
+    per_key = {c: _strings([v[i] for v in keys]) for i, c in ((1, "ph"), (2, "pid"), (3, "tid"))}
+    per_key["label"] = _strings([label for _, label in routes])
+    key_table = np.array([table or "" for table, _ in routes], dtype=object)
 
-    def __init__(self):
-        self.parts: dict[str, list[pd.DataFrame]] = defaultdict(list)
-        self.problems: Counter[str] = Counter()
-        self.events = 0
+    def by_key(column: str, rows: np.ndarray) -> Strings:
+        s = per_key[column]
+        return Strings(s.codes[key_codes[rows]], s.values)
 
-    def add(self, events: list[Event]) -> None:
-        self.events += len(events)
-        buckets: dict[str, list[Event]] = defaultdict(list)
-        for e in events:
-            buckets[e.cat].append(e)
-        for cat, evs in buckets.items():
-            if cat == FLOW_CAT:
-                self._flows(evs)
-                continue
-            if cat in GPU_OP_KINDS:
-                table = ("gpu", self._gpu, GPU_OP_KINDS[cat])
-            elif cat in HOST_CALL_KINDS:
-                table = ("host", self._host, HOST_CALL_KINDS[cat])
-            elif cat in CPU_OP_CATS:
-                table = ("cpu", self._cpu, cat)
-            elif cat == SYNC_CAT:
-                table = ("syncs", self._gpu, "sync")
-            else:
-                continue
-            self._complete(*table[:1], [e for e in evs if e.ph == "X"], *table[1:])
-
-    def _flows(self, evs: list[Event]) -> None:
-        evs = [e for e in evs if e.ph in ("s", "f")]
-        ts = floats([e.ts for e in evs])
-        keep = np.isfinite(ts)
-        if not keep.all():
-            evs = [e for e, k in zip(evs, keep) if k]
-            ts = ts[keep]
-        self.parts["flows"].append(pd.DataFrame({
-            "id": ints([e.id for e in evs]), "ph": strings([e.ph for e in evs]),
-            "pid": labels([e.pid for e in evs]), "tid": labels([e.tid for e in evs]), "ts": ts}))
-
-    def _complete(self, table: str, evs: list[Event], build, label: str) -> None:
-        ts = floats([e.ts for e in evs])
-        dur = floats([e.dur for e in evs])
+    for table in TABLES:
+        rows = np.flatnonzero(fits & (key_table == table)[key_codes])
+        if len(rows) == 0:
+            continue
+        ts = ts_all[rows]
+        if table == "flows":
+            rows, ts = rows[np.isfinite(ts)], ts[np.isfinite(ts)]
+            chunk.tables[table] = {"id": ints(list(map(attrgetter("id"), _pick(events, rows)))),
+                                   "ph": by_key("ph", rows), "pid": by_key("pid", rows),
+                                   "tid": by_key("tid", rows), "ts": ts}
+            continue
+        dur = dur_all[rows]
         no_dur = ~np.isfinite(dur)
         if no_dur.any():
-            self.problems["events without a numeric dur (taken as 0 µs)"] += int(no_dur.sum())
+            chunk.problems["events without a numeric dur (taken as 0 µs)"] += int(no_dur.sum())
             dur[no_dur] = 0.0
         bad_ts, negative = ~np.isfinite(ts), dur < 0
         if bad_ts.any() or negative.any():
-            self.problems["events without a numeric ts dropped"] += int(bad_ts.sum())
-            self.problems["events with a negative dur dropped"] += int((negative & ~bad_ts).sum())
+            chunk.problems["events without a numeric ts dropped"] += int(bad_ts.sum())
+            chunk.problems["events with a negative dur dropped"] += int((negative & ~bad_ts).sum())
             keep = ~(bad_ts | negative)
-            evs = [e for e, k in zip(evs, keep) if k]
-            ts, dur = ts[keep], dur[keep]
-        if not evs:
-            return
-        args = [e.args or _NO_ARGS for e in evs]
-        names = strings([e.name for e in evs])
-        self.parts[table].append(build(label, evs, args, names, ts, dur))
-
-    def _gpu(self, kind, evs, args, names, ts, dur) -> pd.DataFrame:
-        device = ints([a.device for a in args])
-        # Kineto puts a GPU op's device in pid and its stream in tid as well as in args.
-        no_dev = device < 0
-        if no_dev.any():
-            device[no_dev] = ints([e.pid for e in evs], default=0)[no_dev]
-        stream = ints([a.stream for a in args])
-        no_stream = stream < 0
-        if no_stream.any():
-            stream[no_stream] = ints([e.tid for e in evs])[no_stream]
-        gx, gy, gz = _dims(args, "grid")
-        bx, by, bz = _dims(args, "block")
-        return pd.DataFrame({
-            "kind": kind, "name": names, "device": device, "stream": stream, "ts": ts, "dur": dur,
-            "correlation": ints([a.correlation for a in args]), "external_id": ints([a.external_id for a in args]),
-            "grid_x": gx, "grid_y": gy, "grid_z": gz, "block_x": bx, "block_y": by, "block_z": bz,
-            "registers": floats([a.registers for a in args]),
-            "shared_memory": floats([a.shared_memory for a in args]),
-            "occupancy_pct": floats([a.occupancy_pct for a in args]),
-            "bytes": floats([a.bytes for a in args]),
-        })
-
-    def _host(self, api, evs, args, names, ts, dur) -> pd.DataFrame:
-        return pd.DataFrame({
-            "api": api, "name": names, "pid": labels([e.pid for e in evs]),
-            "tid": labels([e.tid for e in evs]), "ts": ts, "dur": dur,
-            "correlation": ints([a.correlation for a in args]), "external_id": ints([a.external_id for a in args]),
-        })
-
-    def _cpu(self, cat, evs, args, names, ts, dur) -> pd.DataFrame:
-        # Iteration markers: checking the few distinct names beats a test per event.
-        steps = {n: int(m.group(1)) for n in names.categories if (m := ITERATION_MARKER.match(n))}
-        if steps:
-            hit = names.isin(list(steps))
-            self.parts["markers"].append(pd.DataFrame({
-                "step": [steps[n] for n in names[hit]], "ts": ts[hit], "dur": dur[hit]}))
-        return pd.DataFrame({
-            "cat": cat, "name": names, "pid": labels([e.pid for e in evs]),
-            "tid": labels([e.tid for e in evs]), "ts": ts, "dur": dur,
-            "external_id": ints([a.external_id for a in args]),
-        })
-
-    def merge(self, parts: dict[str, list[pd.DataFrame]], events: int, problems: Counter) -> None:
-        """Take over the tables another builder made (in a worker process)."""
-        for key, frames in parts.items():
-            self.parts[key] += frames
-        self.events += events
-        self.problems += problems
-
-    def _dedup(self, df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-        """Drop exact twins. Twins share ts, so only rows whose ts equals a
-        neighbour's (in ts order) are compared: a handful in a sound trace."""
-        ts = df["ts"].to_numpy()
-        tie = np.zeros(len(ts), dtype=bool)
-        tie[1:] = ts[1:] == ts[:-1]
-        tie[:-1] |= tie[1:]
-        if not tie.any():
-            return df
-        dup = df[tie].duplicated(keys)
-        if not dup.any():
-            return df
-        self.problems["duplicated events dropped"] += int(dup.sum())
-        return df.drop(index=dup.index[dup]).reset_index(drop=True)
-
-    def table(self, key: str, columns: list[str], end: bool = True) -> pd.DataFrame:
-        """One table: the chunks concatenated, sorted by ts (stable), with ``end = ts + dur``."""
-        parts = self.parts.get(key)
-        if parts:
-            df = pd.concat(parts, ignore_index=True)
-            for col in df.columns:
-                if isinstance(parts[0][col].dtype, pd.CategoricalDtype):
-                    df[col] = _objects([p[col] for p in parts])
+            rows, ts, dur = rows[keep], ts[keep], dur[keep]
+        if len(rows) == 0:
+            continue
+        cols = {TABLES[table][0]: by_key("label", rows), "name": Strings(names.codes[rows], names.values),
+                "ts": ts, "dur": dur, "external_id": ext_all[rows]}
+        if table in ("gpu", "syncs"):
+            cols.update(_gpu_columns(_pick(events, rows), _pick(args_all, rows)))
         else:
-            df = pd.DataFrame({c: pd.Series(dtype=_DTYPES.get(c, object)) for c in columns})
-        df = df.sort_values("ts", kind="stable").reset_index(drop=True)
-        if key in DEDUP_KEYS and len(df) > 1:
-            df = self._dedup(df, DEDUP_KEYS[key])
-        if end:
-            df["end"] = df["ts"] + df["dur"]
-        return df
+            cols.update(pid=by_key("pid", rows), tid=by_key("tid", rows))
+            if table == "host":
+                cols["correlation"] = ints(list(map(attrgetter("correlation"), _pick(args_all, rows))))
+        chunk.tables[table] = cols
+    return chunk
 
 
-def _objects(parts: list[pd.Series]) -> np.ndarray:
-    """Chunks of a categorical column as one object array (one str per distinct value)."""
-    cat = union_categoricals([p.array for p in parts])
-    return np.asarray(cat.categories, dtype=object)[cat.codes]
+def _gpu_columns(evs: list[Event], args: list[Args]) -> dict[str, np.ndarray]:
+    """The columns of GPU ops (and GPU-side syncs) from their args."""
+    # Kineto puts a GPU op's device in pid and its stream in tid as well as in args.
+    device = ints(list(map(attrgetter("device"), args)))
+    if (no_dev := device < 0).any():
+        device[no_dev] = ints(list(map(attrgetter("pid"), evs)), default=0)[no_dev]
+    stream = ints(list(map(attrgetter("stream"), args)))
+    if (no_stream := stream < 0).any():
+        stream[no_stream] = ints(list(map(attrgetter("tid"), evs)))[no_stream]
+    cols = {"device": device, "stream": stream, "correlation": ints(list(map(attrgetter("correlation"), args)))}
+    for dim in ("grid", "block"):
+        cols.update(zip((f"{dim}_x", f"{dim}_y", f"{dim}_z"), _dims(args, dim)))
+    cols.update({c: floats(list(map(attrgetter(c), args))) for c in _GPU_ARGS})
+    return cols
 
 
-_DTYPES = {"step": np.int64, "ts": np.float64, "dur": np.float64, "device": np.int64, "stream": np.int64,
-           "correlation": np.int64, "external_id": np.int64, "id": np.int64,
-           **{c: np.float64 for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                                      "registers", "shared_memory", "occupancy_pct", "bytes")}}
-
-
-def build_chunk(data: bytes | tuple) -> tuple[dict[str, list[pd.DataFrame]], int, int]:
-    """Decode one chunk and build its tables (runs in a worker process).
+def build_chunk(data: bytes | tuple) -> Chunk:
+    """Decode one chunk and tabulate it (runs in a worker process).
 
     Args:
-        data: JSON array text from ``iter_events(raw=True)``, or
-            (path, open, close) of a range from ``split_file``.
-
-    Returns:
-        (parts, events, problems) for :meth:`TableBuilder.merge`.
+        data: JSON array text from ``iter_events(raw=True)``; (path, open, close)
+            of a range from ``split_file``; or (path, tail_at), the file's end
+            (its header keys after the events are returned in ``Chunk.header``).
 
     Raises:
-        StreamError: the chunk is not a JSON array of events.
+        StreamError: the chunk is not a JSON array of events (or the end, not
+            the end of a trace).
     """
-    builder = TableBuilder()
     with no_gc():
-        builder.add(decode_chunk(data) if isinstance(data, bytes) else decode_range(*data))
-    return dict(builder.parts), builder.events, builder.problems
+        if isinstance(data, bytes):
+            return tabulate(decode_chunk(data))
+        if len(data) == 3:
+            return tabulate(decode_range(*data))
+        tail = decode_tail(*data)
+        chunk = tabulate(tail.traceEvents)
+        chunk.header = msgspec.structs.replace(tail, traceEvents=[])
+        return chunk

@@ -6,23 +6,25 @@ float µs as Kineto writes them.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
-import numpy as np
-import pandas as pd
 
 from tracekit.errors import ExitCode
-from tracekit.trace.columns import (CPU_COLUMNS, FLOW_COLUMNS, GPU_COLUMNS, HOST_COLUMNS, MARKER_COLUMNS,
-                                    TableBuilder, build_chunk)
-from tracekit.trace.schema import Trace
 from tracekit.trace import ort, stream
-from tracekit.trace.stream import StreamError, iter_events, read_ends, split_file
+from tracekit.trace.columns import Chunk, build_chunk, tabulate
+from tracekit.trace.schema import Trace
+from tracekit.trace.stream import StreamError, iter_events, merge_header, read_head, split_file
+
+if TYPE_CHECKING:  # pandas is imported when the tables are made, after the workers have started
+    import pandas as pd
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -48,6 +50,9 @@ class NotATrace(TraceError):
 @dataclass
 class EventTables:
     """The events of one trace file, as pandas DataFrames (one row per event).
+
+    String columns (kind, api, cat, name, pid, tid, ph) are categorical, their
+    categories sorted. Rows are sorted by ts (stable: file order for equal ts).
 
     gpu_ops:    kind ('kernel'|'memcpy'|'memset'), name, device, stream, ts, dur,
                 end (µs), correlation (-1 if none), external_id, grid_x/y/z,
@@ -106,11 +111,23 @@ def _error(path: Path, exc: StreamError) -> TraceError:
 
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this (uncompressed), worker start-up costs more than it saves
+PARALLEL_CHUNK_BYTES = 8 << 20  # a worker's chunk: its text and decoded events are all it holds at once
 GZIP_RATIO = 8                  # Kineto JSON compresses about 8-15x; a conservative guess of the size
 
 
 class _BadCut(Exception):
     pass
+
+
+def _mmap_large_blocks() -> None:
+    """Have glibc's malloc serve blocks of 64 KiB and more by mmap, returned to the system
+    when freed. Otherwise it raises that threshold as blocks are freed (up to 32 MiB) and
+    keeps the freed columns of hundreds of chunks in its heap, resident beside the tables
+    made of them (about 100 MB more at 1 GB of trace). No-op where malloc is not glibc's."""
+    try:
+        ctypes.CDLL(None).mallopt(-3, 64 << 10)  # M_MMAP_THRESHOLD (glibc malloc.h)
+    except (OSError, AttributeError):
+        pass
 
 
 def _is_gzip(path: Path) -> bool:
@@ -126,62 +143,79 @@ def _workers(path: Path) -> int:
     return min(len(os.sched_getaffinity(0)), 8)
 
 
-def _read(path: Path, builder: TableBuilder) -> Trace:
-    header = None
+class _Chunks:
+    """The chunks of one file as they are tabulated (here or in workers), and its header."""
+
+    def __init__(self):
+        self.chunks: list[Chunk] = []
+        self.header: Trace | None = None
+
+    def add(self, events: list) -> None:
+        self.chunks.append(tabulate(events))
+
+
+def _read(path: Path) -> _Chunks:
+    out = _Chunks()
     for item in iter_events(path):
         if isinstance(item, Trace):
-            header = item
+            out.header = item
         else:
-            builder.add(item)
-    return header
+            out.add(item)
+    return out
 
 
-def _read_parallel(path: Path, builder: TableBuilder, workers: int) -> Trace:
+def _read_parallel(path: Path, workers: int) -> _Chunks:
     """Decode and tabulate the file's chunks in ``workers`` processes.
 
-    A plain file is cut by offsets only; each worker maps its ranges itself, so
-    no text passes between processes and this one reads just the two ends. A
-    gzip file is gunzipped and cut here, with at most ``workers + 1`` chunks of
-    text in flight. Raises _BadCut when a cut fell inside a value.
+    A plain file is cut by offsets only; each worker maps its ranges itself
+    (the last one with the keys after the events), so no text passes between
+    processes and this one reads just the keys before the events. A gzip file
+    is gunzipped and cut here, with at most ``workers + 1`` chunks of text in
+    flight. Raises _BadCut when a cut fell inside a value.
     """
+    out = _Chunks()
+
     def take(future: Future) -> None:
         try:
-            builder.merge(*future.result())
+            out.chunks.append(future.result())
         except StreamError as exc:
             raise _BadCut from exc
 
-    header = None
     # fork: workers inherit the imported modules, and nothing re-runs __main__
     # (forkserver/spawn re-import it, which breaks under `python -m` and stdin).
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         pending: deque[Future] = deque()
         if _is_gzip(path):  # this process gunzips and cuts; workers decode
-            for item in iter_events(path, raw=True):
+            for item in iter_events(path, min(stream.CHUNK_BYTES, PARALLEL_CHUNK_BYTES), raw=True):
                 if isinstance(item, bytes):
                     pending.append(pool.submit(build_chunk, item))
                     while len(pending) > workers:
                         take(pending.popleft())
                 elif isinstance(item, Trace):
-                    header = item
+                    out.header = item
                 else:
-                    builder.add(item)
-        else:  # workers map the file themselves; this process reads only its two ends
+                    while pending:  # keep the file's order
+                        take(pending.popleft())
+                    out.add(item)
+        else:  # workers map the file themselves; this process reads only the keys before the events
             try:
-                # about four chunks a worker, so they finish together
+                # about eight chunks a worker, so they finish together and hold little at a time
                 size = path.stat().st_size
-                chunk = min(max(size // (4 * workers), min(4 << 20, stream.CHUNK_BYTES)), stream.CHUNK_BYTES)
+                chunk = min(max(size // (8 * workers), min(4 << 20, stream.CHUNK_BYTES)), PARALLEL_CHUNK_BYTES)
                 ranges, key_at, tail_at = split_file(path, chunk)
             except StreamError:
-                return _read(path, builder)  # the serial read gives the precise error
+                return _read(path)  # the serial read gives the precise error
             pending.extend(pool.submit(build_chunk, (path, a, b)) for a, b in ranges)
+            pending.append(pool.submit(build_chunk, (path, tail_at)))
             try:
-                header, tail = read_ends(path, key_at, tail_at)
+                head = read_head(path, key_at)
             except StreamError as exc:
                 raise _BadCut from exc
-            builder.add(tail)
-        while pending:
-            take(pending.popleft())
-    return header
+            import pandas  # noqa: F401 - while the workers decode, for the tables after them
+            while pending:
+                take(pending.popleft())
+            out.header = merge_header(head, out.chunks[-1].header)
+    return out
 
 
 def load(path: Path | str, workers: int | None = None) -> EventTables:
@@ -204,12 +238,13 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
         if path.stat().st_size == 0:
             raise TraceError(path, "empty file", ExitCode.NOT_JSON)
         workers = _workers(path) if workers is None else workers
-        builder = TableBuilder()
+        if workers > 1:
+            _mmap_large_blocks()
+        stream.Strict.on = True
         try:
-            header = _read_parallel(path, builder, workers) if workers > 1 else _read(path, builder)
+            read = _read_parallel(path, workers) if workers > 1 else _read(path)
         except _BadCut:  # a chunk cut inside a value: read again with checked cuts
-            builder = TableBuilder()
-            header = _read(path, builder)
+            read = _read(path)
     except FileNotFoundError:
         raise TraceError(path, "no such file", ExitCode.NOT_FOUND) from None
     except PermissionError:
@@ -218,7 +253,8 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
         error = _error(path, exc)
         if not (isinstance(error, NotATrace) and "JSON array" in error.problem):
             raise error from None
-        builder, header = TableBuilder(), Trace(traceEvents=[], traceName=ort.SOURCE)
+        read = _Chunks()
+        read.header = Trace(traceEvents=[], traceName=ort.SOURCE)
         try:
             found = ort.events(path)
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -226,50 +262,34 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
         if found is None:
             raise NotATrace(path, "a JSON array of events, not a PyTorch profiler trace nor an ONNX Runtime "
                                   "profile (a trace from another tool?)") from None
-        builder.add(found)
-    tables = _tables(path, builder, header)
+        read.add(found)
+    tables = _tables(path, read)
     if tables.gpu_ops.empty and tables.host_calls.empty and tables.cpu_ops.empty:
-        raise NotATrace(path, f"none of its {builder.events} events is a PyTorch profiler event "
+        raise NotATrace(path, f"none of its {tables.meta['events']} events is a PyTorch profiler event "
                               "(cpu_op, kernel, cuda_runtime...): a trace from another tool?")
     return tables
 
 
-def _depth(cpu: pd.DataFrame) -> np.ndarray:
-    """Nesting depth of each CPU op within its thread: how many ops of the same
-    thread are open when it starts (CPU ops of one thread nest properly).
+def _tables(path: Path, read: _Chunks) -> EventTables:
+    import pandas as pd
 
-    With ops sorted by (thread, start, longer first), an op's depth is the ops
-    started before it in its thread minus those that ended by its start. Keys
-    pack the thread in the high bits of integer nanoseconds, so one sort of
-    starts and one of ends serve every thread at once: counts from threads
-    sorted earlier cancel. Returns an int64 array aligned with ``cpu``.
-    """
-    if cpu.empty:
-        return np.zeros(0, dtype=np.int64)
-    pid, tid = pd.factorize(cpu["pid"])[0], pd.factorize(cpu["tid"])[0]
-    thread = (pid.astype(np.int64) * (tid.max() + 1) + tid) << 44
-    t0 = cpu["ts"].min()
-    start = thread + np.round((cpu["ts"].to_numpy() - t0) * 1e3).astype(np.int64)   # ns, < 2**44 (4.9 h)
-    end = thread + np.round((cpu["end"].to_numpy() - t0) * 1e3).astype(np.int64)
-    order = np.lexsort((-cpu["dur"].to_numpy(), start))
-    depth = np.empty(len(cpu), dtype=np.int64)
-    depth[order] = np.arange(len(cpu)) - np.searchsorted(np.sort(end), start[order], side="right")
-    return np.maximum(depth, 0)
+    from tracekit.trace.tables import TableBuilder, depth, markers
 
-
-def _tables(path: Path, builder: TableBuilder, header: Trace) -> EventTables:
-    gpu_ops = builder.table("gpu", GPU_COLUMNS)
-    host_calls = builder.table("host", HOST_COLUMNS)
-    cpu_ops = builder.table("cpu", CPU_COLUMNS)
-    cpu_ops["depth"] = _depth(cpu_ops)
-    flows = builder.table("flows", FLOW_COLUMNS, end=False)
-    # Nested ProfilerStep ranges of the same step (cpu_op and user_annotation) collapse to one.
-    markers = builder.table("markers", MARKER_COLUMNS).drop_duplicates("step").reset_index(drop=True)
-    meta = {"trace_name": header.traceName, "source": ort.SOURCE if header.traceName == ort.SOURCE else "pytorch", "cuda_runtime_version": header.cuda_runtime_version,
-            "cuda_driver_version": header.cuda_driver_version, "events": builder.events,
-            "problems": [f"{n} {what}" for what, n in sorted(builder.problems.items()) if n]}
-    return EventTables(path=path, gpu_ops=gpu_ops, host_calls=host_calls, cpu_ops=cpu_ops,
-                       syncs=builder.table("syncs", GPU_COLUMNS),
-                       markers=markers, flows=flows,
-                       devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),
-                       meta=meta)
+    builder = TableBuilder()
+    for chunk in read.chunks:
+        builder.merge(chunk)
+    read.chunks = []
+    gpu_ops = builder.table("gpu")
+    host_calls = builder.table("host")
+    cpu_ops = builder.table("cpu", extra=lambda cols: {"depth": depth(cols)})
+    header = read.header
+    meta = {"trace_name": header.traceName, "source": ort.SOURCE if header.traceName == ort.SOURCE else "pytorch",
+            "cuda_runtime_version": header.cuda_runtime_version,
+            "cuda_driver_version": header.cuda_driver_version, "events": builder.events}
+    tables = EventTables(path=path, gpu_ops=gpu_ops, host_calls=host_calls, cpu_ops=cpu_ops,
+                         syncs=builder.table("syncs"), markers=markers(cpu_ops),
+                         flows=builder.table("flows", end=False),
+                         devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),
+                         meta=meta)
+    meta["problems"] = [f"{n} {what}" for what, n in sorted(builder.problems.items()) if n]
+    return tables

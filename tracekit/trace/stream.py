@@ -27,12 +27,13 @@ from typing import BinaryIO, Iterator
 
 import msgspec
 
-from tracekit.trace.schema import Event, Trace
+from tracekit.trace.schema import Event, StrictEvent, Trace
 
 CHUNK_BYTES = 32 << 20   # decode this much text at a time (bytes)
 _KEY = b'"traceEvents"'
 _WS = b" \t\r\n"
 _events_decoder = msgspec.json.Decoder(list[Event])
+_strict_decoder = msgspec.json.Decoder(list[StrictEvent])
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
 _trace_decoder = msgspec.json.Decoder(Trace)
 
@@ -72,6 +73,28 @@ def _read(stream: BinaryIO, n: int) -> bytes:
         return stream.read(n)
     except (OSError, EOFError, zlib.error) as exc:
         raise StreamError(f"corrupt or truncated gzip ({exc})") from None
+
+
+class Strict:
+    """Whether this process still decodes into :class:`StrictEvent` first (reset per file)."""
+
+    on = True
+
+
+def decode_events(text) -> list[Event | StrictEvent]:
+    """A JSON array of events: as :class:`StrictEvent` when it fits, else as :class:`Event`
+    (and the rest of this file too, without trying the strict type again).
+
+    Raises:
+        msgspec.DecodeError: not JSON (or cut inside a value); msgspec.ValidationError:
+            not an array of event objects.
+    """
+    if Strict.on:
+        try:
+            return _strict_decoder.decode(text)
+        except msgspec.ValidationError:
+            Strict.on = False
+    return _events_decoder.decode(text)
 
 
 def _last_boundary(buf: bytearray, end: int) -> tuple[int, int] | None:
@@ -147,7 +170,7 @@ def iter_events(path: Path, chunk_bytes: int | None = None,
         yield tail.traceEvents
         del rest
         head = _decode_whole(prefix + b'"traceEvents":[]}')
-        yield _merge(head, tail)
+        yield merge_header(head, tail)
 
 
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -162,8 +185,9 @@ def split_file(path: Path, chunk_bytes: int | None = None) -> tuple[list[tuple[i
         such that the text from ``open`` to ``close`` inclusive, with those two
         bytes replaced by '[' and ']', is a JSON array of whole events (see
         :func:`decode_range`); the cuts are unchecked (see :func:`iter_events`).
-        ``key_at`` is where the "traceEvents" key starts and ``tail_at`` where
-        the events after the last range start (see :func:`read_ends`).
+        ``key_at`` is where the "traceEvents" key starts (see :func:`read_head`)
+        and ``tail_at`` where the events after the last range start (see
+        :func:`decode_tail`).
 
     Raises:
         StreamError: no "traceEvents" array in the file.
@@ -187,17 +211,25 @@ def split_file(path: Path, chunk_bytes: int | None = None) -> tuple[list[tuple[i
     return ranges, key, start
 
 
-def read_ends(path: Path, key_at: int, tail_at: int) -> tuple[Trace, list[Event]]:
-    """The header (keys other than traceEvents) and the events from ``tail_at`` on,
-    for a plan from :func:`split_file`.
+def read_head(path: Path, key_at: int) -> Trace:
+    """The keys written before "traceEvents" (``key_at`` from :func:`split_file`), as a ``Trace``.
+
+    Raises:
+        StreamError: the text does not decode.
+    """
+    with open(path, "rb") as f:
+        return _decode_whole(f.read(key_at) + b'"traceEvents":[]}')
+
+
+def decode_tail(path: Path, tail_at: int) -> Trace:
+    """The events from ``tail_at`` (from :func:`split_file`) to the end of the array, and the
+    keys written after it, as a ``Trace``.
 
     Raises:
         StreamError: the text does not decode (truncated, or a bad last cut).
     """
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm, no_gc():
-        tail = _decode_whole(b'{"traceEvents":[' + mm[tail_at + 1:])
-        head = _decode_whole(mm[:key_at] + b'"traceEvents":[]}')
-    return _merge(head, tail), tail.traceEvents
+        return _decode_whole(b'{"traceEvents":[' + mm[tail_at + 1:])
 
 
 def decode_range(path: Path, open_at: int, close_at: int) -> list[Event]:
@@ -211,13 +243,13 @@ def decode_range(path: Path, open_at: int, close_at: int) -> list[Event]:
         mm[open_at] = ord("[")
         mm[close_at] = ord("]")
         try:
-            with no_gc(), memoryview(mm) as view:
-                return _events_decoder.decode(view[open_at:close_at + 1])
+            with no_gc(), memoryview(mm) as view, view[open_at:close_at + 1] as part:
+                return decode_events(part)
         except _DECODE_ERRORS as exc:
             raise StreamError(str(exc)) from exc
 
 
-def _merge(head: Trace, tail: Trace) -> Trace:
+def merge_header(head: Trace, tail: Trace) -> Trace:
     """The header: keys written before ``traceEvents`` (head) and after it (tail)."""
     fields = {f: getattr(tail, f) if getattr(tail, f) not in (None, []) else getattr(head, f)
               for f in Trace.__struct_fields__ if f != "traceEvents"}
@@ -232,7 +264,7 @@ def decode_chunk(data: bytes) -> list[Event]:
     """
     try:
         with no_gc():
-            return _events_decoder.decode(data)
+            return decode_events(data)
     except _DECODE_ERRORS as exc:
         raise StreamError(str(exc)) from exc
 
@@ -269,8 +301,8 @@ def _cut(rest: bytearray, tries: int = 4) -> tuple[list[Event] | None, bytearray
         comma = rest.index(b",", cut[0])
         rest[comma] = ord("]")
         try:
-            with memoryview(rest) as view:
-                events = _events_decoder.decode(view[:comma + 1])
+            with memoryview(rest) as view, view[:comma + 1] as part:
+                events = decode_events(part)
         except _DECODE_ERRORS:
             rest[comma] = ord(",")
             end = cut[1] - 1  # a cut inside a string or nested value: try an earlier one

@@ -1,0 +1,284 @@
+"""``make bench-analyze``: speed and memory of ``tracekit analyze`` on large traces, against HTA.
+
+Each measurement runs ``tracekit analyze FILE --json`` in a fresh process tree
+(the reader's workers included) under a probe that records its wall time, its
+CPU time (user + system of the whole tree, from ``getrusage(RUSAGE_CHILDREN)``)
+and its peak memory: the sum over the tree's processes of PSS (proportional set
+size: a page shared by k processes counts 1/k in each, so forked workers'
+shared pages are counted once) and of RSS (each process's resident pages, shared
+ones again in every process: an upper bound), sampled every 20 ms. The machine's
+load average is recorded at the start and the end: on a shared machine wall
+times stretch, CPU times much less.
+
+Traces come from :mod:`synthetic` (copies of a real trace, answers known).
+``--before DIR`` also times the phases of the tracekit checked out in DIR (an
+older commit), so the report shows the profile before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(ROOT)]  # this checkout's tracekit, not an installed one
+from synthetic import DEFAULT_FIXTURE, synthesize  # noqa: E402
+
+REPEATS = 5  # tracekit's timings are the median of this many fresh processes (HTA runs once)
+
+# Every command runs in the temporary folder, so that PYTHONPATH, not the current folder, picks tracekit.
+# Runs argv[1:] as a child, sampling the memory of its process tree; prints one JSON line.
+_PROBE = """
+import json, resource, subprocess, sys, threading, time, psutil
+peak = {"pss": 0, "rss": 0}
+def sample(p):
+    while p.poll() is None:
+        pss = rss = 0
+        try:
+            procs = [psutil.Process(p.pid)]
+            procs += procs[0].children(recursive=True)
+        except psutil.Error:
+            continue
+        for q in procs:
+            try:
+                m = q.memory_full_info()
+                pss, rss = pss + m.pss, rss + m.rss
+            except psutil.Error:
+                pass
+        peak["pss"], peak["rss"] = max(peak["pss"], pss), max(peak["rss"], rss)
+        time.sleep(0.02)
+t = time.perf_counter()
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+threading.Thread(target=sample, args=(p,), daemon=True).start()
+out, err = p.communicate()
+dt = time.perf_counter() - t
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"wall_s": dt, "cpu_s": ru.ru_utime + ru.ru_stime, "pss_MB": peak["pss"] / 1e6,
+                  "rss_MB": peak["rss"] / 1e6, "maxrss_MB": ru.ru_maxrss / 1024, "rc": p.returncode,
+                  "stdout": out[-2000000:], "stderr": err[-4000:]}))
+"""
+
+
+def measure(cmd: list[str], env: dict | None = None) -> dict:
+    """Run ``cmd`` in a fresh process tree: wall_s, cpu_s (tree), pss_MB and rss_MB (tree peaks),
+    maxrss_MB (largest single process), rc, stdout, stderr."""
+    out = subprocess.run([sys.executable, "-c", _PROBE, *cmd], capture_output=True, text=True, check=True,
+                         env=env, cwd=tempfile.gettempdir())
+    return json.loads(out.stdout)
+
+
+# HolisticTraceAnalysis 0.5.0: parse, temporal breakdown, idle-time breakdown (each timed).
+_HTA = """
+import sys, time
+t = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+a = TraceAnalysis(trace_dir=sys.argv[1])
+parse = time.perf_counter() - t
+t = time.perf_counter()
+a.get_temporal_breakdown(visualize=False)
+temporal = time.perf_counter() - t
+t = time.perf_counter()
+a.get_idle_time_breakdown(visualize=False)
+print(parse, temporal, time.perf_counter() - t)
+"""
+
+# The phases of `tracekit analyze FILE`, in a fresh process: start-up (the imports made before
+# the trace is read), read (decode and tabulate, in the reader's workers, and the tables made
+# of their columns), the analyses; wall time, and CPU time of this process and its workers.
+_PHASES = """
+import json, resource, sys, time
+def cpu():
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+t0, c0 = time.perf_counter(), cpu()
+import tracekit.cli, tracekit.analysis.runs
+preloaded = sorted(m for m in ("pandas", "matplotlib") if m in sys.modules)
+t1, c1 = time.perf_counter(), cpu()
+from tracekit.trace.reader import _workers, load
+tables = load(sys.argv[1])
+t2, c2 = time.perf_counter(), cpu()
+from tracekit.analysis.pertrace import analyze_trace
+analyze_trace(tables)
+t3, c3 = time.perf_counter(), cpu()
+print(json.dumps({"imports_s": t1 - t0, "read_s": t2 - t1, "analysis_s": t3 - t2, "imports_cpu_s": c1 - c0,
+                  "read_cpu_s": c2 - c1, "analysis_cpu_s": c3 - c2, "preloaded": preloaded,
+                  "workers": _workers(__import__("pathlib").Path(sys.argv[1]))}))
+"""
+PHASE_KEYS = ("imports_s", "read_s", "analysis_s", "imports_cpu_s", "read_cpu_s", "analysis_cpu_s")
+
+
+def phases(path: Path, src: Path | None = None, repeats: int = REPEATS) -> dict:
+    """Where ``tracekit analyze path`` spends its time, phase by phase (median of ``repeats`` fresh
+    processes; ``src``: another tracekit checkout to time instead of this one).
+
+    Returns:
+        {imports_s, read_s, analysis_s (wall), the same with ``_cpu_s`` (CPU of the process and its
+        workers), workers, preloaded (of pandas/matplotlib, those imported at start-up)}.
+    Raises:
+        subprocess.CalledProcessError: the timing process failed.
+    """
+    env = {**os.environ, "PYTHONPATH": str(src or ROOT)}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _PHASES, str(path)], capture_output=True, text=True,
+                                      check=True, env=env, cwd=tempfile.gettempdir()).stdout.strip().splitlines()[-1])
+            for _ in range(repeats)]
+    return {**{k: float(np.median([r[k] for r in runs])) for k in PHASE_KEYS},
+            "workers": runs[0]["workers"], "preloaded": runs[0]["preloaded"]}
+
+
+def _trace(mb: int, fixture: Path, workdir: Path) -> tuple[Path, dict]:
+    path = workdir / f"synthetic_{mb}MB.pt.trace.json"
+    info_path = path.with_suffix(".info.json")
+    if path.exists() and info_path.exists():
+        return path, json.loads(info_path.read_text())
+    print(f"synthesizing {mb} MB from {fixture.name} ...", file=sys.stderr, flush=True)
+    info = synthesize(fixture, mb * 10**6, path)
+    from tracekit.analysis.pertrace import analyze_trace
+    from tracekit.trace import load
+
+    info["busy_us"] = info["copies"] * analyze_trace(load(fixture)).row["gpu_busy_us"]  # copies do not overlap
+    info_path.write_text(json.dumps(info))
+    return path, info
+
+
+def analyze_row(path: Path, info: dict, repeats: int) -> dict:
+    """``tracekit analyze`` on one trace, ``repeats`` times: the median run's figures, checked
+    against the trace's known kernels and GPU busy time.
+
+    Raises:
+        RuntimeError: the analysis failed or found other figures than the trace holds.
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    runs = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as out:
+            runs.append(measure([sys.executable, "-m", "tracekit", "analyze", str(path), "--json", "--out", out], env))
+    run = sorted(runs, key=lambda r: r["wall_s"])[repeats // 2]
+    if run["rc"] != 0:
+        raise RuntimeError(f"tracekit analyze failed on {path}: {run['stderr']}")
+    found = json.loads(run["stdout"])["runs"][0]
+    if found["kernels"] != info["kernels"] or ("busy_us" in info and abs(found["gpu_busy_us"] - info["busy_us"])
+                                               > 1e-6 * info["busy_us"]):
+        raise RuntimeError(f"{path}: analyze found {found['kernels']} kernels and {found['gpu_busy_us']} µs busy, "
+                           f"expected {info['kernels']} and {info.get('busy_us')}")
+    mb = info["bytes"] / 1e6
+    return {"size_MB": mb, "events": info["events"], "kernels": found["kernels"], "analyze_s": run["wall_s"],
+            "cpu_s": float(np.median([r["cpu_s"] for r in runs])), "MBps": mb / run["wall_s"],
+            "pss_MB": run["pss_MB"], "rss_MB": run["rss_MB"], "maxrss_MB": run["maxrss_MB"],
+            "pss_over_size": run["pss_MB"] / mb, "walls": sorted(r["wall_s"] for r in runs)}
+
+
+def hta_row(path: Path) -> dict:
+    """HTA 0.5.0 on the same trace, once: hta_s (end to end), parse, temporal and idle breakdowns."""
+    with tempfile.TemporaryDirectory() as d:
+        os.symlink(path, Path(d) / "rank-0.pt.trace.json")
+        print(f"running HTA on {path.name} ...", file=sys.stderr, flush=True)
+        r = measure([sys.executable, "-c", _HTA, d])
+    if r["rc"] != 0:
+        return {"hta_error": r["stderr"].strip().splitlines()[-1] if r["stderr"].strip() else "failed"}
+    parse_s, temporal_s, idle_s = map(float, r["stdout"].split()[-3:])
+    return {"hta_s": r["wall_s"], "hta_parse_s": parse_s, "hta_temporal_s": temporal_s, "hta_idle_s": idle_s,
+            "hta_pss_MB": r["pss_MB"]}
+
+
+def startup(repeats: int = REPEATS) -> dict:
+    """Start-up: a fresh interpreter importing what ``tracekit analyze`` imports before it reads
+    a trace (median wall s of ``repeats``), and whether pandas/matplotlib are among them."""
+    code = ("import sys, tracekit.cli, tracekit.analysis.runs, tracekit.trace.reader;"
+            "print(','.join(m for m in ('pandas', 'matplotlib') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    walls, loaded = [], ""
+    for _ in range(repeats):
+        t = time.perf_counter()
+        loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                env=env, cwd=tempfile.gettempdir()).stdout.strip()
+        walls.append(time.perf_counter() - t)
+    return {"startup_s": float(np.median(walls)), "startup_imports": loaded}
+
+
+def run(sizes_mb: list[int], fixture: Path, workdir: Path, report: Path, hta_sizes_mb: set[int],
+        before: Path | None = None, repeats: int = REPEATS) -> str:
+    """Synthesize, time ``tracekit analyze`` (and HTA on ``hta_sizes_mb``), write ``report``; return its text."""
+    from analyze_report import markdown
+
+    env = {"cpu": _cpu(), "cores": os.cpu_count(), "python": sys.version.split()[0], "fixture": fixture.name,
+           "repeats": repeats, "load_start": os.getloadavg(), "before": str(before) if before else None,
+           **startup(repeats)}
+    workdir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for mb in sizes_mb:
+        path, info = _trace(mb, fixture, workdir)
+        print(f"analyzing {path.name} ({info['bytes'] / 1e6:.0f} MB), {repeats} times ...", file=sys.stderr,
+              flush=True)
+        row = analyze_row(path, info, repeats)
+        if mb in hta_sizes_mb:
+            row.update(hta_row(path))
+        print("timing its phases ...", file=sys.stderr, flush=True)
+        row["phases"] = phases(path, repeats=repeats)
+        if before:
+            row["before"] = phases(path, before, repeats=max(1, repeats // 2))
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "walls"}), file=sys.stderr, flush=True)
+    env["load_end"] = os.getloadavg()
+    big = report.with_name(report.stem + "-10g.json")
+    text = markdown(rows, env, json.loads(big.read_text()) if big.exists() else None)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(text)
+    report.with_suffix(".json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
+    return text
+
+
+def big_run(mb: int, fixture: Path, workdir: Path, out: Path) -> dict:
+    """One ``tracekit analyze`` of an ``mb`` MB trace (no HTA, no phases: the 10 GB case); its row,
+    written to ``out`` (JSON) for the report."""
+    path, info = _trace(mb, fixture, workdir)
+    load_start = os.getloadavg()
+    print(f"analyzing {path.name} ({info['bytes'] / 1e6:,.0f} MB) once ...", file=sys.stderr, flush=True)
+    row = {**analyze_row(path, info, 1), "load_start": load_start, "load_end": os.getloadavg()}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(row, indent=1))
+    return row
+
+
+def _cpu() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python benchmarks/loadbench.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="10,100,1000", help="trace sizes in MB, comma-separated")
+    p.add_argument("--fixture", type=Path, default=DEFAULT_FIXTURE, help="real trace to replicate")
+    p.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "tracekit-bench",
+                   help="where synthetic traces are kept between runs (never the repository)")
+    p.add_argument("--hta-sizes", default="10,100,1000", help="sizes (MB) on which to time HTA too; '' for none")
+    p.add_argument("--repeats", type=int, default=REPEATS, help="fresh processes per figure (the median is shown)")
+    p.add_argument("--before", type=Path, default=None,
+                   help="a checkout of an earlier tracekit whose phases to time beside this one's")
+    p.add_argument("--report", type=Path, default=ROOT / "reports" / "bench-analyze.md")
+    p.add_argument("--big", type=int, default=None, metavar="MB",
+                   help="instead: analyze one MB-sized trace once, into REPORT's -10g.json (make bench-analyze-10g)")
+    a = p.parse_args(argv)
+    t0 = time.perf_counter()
+    if a.big:
+        print(json.dumps(big_run(a.big, a.fixture, a.workdir, a.report.with_name(a.report.stem + "-10g.json"))))
+        return
+    print(run([int(s) for s in a.sizes.split(",")], a.fixture, a.workdir, a.report,
+              {int(s) for s in a.hta_sizes.split(",") if s}, a.before, a.repeats))
+    print(f"({time.perf_counter() - t0:.0f} s in all; report in {a.report})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Chunks of columns -> the trace's tables: pandas DataFrames sorted by ts.
+
+Runs in the reading process once every chunk is in. Numeric columns are
+concatenated and put in ts order with one stable ``argsort`` per table; string
+columns stay categorical (int32 codes) through concatenation, with categories
+sorted so that grouping by them orders as the strings do.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from tracekit.trace.columns import ITERATION_MARKER, MARKER_COLUMNS, TABLES, Chunk, Strings, tabulate
+
+# Two events equal on these (numeric, so cheap to hash) columns are one event
+# written twice (a trace merged with itself, a buffer flushed twice): Kineto gives
+# every op its own correlation / external id, and ts has ns resolution.
+DEDUP_KEYS = {
+    "gpu": ["ts", "dur", "device", "stream", "correlation"],
+    "host": ["ts", "dur", "correlation", "external_id"],
+    "cpu": ["ts", "dur", "external_id"],
+}
+_DTYPES = {"step": np.int64, "ts": np.float64, "dur": np.float64, "end": np.float64, "device": np.int64, "stream": np.int64,
+           "correlation": np.int64, "external_id": np.int64, "id": np.int64,
+           **{c: np.float64 for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                                      "registers", "shared_memory", "occupancy_pct", "bytes")}}
+
+
+class TableBuilder:
+    """Collect the :class:`~tracekit.trace.columns.Chunk` s of one file; :meth:`table` makes each table.
+
+    ``problems`` counts damaged events (problem -> count; see
+    :mod:`tracekit.trace.columns`), plus exact duplicates of an event (same
+    table key, see ``DEDUP_KEYS``), which are dropped.
+    """
+
+    def __init__(self):
+        self.chunks: list[Chunk] = []
+        self.problems: Counter[str] = Counter()
+        self.events = 0
+
+    def add(self, events: list) -> None:
+        """Tabulate decoded events here (the serial read)."""
+        self.merge(tabulate(events))
+
+    def merge(self, chunk: Chunk) -> None:
+        """Take a chunk tabulated here or in a worker process, in file order."""
+        self.chunks.append(chunk)
+        self.events += chunk.events
+        self.problems += chunk.problems
+
+    def table(self, key: str, end: bool = True, extra=None) -> pd.DataFrame:
+        """One table (``TABLES[key]`` columns), sorted by ts (stable: file order for ties),
+        exact twins dropped, with ``end = ts + dur``; ``extra(columns)`` may add columns
+        (name -> array) before the DataFrame is made. Its chunks are freed."""
+        parts = [c.tables.pop(key) for c in self.chunks if key in c.tables]
+        if not parts:
+            empty = {c: _empty(c) for c in TABLES[key] + (["end"] if end else [])}
+            if extra is not None:
+                empty.update((c, pd.Series(v)) for c, v in extra({"ts": np.zeros(0)}).items())
+            return pd.DataFrame(empty)
+        ts = np.concatenate([p.pop("ts") for p in parts])
+        order = None if _is_sorted(ts) else np.argsort(ts, kind="stable")
+        cols = {"ts": ts if order is None else ts[order]}
+        cols.update((c, _column([p.pop(c) for p in parts], order)) for c in TABLES[key] if c != "ts")
+        if key in DEDUP_KEYS:
+            cols = self._dedup(cols, DEDUP_KEYS[key])
+        if end:
+            cols["end"] = cols["ts"] + cols["dur"]
+        if extra is not None:
+            cols.update(extra(cols))
+        return pd.DataFrame({c: cols[c] for c in TABLES[key] + [c for c in cols if c not in TABLES[key]]},
+                            copy=False)
+
+    def _dedup(self, cols: dict, keys: list[str]) -> dict:
+        """Drop exact twins. Twins share ts, so only rows whose ts equals a
+        neighbour's (in ts order) are compared: a handful in a sound trace."""
+        ts = cols["ts"]
+        tie = np.zeros(len(ts), dtype=bool)
+        tie[1:] = ts[1:] == ts[:-1]
+        tie[:-1] |= tie[1:]
+        if not tie.any():
+            return cols
+        at = np.flatnonzero(tie)
+        dup = pd.DataFrame({k: cols[k][at] for k in keys}).duplicated(keys).to_numpy()
+        if not dup.any():
+            return cols
+        self.problems["duplicated events dropped"] += int(dup.sum())
+        keep = np.ones(len(ts), dtype=bool)
+        keep[at[dup]] = False
+        return {c: v[keep] for c, v in cols.items()}
+
+
+def _is_sorted(a: np.ndarray) -> bool:
+    return bool(np.all(a[1:] >= a[:-1]))
+
+
+def _empty(column: str) -> pd.Series:
+    if column in _DTYPES:
+        return pd.Series(dtype=_DTYPES[column])
+    return pd.Series(pd.Categorical([]))
+
+
+def _column(parts: list, order: np.ndarray | None):
+    """Chunks of one column as one array (a Categorical for strings), in ``order``."""
+    if isinstance(parts[0], Strings):
+        index: dict[str, int] = {}
+        codes = np.concatenate([np.array([index.setdefault(v, len(index)) for v in p.values], dtype=np.int32)[p.codes]
+                                for p in parts])
+        values = np.array(list(index), dtype=object)
+        used = np.flatnonzero(np.bincount(codes, minlength=len(values)))  # a chunk's values may go unused
+        values = values[used]
+        by_name = used[np.argsort(values)]
+        rank = np.empty(len(index), dtype=np.int32)
+        rank[by_name] = np.arange(len(by_name), dtype=np.int32)
+        codes = rank[codes]
+        values = np.array(list(index), dtype=object)
+        return pd.Categorical.from_codes(codes if order is None else codes[order],
+                                         categories=pd.Index(values[by_name], dtype=object), validate=False)
+    values = np.concatenate(parts)
+    return values if order is None else values[order]
+
+
+def depth(cpu: dict) -> np.ndarray:
+    """Nesting depth of each CPU op within its thread: how many ops of the same
+    thread are open when it starts (CPU ops of one thread nest properly).
+
+    ``cpu``: the cpu table's columns (pid, tid categorical; ts, dur, end), sorted by
+    ts. With ops ordered by (thread, start, longer
+    first), an op's depth is the ops started before it in its thread minus
+    those that ended by its start. Keys pack the thread in the high bits of
+    integer nanoseconds, so one sort of the ends serves every thread at once:
+    counts from threads sorted earlier cancel. Returns int64, aligned with ``cpu``.
+    """
+    n = len(cpu["ts"])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    pid, tid = cpu["pid"].codes, cpu["tid"].codes
+    thread = pid.astype(np.int64) * (int(tid.max()) + 1) + tid
+    # Rows are in ts order: a stable sort by thread (a radix sort of small ints) gives
+    # (thread, start, row); ties of start within a thread are then put longer first.
+    order = np.argsort(thread.astype(np.int16 if thread.max() < 2**15 else np.int64), kind="stable")
+    thread <<= 44
+    t0 = cpu["ts"][0]
+
+    def key(us: np.ndarray) -> np.ndarray:  # thread, then integer ns since t0 (< 2**44 ns: 4.9 h)
+        ns = us - t0
+        ns *= 1e3
+        out = np.rint(ns, out=ns).astype(np.int64)
+        out += thread
+        return out
+
+    end = key(cpu["end"])
+    end.sort()
+    s = key(cpu["ts"])[order]
+    del thread
+    tie = np.zeros(n, dtype=bool)
+    np.equal(s[1:], s[:-1], out=tie[1:])
+    tie[:-1] |= tie[1:]
+    if tie.any():
+        at = np.flatnonzero(tie)
+        fix = np.lexsort((-cpu["dur"][order[at]], s[at]))
+        order[at], s[at] = order[at][fix], s[at][fix]
+    del tie
+    ended = np.searchsorted(end, s, side="right")
+    del s, end
+    ended -= np.arange(n)
+    out = np.empty(n, dtype=np.int64)
+    out[order] = np.maximum(-ended, 0)
+    return out
+
+
+def markers(cpu: pd.DataFrame) -> pd.DataFrame:
+    """Iteration markers (``ProfilerStep#N`` CPU ops): step, ts, dur, end, one row per
+    step (nested ranges of the same step, cpu_op and user_annotation, collapse to the first)."""
+    names = cpu["name"].cat.categories
+    steps = {i: int(m.group(1)) for i, n in enumerate(names) if (m := ITERATION_MARKER.match(str(n)))}
+    if not steps:
+        return pd.DataFrame({c: pd.Series(dtype=_DTYPES[c]) for c in MARKER_COLUMNS + ["end"]})
+    codes = cpu["name"].cat.codes.to_numpy()
+    step_of = np.full(len(names), -1, dtype=np.int64)
+    step_of[list(steps)] = list(steps.values())
+    hit = step_of[codes] >= 0
+    found = pd.DataFrame({"step": step_of[codes[hit]], "ts": cpu["ts"].to_numpy()[hit],
+                          "dur": cpu["dur"].to_numpy()[hit], "end": cpu["end"].to_numpy()[hit]})
+    return found.drop_duplicates("step").reset_index(drop=True)
+
