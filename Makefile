@@ -74,14 +74,16 @@ bench-h100: $(SETUP)  ## the five study suites trimmed for the H100, MINUTES (9)
 	$(TRACEKIT) bench $(H100_SUITES:%=workloads/%.toml) --traces $(H100) --reports $(H100) --max-minutes $(MINUTES) $(BENCH_OPTS)
 	$(if $(ARCHIVE),for s in $(H100_SUITES); do tar czf $(ARCHIVE)/$$s.tgz -C $(H100) $$s; done)
 
-# The commit before the fast reader (issue 18): its phases are timed beside today's (a detached
-# worktree in /tmp; skipped outside a git checkout). Synthetic traces go to BENCH_DIR, never the repository.
+# The commit before the fast reader (issue 18): its phases are timed beside today's (its tracekit/
+# unpacked by git archive into BENCH_DIR/before; skipped outside a git checkout). Synthetic traces go
+# to BENCH_DIR, never into the repository.
 BENCH_BEFORE ?= 70e69e4
 BENCH_DIR    ?= /tmp/tracekit-bench
 bench-analyze: $(SETUP)  ## speed/memory of tracekit analyze on 10 MB-1 GB traces vs HTA, before/after: reports/bench-analyze.md
 	@if git rev-parse -q --verify $(BENCH_BEFORE)^{commit} >/dev/null 2>&1; then \
-	  [ -d $(BENCH_DIR)/before ] || git worktree add -f --detach $(BENCH_DIR)/before $(BENCH_BEFORE) >/dev/null; \
+	  mkdir -p $(BENCH_DIR)/before && git archive $(BENCH_BEFORE) tracekit | tar -x -C $(BENCH_DIR)/before; \
 	  BEFORE="--before $(BENCH_DIR)/before"; fi; \
+	$(VENV)/bin/python -m compileall -q tracekit $(BENCH_DIR)/before/tracekit >/dev/null 2>&1; \
 	$(VENV)/bin/python benchmarks/loadbench.py --workdir $(BENCH_DIR) --report $(REPORTS)/bench-analyze.md $$BEFORE
 
 bench-analyze-10g: $(SETUP)  ## tracekit analyze of a 10 GB trace (about 10 GB in BENCH_DIR), into reports/bench-analyze.md
