@@ -75,7 +75,7 @@ def read(path) -> dict[str, pd.DataFrame]:
             if table == "host":
                 row.update(api=HOST_CALL_KINDS[cat], correlation=_int(args.get("correlation")))
             else:
-                row["cat"] = cat
+                row["cat"] = CPU_OP_CATS[cat]
         rows[table].append(row)
     out = {}
     keys = {"gpu": ["ts", "dur", "device", "stream", "correlation"], "host": ["ts", "dur", "correlation", "external_id"],

@@ -139,7 +139,7 @@ def analyze(path, out, as_json, iterations, baseline) -> None:
     Writes OUT/summary.md, OUT/index.html, OUT/plots/*.png, OUT/runs.csv,
     OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
     """
-    result = _analysis(path, iterations)  # first: it starts reading before pandas is imported
+    result = _analysis(path, iterations, as_json)  # first: it starts reading before pandas is imported
     from tracekit.io import jsonable
     from tracekit.report import Tables, print_comparison, print_runs, write_reports
 
@@ -183,16 +183,23 @@ def compare(paths, baseline, out) -> None:
     _exit_if_partial(result)
 
 
-def _analysis(path, iterations):
-    """Analyze PATH (or several) for analyze/compare; bad input becomes a UserError."""
+def _analysis(path, iterations, as_json: bool = False):
+    """Analyze PATH (or several) for analyze/compare; bad input becomes a UserError (with
+    ``as_json``, the errors are also printed as JSON on stdout: ``{"runs": [], "errors": [...]}``)."""
     from tracekit.analysis.runs import analyze as run_analysis
     from tracekit.trace import TraceError
+
+    def fail(problems: list[tuple[str, str, int]]) -> None:
+        if as_json:
+            click.echo(json.dumps({"runs": [], "errors": [{"path": p, "problem": e, "code": c} for p, e, c in problems]}))
 
     try:
         result = run_analysis(path, iterations=iterations)
     except TraceError as exc:
+        fail([(str(exc.path), exc.problem, int(exc.code))])
         raise UserError(str(exc), exc.code) from None
     if result.runs.empty:
+        fail(result.errors)
         if not result.errors:
             raise UserError(f"{path}: no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)
         for p, problem, _ in result.errors[1:]:

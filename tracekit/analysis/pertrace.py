@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import idle, kernels, launches, summary, timeline, transfers, verdict
+from tracekit.analysis import idle, integrity, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.trace.reader import EventTables
 
 QUANTILES = np.linspace(0, 1, 101)
@@ -54,8 +54,16 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
           same per marked iteration (:mod:`tracekit.analysis.transfers`).
         * timeline: one marked iteration's GPU ops per stream and CUDA API calls
           (:func:`timeline.iteration_timeline`).
+        * integrity: what keeps the trace's figures from being trusted
+          (:func:`integrity.checks`); the row's ``integrity`` and
+          ``integrity_detail`` sum it up, and a failed check makes the verdict
+          ``undetermined``.
     """
     row = summary.summarize(tables, iterations)
+    checks = integrity.checks(tables)
+    row.update(integrity.summary(checks))
+    if row["integrity"] == "failed" and not tables.has_gpu:  # not "CPU ops only": GPU ops were not recorded
+        row["note"] = row["integrity_detail"]
     gaps = idle.gaps(tables)
     if tables.has_gpu:
         row.update(idle.breakdown(gaps).iloc[0].to_dict())
@@ -97,4 +105,5 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         "transfers": transfers.by_direction(tables, n_iter),
         "transfer_iterations": transfers.per_iteration(tables),
         "timeline": timeline.iteration_timeline(tables),
+        "integrity": checks,
     })

@@ -221,8 +221,9 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
         TraceError: ``path`` does not exist.
     """
     paths = [Path(p) for p in path] if isinstance(path, (list, tuple)) else [Path(path)]
+    unreadable: list[tuple[str, str]] = []
     if len(paths) == 1:
-        runs = discover(paths[0])
+        runs = discover(paths[0], unreadable)
         scanned = paths[0].is_dir()
         base = paths[0] if scanned else paths[0].parent
     else:
@@ -230,7 +231,8 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
         scanned = True
     runs = [r for r in runs if only is None or r.name in only]
     # Collect rows in lists first, then turn them into tables.
-    result = Analysis(runs=[], tables={}, root=base)
+    result = Analysis(runs=[], tables={}, root=base,
+                      errors=[(str(p), why, int(ExitCode.NOT_FOUND)) for p, why in unreadable])
     for run, files in zip(runs, _analyze_files(runs, iterations)):
         _collect(run, base, files, result, scanned)
     import pandas as pd

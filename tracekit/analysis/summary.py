@@ -154,7 +154,9 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
         "gpu_ops": len(ops),
         "memcpys": int((ops["kind"] == "memcpy").sum()),
         "memsets": int((ops["kind"] == "memset").sum()),
-        "host_launches": int(ops.loc[ops["correlation"] >= 0, "correlation"].nunique()),
+        # unknown (not 0 or 1) when no GPU op carries a correlation id
+        "host_launches": int(ops.loc[ops["correlation"] >= 0, "correlation"].nunique())
+        if not len(ops) or (ops["correlation"] >= 0).any() else math.nan,
         "gpu_busy_us": float(dev["gpu_busy_us"].sum()),
         "active_span_us": float(dev["active_span_us"].sum()),
         "idle_us": float(dev["idle_us"].sum()),

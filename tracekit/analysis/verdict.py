@@ -51,7 +51,9 @@ def verdict(row: dict, latency_ms: float | None = None) -> dict:
         row: keys active_span_us, idle_host_wait_us, utilization, feed_ratio,
             short_kernel_share, iterations (NaN when unknown), busy_per_iter_us,
             host_launches, has_gpu; iteration_busy_us (median busy of marked
-            iterations) when the trace has markers.
+            iterations) when the trace has markers; integrity and
+            integrity_detail (:mod:`tracekit.analysis.integrity`): a failed
+            integrity makes the verdict ``undetermined``, the reason its evidence.
         latency_ms: the unprofiled iteration latency (median, ms), if measured.
 
     Returns:
@@ -61,6 +63,10 @@ def verdict(row: dict, latency_ms: float | None = None) -> dict:
          "cuda_graph_recoverable_us_per_iter": float,
          "evidence": one line with the figures behind it}.
     """
+    if row.get("integrity") == "failed":  # tracekit.analysis.integrity: a figure the rule needs is unknown
+        return {"verdict": "undetermined", "verdict_profiled": "undetermined", "host_wait_share": math.nan,
+                "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan,
+                "evidence": f"trace integrity failed: {row.get('integrity_detail', '')}"}
     if not row.get("has_gpu"):
         return {"verdict": "no GPU activity", "verdict_profiled": "no GPU activity", "host_wait_share": math.nan,
                 "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan,

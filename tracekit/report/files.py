@@ -13,7 +13,7 @@ from pathlib import Path
 from tracekit.analysis.runs import Analysis
 from tracekit.io import write_atomic, write_json
 from tracekit.report.columns import (DETAILS, IDLE, OVERHEAD, PROFILED, SPEEDUP, comparison_view, evidence,
-                                     headline, notes, overhead_view)
+                                     headline, integrity, notes, overhead_view)
 from tracekit.report.content import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
 from tracekit.report.html import index_html
 
@@ -88,6 +88,9 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
     if len(control := a.table("launch_vs_fusion")):
         parts.append("\n## Launch removal alone (plain CUDA graphs) vs reduce-overhead\n")
         parts += [launch_removal_sentence(r) for r in control.to_dict("records")]
+    if checks := integrity(a.runs):
+        parts.append("\n## Trace integrity\n")
+        parts += [f"- {line}" for line in checks]
     if run_notes := notes(a.runs):
         parts.append("\nNotes:\n")
         parts += [f"- {line}" for line in run_notes]

@@ -11,7 +11,7 @@ import jinja2
 
 from tracekit import __version__
 from tracekit.report.columns import (DETAILS, HEADLINE, IDLE, OVERHEAD, PROFILED, SPEEDUP, comparison_view, evidence,
-                                     headline, notes, overhead_view)
+                                     headline, integrity, notes, overhead_view)
 from tracekit.report.content import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
@@ -62,6 +62,7 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) 
         if len(gpu_runs) else None,
         "evidence": evidence(gpu_runs) if len(gpu_runs) else [],
         "notes": notes(a.runs),
+        "integrity": integrity(a.runs),
         "errors": [(p, why) for p, why, _ in a.errors],
         "skipped": [p for p, _ in a.skipped],
     }

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tracekit.analysis.runs import Analysis
-from tracekit.report.columns import (DETAILS, IDLE, PROFILED, SPEEDUP, comparison_view, evidence, headline,
+from tracekit.report.columns import (DETAILS, IDLE, PROFILED, SPEEDUP, comparison_view, evidence, headline, integrity,
                                      notes)
 from tracekit.report.content import Tables, findings
 
@@ -33,6 +33,8 @@ def print_runs(analysis: Analysis, console: Console | None = None) -> None:
         console.print(_table("GPU idle time by cause (share of the active span)", *headline(gpu_runs, IDLE)))
         for line in evidence(gpu_runs):
             console.print(f"  {line}", highlight=False)
+    for line in integrity(analysis.runs):
+        console.print(f"  trace integrity: {line}", highlight=False)
     for line in notes(analysis.runs):
         console.print(f"  note: {line}", highlight=False)
     for path, problem, _ in analysis.errors:

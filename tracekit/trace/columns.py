@@ -34,11 +34,18 @@ GPU_OP_KINDS = {
     "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
     "gpu_memset": "memset", "Memset": "memset",
 }
+# Device ops of other accelerators: MTIA's command-processor events (libkineto ActivityType
+# MTIA_CCP_EVENTS); Intel XPU and AMD ROCm traces use the kernel/gpu_memcpy names above.
+GPU_OP_KINDS["mtia_ccp_events"] = "kernel"
 HOST_CALL_KINDS = {
     "cuda_runtime": "runtime", "Runtime": "runtime",
     "cuda_driver": "driver", "Driver": "driver",
+    "mtia_runtime": "runtime", "xpu_runtime": "runtime", "xpu_driver": "driver",
+    "privateuse1_runtime": "runtime", "privateuse1_driver": "driver",
 }
-CPU_OP_CATS = {"cpu_op", "Operator", "user_annotation", "python_function"}
+# CPU op categories -> the ``cat`` their rows get (2021 traces say Operator and Python).
+CPU_OP_CATS = {"cpu_op": "cpu_op", "Operator": "cpu_op", "user_annotation": "user_annotation",
+               "python_function": "python_function", "Python": "python_function"}
 # Kineto (2023+) records the GPU side of a synchronization (stream/event/context
 # sync, stream-wait-event) as "cuda_sync" events on the GPU timeline.
 SYNC_CAT = "cuda_sync"
@@ -58,7 +65,7 @@ FLOW_COLUMNS = ["id", "ph", "pid", "tid", "ts"]
 TABLES = {"gpu": GPU_COLUMNS, "host": HOST_COLUMNS, "cpu": CPU_COLUMNS, "syncs": GPU_COLUMNS, "flows": FLOW_COLUMNS}
 ROUTES = {**{c: ("gpu", k) for c, k in GPU_OP_KINDS.items()},
           **{c: ("host", k) for c, k in HOST_CALL_KINDS.items()},
-          **{c: ("cpu", c) for c in CPU_OP_CATS},
+          **{c: ("cpu", label) for c, label in CPU_OP_CATS.items()},
           SYNC_CAT: ("syncs", "sync"), FLOW_CAT: ("flows", None)}
 _GPU_ARGS = ("registers", "shared_memory", "occupancy_pct", "bytes")
 
@@ -79,6 +86,7 @@ class Chunk:
     events: int = 0
     problems: Counter = field(default_factory=Counter)
     header: Trace | None = None  # the file's keys after the events, for the chunk at its end
+    categories: Counter = field(default_factory=Counter)  # events per category ("cat")
 
 
 def factorize(values: list) -> tuple[np.ndarray, list]:
@@ -165,6 +173,8 @@ def tabulate(events: list[Event]) -> Chunk:
     if not events:
         return chunk
     key_codes, keys = factorize(list(map(_KEY, events)))
+    for (cat, _, _, _), n in zip(keys, np.bincount(key_codes, minlength=len(keys)).tolist()):
+        chunk.categories[cat] += n
     routes = [ROUTES.get(cat, (None, None)) for cat, _, _, _ in keys]
     fits = np.array([table is not None and (ph in ("s", "f") if table == "flows" else ph == "X")
                      for (table, _), (_, ph, _, _) in zip(routes, keys)])[key_codes]

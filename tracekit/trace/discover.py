@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,12 +38,22 @@ def _read_manifest(path: Path) -> tuple[dict | None, str | None]:
     return manifest, None
 
 
-def discover(path: Path | str) -> list[Run]:
+def _files(path: Path, unreadable: list | None) -> list[Path]:
+    """Every file under ``path``, sorted; folders that cannot be listed go to ``unreadable``."""
+    def skip(err: OSError) -> None:
+        if unreadable is not None:
+            unreadable.append((err.filename, f"unreadable folder ({err.strerror.lower() if err.strerror else err})"))
+
+    return sorted(Path(d) / f for d, _, files in os.walk(path, onerror=skip) for f in files)
+
+
+def discover(path: Path | str, unreadable: list | None = None) -> list[Run]:
     """List the runs under ``path`` (a trace file, or a folder searched recursively).
 
     A folder with a ``run.json`` is one run holding every trace file in it; any
     other trace file is a run of its own, named by its path. Runs come sorted
-    by name.
+    by name. Subfolders that cannot be listed (permission denied) are appended to
+    ``unreadable`` as (path, problem) when it is given.
 
     Raises:
         TraceError: ``path`` does not exist (code NOT_FOUND).
@@ -52,15 +63,16 @@ def discover(path: Path | str) -> list[Run]:
         raise TraceError(path, "no such file or folder", ExitCode.NOT_FOUND)
     if path.is_file():
         return [Run(name=path.name, traces=[path], manifest=None)]
+    files = _files(path, unreadable)
     runs = []
-    for manifest_path in sorted(path.rglob(MANIFEST)):
+    for manifest_path in (p for p in files if p.name == MANIFEST):
         folder = manifest_path.parent
         traces = sorted(p for p in folder.iterdir() if p.is_file() and is_trace_file(p))
         manifest, problem = _read_manifest(manifest_path)
         runs.append(Run(name=str(folder.relative_to(path)) if folder != path else folder.name,
                         traces=traces, manifest=manifest, problem=problem))
     owned = {p for r in runs for p in r.traces}
-    for p in sorted(path.rglob("*")):
-        if p.is_file() and is_trace_file(p) and p not in owned:
+    for p in files:
+        if is_trace_file(p) and p not in owned:
             runs.append(Run(name=str(p.relative_to(path)), traces=[p], manifest=None))
     return sorted(runs, key=lambda r: r.name)

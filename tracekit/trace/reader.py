@@ -94,6 +94,11 @@ def _error(path: Path, exc: StreamError) -> TraceError:
     """The user-facing error for a decode failure (msgspec's message in brackets)."""
     msg = str(exc.__cause__ or exc)
     low = msg.lower()
+    if exc.problem == stream.EMPTY:
+        return TraceError(path, "empty file (no JSON in it)", ExitCode.NOT_JSON)
+    if isinstance(exc.__cause__, RecursionError):
+        return TraceError(path, "JSON nested deeper than the decoder allows: not a trace it can read",
+                          ExitCode.BAD_CONTENT)
     if "gzip" in exc.problem:
         return TraceError(path, exc.problem, ExitCode.CORRUPT_GZIP)
     if "missing required field `traceevents`" in low or "no 'traceevents' key" in low:
@@ -257,7 +262,7 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
         read.header = Trace(traceEvents=[], traceName=ort.SOURCE)
         try:
             found = ort.events(path)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             found = None
         if found is None:
             raise NotATrace(path, "a JSON array of events, not a PyTorch profiler trace nor an ONNX Runtime "
@@ -285,11 +290,13 @@ def _tables(path: Path, read: _Chunks) -> EventTables:
     header = read.header
     meta = {"trace_name": header.traceName, "source": ort.SOURCE if header.traceName == ort.SOURCE else "pytorch",
             "cuda_runtime_version": header.cuda_runtime_version,
-            "cuda_driver_version": header.cuda_driver_version, "events": builder.events}
+            "cuda_driver_version": header.cuda_driver_version, "events": builder.events,
+            "categories": dict(builder.categories.most_common())}
     tables = EventTables(path=path, gpu_ops=gpu_ops, host_calls=host_calls, cpu_ops=cpu_ops,
                          syncs=builder.table("syncs"), markers=markers(cpu_ops),
                          flows=builder.table("flows", end=False),
                          devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),
                          meta=meta)
-    meta["problems"] = [f"{n} {what}" for what, n in sorted(builder.problems.items()) if n]
+    meta["problem_counts"] = {what: n for what, n in sorted(builder.problems.items()) if n}
+    meta["problems"] = [f"{n} {what}" for what, n in meta["problem_counts"].items()]
     return tables

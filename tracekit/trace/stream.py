@@ -34,7 +34,9 @@ _KEY = b'"traceEvents"'
 _WS = b" \t\r\n"
 _events_decoder = msgspec.json.Decoder(list[Event])
 _strict_decoder = msgspec.json.Decoder(list[StrictEvent])
-_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)
+# RecursionError: JSON nested deeper than msgspec's decoder allows.
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError)
+_BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark, which some editors and tools write first
 _trace_decoder = msgspec.json.Decoder(Trace)
 
 
@@ -115,6 +117,18 @@ def _last_boundary(buf: bytearray, end: int) -> tuple[int, int] | None:
         end = j
 
 
+EMPTY = "empty (no JSON in it)"
+
+
+def _array_at(buf: bytearray, at: int) -> int | None:
+    """Where the value after the key ending at ``at`` starts if it is an array ('['), -1 if
+    it is something else, None if ``buf`` ends before telling."""
+    m = _VALUE.match(buf, at)
+    if m is None:
+        return None if len(buf) - at < 4096 and not buf[at:].strip(b" \t\r\n:") else -1
+    return m.end() - 1 if m.group(1) == b"[" else -1
+
+
 def _decode_whole(text: bytes) -> Trace:
     try:
         return _trace_decoder.decode(text)
@@ -138,23 +152,27 @@ def iter_events(path: Path, chunk_bytes: int | None = None,
     """
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     with no_gc(), _open(path) as stream:
-        buf = bytearray()
-        while (i := buf.find(_KEY)) < 0:
+        buf = bytearray(_read(stream, chunk_bytes))
+        if buf.startswith(_BOM):
+            del buf[:len(_BOM)]
+        while (i := buf.find(_KEY)) < 0 or (j := _array_at(buf, i + len(_KEY))) is None:
             block = _read(stream, chunk_bytes)
-            if not block:  # no traceEvents key: decode as is, for the real error
+            if not block:  # no traceEvents array: decode as is, for the real error
+                if not buf.strip():
+                    raise StreamError(EMPTY)
                 trace = _decode_whole(bytes(buf))
                 yield trace.traceEvents
                 yield trace
                 return
             buf += block
+        if j < 0:  # "traceEvents" holds no array (or the key was inside a string): decode it all
+            while block := _read(stream, chunk_bytes):
+                buf += block
+            trace = _decode_whole(bytes(buf))
+            yield trace.traceEvents
+            yield trace
+            return
         prefix = bytes(buf[:i])
-        j = buf.find(b"[", i + len(_KEY))
-        while j < 0:
-            block = _read(stream, chunk_bytes)
-            if not block:
-                raise StreamError("truncated JSON after 'traceEvents'")
-            buf += block
-            j = buf.find(b"[", i + len(_KEY))
         rest = buf
         del rest[:j]  # keep the array's '[' at the front (front deletion is O(1))
         cut = _cut_raw if raw else _cut
@@ -174,6 +192,7 @@ def iter_events(path: Path, chunk_bytes: int | None = None,
 
 
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_VALUE = re.compile(rb"\s*:\s*(.)", re.DOTALL)
 _WINDOW = 1 << 20  # how far past a split point to look for an event boundary (bytes)
 
 
@@ -197,9 +216,10 @@ def split_file(path: Path, chunk_bytes: int | None = None) -> tuple[list[tuple[i
         key = mm.find(_KEY)
         if key < 0:
             raise StreamError("no 'traceEvents' key")  # read serially for the precise error
-        start = mm.find(b"[", key + len(_KEY))
-        if start < 0:
-            raise StreamError("truncated JSON after 'traceEvents'")
+        m = _VALUE.match(mm, key + len(_KEY))
+        if m is None or m.group(1) != b"[":
+            raise StreamError("no 'traceEvents' array")
+        start = m.end() - 1
         ranges = []
         while start + chunk_bytes + _WINDOW < len(mm):
             m = _BOUNDARY.search(mm, start + chunk_bytes, start + chunk_bytes + _WINDOW)
@@ -218,7 +238,8 @@ def read_head(path: Path, key_at: int) -> Trace:
         StreamError: the text does not decode.
     """
     with open(path, "rb") as f:
-        return _decode_whole(f.read(key_at) + b'"traceEvents":[]}')
+        head = f.read(key_at)
+        return _decode_whole(head.removeprefix(_BOM) + b'"traceEvents":[]}')
 
 
 def decode_tail(path: Path, tail_at: int) -> Trace:

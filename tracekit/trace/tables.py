@@ -40,7 +40,9 @@ class TableBuilder:
     def __init__(self):
         self.chunks: list[Chunk] = []
         self.problems: Counter[str] = Counter()
+        self.categories: Counter[str] = Counter()
         self.events = 0
+        self._window: tuple[float, float] | None = None
 
     def add(self, events: list) -> None:
         """Tabulate decoded events here (the serial read)."""
@@ -51,11 +53,28 @@ class TableBuilder:
         self.chunks.append(chunk)
         self.events += chunk.events
         self.problems += chunk.problems
+        self.categories += chunk.categories
+
+    def window(self) -> tuple[float, float]:
+        """(lo, hi) µs: events starting before lo or ending after hi are outliers, far outside
+        the trace's own range: more than a day, or 1000 median absolute deviations if that is
+        more, from the median start of its ops (a robust rule: Hampel's, with a wide margin;
+        a profile never spans a day, so a ts of 0 in a trace of µs since boot, or a dur of
+        1e300, stands out however the trace's events are spread)."""
+        if self._window is None:
+            parts = [c.tables[k] for c in self.chunks for k in ("gpu", "host", "cpu", "syncs") if k in c.tables]
+            ts = np.concatenate([p["ts"] for p in parts]) if parts else np.zeros(0)
+            ts = ts[::max(1, len(ts) // 100_000)]  # a sample is enough for a median
+            med = float(np.median(ts)) if len(ts) else 0.0
+            margin = max(86_400e6, 1000 * float(np.median(np.abs(ts - med)))) if len(ts) else np.inf
+            self._window = (med - margin, med + margin)
+        return self._window
 
     def table(self, key: str, end: bool = True, extra=None) -> pd.DataFrame:
         """One table (``TABLES[key]`` columns), sorted by ts (stable: file order for ties),
         exact twins dropped, with ``end = ts + dur``; ``extra(columns)`` may add columns
         (name -> array) before the DataFrame is made. Its chunks are freed."""
+        lo, hi = self.window()
         parts = [c.tables.pop(key) for c in self.chunks if key in c.tables]
         if not parts:
             empty = {c: _empty(c) for c in TABLES[key] + (["end"] if end else [])}
@@ -66,6 +85,7 @@ class TableBuilder:
         order = None if _is_sorted(ts) else np.argsort(ts, kind="stable")
         cols = {"ts": ts if order is None else ts[order]}
         cols.update((c, _column([p.pop(c) for p in parts], order)) for c in TABLES[key] if c != "ts")
+        cols = self._outliers(cols, lo, hi)
         if key in DEDUP_KEYS:
             cols = self._dedup(cols, DEDUP_KEYS[key])
         if end:
@@ -74,6 +94,15 @@ class TableBuilder:
             cols.update(extra(cols))
         return pd.DataFrame({c: cols[c] for c in TABLES[key] + [c for c in cols if c not in TABLES[key]]},
                             copy=False)
+
+    def _outliers(self, cols: dict, lo: float, hi: float) -> dict:
+        """Drop events starting before ``lo`` or ending after ``hi`` (see :meth:`window`)."""
+        ts = cols["ts"]
+        out = (ts < lo) | ((ts + cols["dur"]) > hi if "dur" in cols else ts > hi)
+        if not out.any():
+            return cols
+        self.problems["events far outside the trace's time range dropped as outliers"] += int(out.sum())
+        return {c: v[~out] for c, v in cols.items()}
 
     def _dedup(self, cols: dict, keys: list[str]) -> dict:
         """Drop exact twins. Twins share ts, so only rows whose ts equals a

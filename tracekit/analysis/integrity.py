@@ -1,0 +1,83 @@
+"""Trace integrity: what in a trace keeps its figures from being trusted, per run.
+
+Each check is a row of the ``integrity`` table (check, status, count, detail);
+status is ``ok``, ``warning`` (figures stand, something was left out) or
+``failed`` (a figure the verdict rests on is unknown: the verdict is then
+``undetermined`` with the reason). Checks:
+
+* events dropped by the reader, and why (no numeric ts, negative dur, exact
+  duplicates, ts/dur far outside the trace's time range: ``tracekit.trace.tables``);
+  failed when more than ``DROPPED_MAX_SHARE`` of the events were dropped;
+* GPU ops without a correlation id (no ``correlation`` arg): their launches
+  cannot be counted; failed when no GPU op has one (launches unknown);
+* launch calls with no GPU op at all: the profiler did not record GPU
+  activity (failed, with how to enable it);
+* the accelerator the trace's device ops come from (CUDA, ROCm/HIP, XPU, MTIA).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tracekit.trace.reader import EventTables
+
+DROPPED_MAX_SHARE = 0.10  # ours: past 10% of the events dropped, the figures are not trusted
+# Host APIs that enqueue device work, by prefix: CUDA runtime/driver, HIP, Level Zero / SYCL (XPU).
+LAUNCH_PREFIXES = ("cudaLaunch", "cuLaunch", "cudaGraphLaunch", "cudaMemcpy", "cudaMemset", "hipLaunch",
+                   "hipExtLaunch", "hipGraphLaunch", "hipMemcpy", "hipMemset", "zeCommandListAppend",
+                   "urEnqueue", "mtia")
+ENABLE_GPU = ("torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) "
+              "(ProfilerActivity.XPU / MTIA on those devices; Kineto needs CUPTI / roctracer)")
+COLUMNS = ["check", "status", "count", "detail"]
+
+
+def accelerator(tables: EventTables) -> str:
+    """The kind of device the trace's GPU ops ran on, from its categories and host API names."""
+    cats = tables.meta.get("categories", {})
+    names = tables.host_calls["name"].cat.categories if len(tables.host_calls) else []
+    if any(c.startswith("mtia") for c in cats):
+        return "MTIA"
+    if any(c.startswith("xpu") for c in cats):
+        return "XPU"
+    if any(str(n).startswith("hip") for n in names) or "ROCm" in str(tables.meta.get("trace_name") or ""):
+        return "ROCm/HIP"
+    return "CUDA" if len(tables.gpu_ops) or any(c.startswith("cuda") for c in cats) else "none"
+
+
+def checks(tables: EventTables) -> pd.DataFrame:
+    """The integrity table of one trace (see the module docstring)."""
+    rows = []
+    events = tables.meta.get("events", 0)
+    dropped = 0
+    for what, n in tables.meta.get("problem_counts", {}).items():
+        dropped += n if "dropped" in what else 0
+        rows.append({"check": "events", "status": "warning", "count": n, "detail": f"{n} {what}"})
+    if dropped and events and dropped > DROPPED_MAX_SHARE * events:
+        rows.append({"check": "events dropped", "status": "failed", "count": dropped,
+                     "detail": f"{dropped} of {events} events dropped: over {DROPPED_MAX_SHARE:.0%}, the figures "
+                               "do not describe the whole trace"})
+    ops = tables.gpu_ops
+    missing = int((ops["correlation"] < 0).sum())
+    if missing:
+        rows.append({"check": "correlation ids", "status": "failed" if missing == len(ops) else "warning",
+                     "count": missing,
+                     "detail": f"{missing} of {len(ops)} GPU ops have no correlation id: their launches are unknown"
+                               + (" (the trace's launches are unknown)" if missing == len(ops) else "")})
+    calls = tables.host_calls
+    launch_calls = int(calls["name"].astype(str).str.startswith(LAUNCH_PREFIXES).sum()) if len(calls) else 0
+    if launch_calls and ops.empty:
+        rows.append({"check": "GPU activity", "status": "failed", "count": launch_calls,
+                     "detail": f"{launch_calls} launch calls but no GPU op: GPU activity was not recorded; "
+                               f"profile with {ENABLE_GPU}"})
+    rows.append({"check": "accelerator", "status": "ok", "count": len(ops), "detail": accelerator(tables)})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def summary(table: pd.DataFrame) -> dict:
+    """Run-row fields: ``integrity`` ("ok", "warning" or "failed") and ``integrity_detail``
+    (the failed checks' details, else the warnings', joined)."""
+    for status in ("failed", "warning"):
+        hit = table[table["status"] == status]
+        if len(hit):
+            return {"integrity": status, "integrity_detail": "; ".join(hit["detail"])}
+    return {"integrity": "ok", "integrity_detail": ""}
