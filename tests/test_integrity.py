@@ -189,7 +189,7 @@ def test_integrity_section_in_every_report(tmp_path):
     t.events = [e for e in t.events if e.get("cat") not in ("kernel", "ac2g")]
     path = t.write(tmp_path / "t.json")
     r = _cli(path, tmp_path)
-    assert "trace integrity: t.json: FAILED: 4 launch calls but no GPU op" in " ".join(r.output.split())
+    assert "t.json: integrity FAILED: 4 launch calls but no GPU op" in " ".join(r.output.split())
     for name in ("summary.md", "index.html"):
         text = (tmp_path / "reports" / name).read_text()
         assert "Trace integrity" in text and "GPU activity was not recorded" in text

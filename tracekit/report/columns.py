@@ -160,14 +160,14 @@ def evidence(runs: pd.DataFrame) -> list[str]:
 
 
 def integrity(runs: pd.DataFrame) -> list[str]:
-    """One line per analyzed trace: ``run: ok`` or its integrity warnings / failure
+    """One line per analyzed trace: ``run: integrity ok`` or its integrity warnings / failure
     (:mod:`tracekit.analysis.integrity`; the ``integrity`` table has every check)."""
     out = []
     for r in runs.to_dict("records"):
         status = r.get("integrity")
         if isinstance(status, str):
             detail = r.get("integrity_detail") or ""
-            out.append(f"{r['run']}: {status.upper() if status == 'failed' else status}"
+            out.append(f"{r['run']}: integrity {status.upper() if status == 'failed' else status}"
                        + (f": {detail}" if detail else ""))
     return out
 

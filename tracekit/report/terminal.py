@@ -34,7 +34,7 @@ def print_runs(analysis: Analysis, console: Console | None = None) -> None:
         for line in evidence(gpu_runs):
             console.print(f"  {line}", highlight=False)
     for line in integrity(analysis.runs):
-        console.print(f"  trace integrity: {line}", highlight=False)
+        console.print(f"  {line}", highlight=False)
     for line in notes(analysis.runs):
         console.print(f"  note: {line}", highlight=False)
     for path, problem, _ in analysis.errors:
