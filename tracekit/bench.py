@@ -46,7 +46,7 @@ from tracekit.io import write_atomic, write_json
 from tracekit.report import write_reports
 from tracekit.report.findings import suite_report
 from tracekit.runner import run_dir
-from tracekit.spec import RunSpec, resolve
+from tracekit.spec import RunSpec, resolve, validate
 from tracekit.suite import SPEC_FIELDS, Cell, Suite, SuiteError
 from tracekit.trace.reader import is_trace_file
 
@@ -120,8 +120,9 @@ def _identify(cell: Cell, device: str) -> tuple[str, dict, str | None]:
         label = known.label(-1, device) + "".join(f"-{values[k]}" for k in cell.unknown)
         return f"{label}/{mode}", values, str(exc)
     try:
+        validate(spec)
         family_batch = models.default_batch(spec.model)
-    except models.UnknownModel as exc:
+    except ValueError as exc:  # models.UnknownModel included
         return f"{spec.label(-1, device)}/{mode}", spec.to_dict(), str(exc)
     resolved = resolve(spec, family_batch, device)
     return run_dir(spec, Path(), device).as_posix(), resolved.to_dict(), _problem(resolved)

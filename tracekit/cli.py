@@ -69,8 +69,8 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--model", "-m", required=True, help="Workload, e.g. vit16x6x384, mlp, conv, transformer "
               "(`tracekit models` lists them).")
 @click.option("--mode", default="eager", show_default=True,
-              help="Backend mode: eager, default, reduce-overhead, max-autotune, ... (`tracekit modes`).")
-@click.option("--batch", "-b", type=int, default=None, help="Batch size [default: the model's].")
+              help="Backend mode: eager, default, reduce-overhead, max-autotune, ... (`tracekit backends`).")
+@click.option("--batch", "-b", type=click.IntRange(min=1), default=None, help="Batch size [default: the model's].")
 @click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
 @click.option("--device", default=None, help="cpu, cuda or cuda:N [default: cuda if visible, else cpu].")
 @click.option("--phase", type=click.Choice(["inference", "forward", "forward-backward", "train-step"]),
@@ -78,11 +78,12 @@ def main(ctx: click.Context, debug: bool) -> None:
               help="What one iteration does: no-grad forward, forward with autograd, + backward, + AdamW step.")
 @click.option("--compile-only", default="", help="mode=surgical: comma-separated name patterns of the "
               "submodules to compile, e.g. '*.rope,*.qkv_reshape' [default: the model's].")
-@click.option("--warmup", type=int, default=None, help="Warm-up calls after the first (compile) call "
-              "[default: 5].")
-@click.option("--iters", type=int, default=None, help="Unprofiled timed iterations [default: 50].")
-@click.option("--profile-iters", type=int, default=None, help="Iterations in the profiled window "
-              "[default: 10].")
+@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up calls after the first "
+              "(compile) call [default: 5].")
+@click.option("--iters", type=click.IntRange(min=1), default=None, help="Unprofiled timed iterations "
+              "[default: 50].")
+@click.option("--profile-iters", type=click.IntRange(min=1), default=None, help="Iterations in the profiled "
+              "window [default: 10].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"),
               show_default=True, help="Traces root; the run goes to OUT/<model>/<mode>/.")
 def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters, profile_iters, out) -> None:
@@ -275,13 +276,14 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry
 @main.command()
 @click.option("--model", "-m", default=None, help="Workload to profile, e.g. mul1024, gemm8192x8192x8192, "
               "vit16x6x384 (`tracekit models`). Not needed with --csv.")
-@click.option("--mode", default="eager", show_default=True, help="Backend mode (`tracekit modes`).")
-@click.option("--batch", "-b", type=int, default=None, help="Batch size [default: the model's].")
+@click.option("--mode", default="eager", show_default=True, help="Backend mode (`tracekit backends`).")
+@click.option("--batch", "-b", type=click.IntRange(min=1), default=None, help="Batch size [default: the model's].")
 @click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
 @click.option("--device", default=None, help="cuda or cuda:N [default: cuda if visible].")
 @click.option("--phase", type=click.Choice(["inference", "forward", "forward-backward", "train-step"]),
               default="inference", show_default=True, help="What one iteration does (as for `tracekit trace`).")
-@click.option("--warmup", type=int, default=None, help="Warm-up calls before the profiled ones [default: 5].")
+@click.option("--warmup", type=click.IntRange(min=0), default=None,
+              help="Warm-up calls before the profiled ones [default: 5].")
 @click.option("--kernels", type=click.IntRange(min=1), default=100, show_default=True,
               help="Profile at most this many kernels (ncu --launch-count), from the first measured "
               "iteration on; ncu replays each one several times.")
@@ -347,18 +349,20 @@ def list_models() -> None:
 
 
 @main.command("backends")
-def list_backends() -> None:
-    """List backend modes, whether each can run here (and why not), and their phases."""
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def list_backends(as_json) -> None:
+    """List the backend modes (--mode of trace and suites): what each runs, its phases,
+    whether it can run on this machine (and why not, with how to install what is
+    missing), and what it does differently here (no CUDA graphs on the CPU)."""
     from tracekit import backends
     from tracekit.environment import default_device
-    from tracekit.spec import RunSpec
 
-    spec = RunSpec(model="mlp", device=default_device())
-    for name, b in backends.BACKENDS.items():
-        reason = backends.why_not(b, spec)
-        click.echo(f"{name:<27} {'available' if not reason else 'unavailable'}  {b.description}")
-        click.echo(f"{'':<27} phases: {', '.join(p for p in ('inference', 'forward', 'forward-backward', 'train-step') if p in b.phases)}"
-                   + (f"; {reason}" if reason else ""))
-
-
-main.add_command(list_backends, "modes")
+    rows = backends.listing(default_device())
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    for r in rows:
+        click.echo(f"{r['mode']:<27} {'available' if r['available'] else 'unavailable'}  {r['description']}")
+        click.echo(f"{'':<27} phases: {', '.join(r['phases'])}" + (f"; {r['reason']}" if r["reason"] else ""))
+        if r["note"]:
+            click.echo(f"{'':<27} here: {r['note']}")

@@ -30,7 +30,7 @@ from tracekit.backends import Prepared
 from tracekit.environment import default_device, describe
 from tracekit.io import write_json
 from tracekit.phases import PHASES, make_step
-from tracekit.spec import RunSpec, resolve
+from tracekit.spec import RunSpec, resolve, validate
 from tracekit.trace.reader import is_trace_file
 
 Log = Callable[[str], None]
@@ -161,6 +161,38 @@ def _stop_compile_workers() -> None:
     shutdown_compile_workers()
 
 
+@contextmanager
+def _without_kineto_usdt_lines():
+    """Drop the ``USDT:... profiler_start`` / ``profiler_stop`` lines Kineto writes to
+    stderr (file descriptor 2) at every profiler start and stop; every other line
+    written to stderr meanwhile is passed on after the window, in order.
+
+    Kineto prints them at its highest severity, so ``KINETO_LOG_LEVEL`` cannot hide
+    them without hiding its errors too: the window's stderr goes to a temporary
+    file instead, filtered when the window ends.
+    """
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().decode(errors="replace").splitlines(keepends=True)
+                    if not line.startswith("USDT:")]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
 def run_dir(spec: RunSpec, out: Path, device: str | None = None) -> Path:
     """The folder a run of ``spec`` writes to: ``out/<label>/<mode>``.
 
@@ -184,12 +216,14 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> dict:
 
     Raises:
         models.UnknownModel, backends.UnknownMode: invalid names (nothing written).
-        ValueError: invalid dtype, batch or device (nothing written).
+        ValueError: invalid dtype, phase, device, batch or iteration counts
+            (:func:`tracekit.spec.validate`; nothing written).
     A mode or workload that cannot run here (not installed, needs CUDA, phase not
     supported, ``models.Unavailable``) is recorded as status "skipped" with the
     reason; any other failure as "oom" or "failed"; either way run.json is
     written and returned.
     """
+    validate(spec)
     backend = backends.get(spec.mode)
     family_batch = models.default_batch(spec.model)
     if spec.dtype not in models.DTYPES:
@@ -305,7 +339,7 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage) -> 
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     worker = f"{socket.gethostname()}_{os.getpid()}"
     own_profiler = prepared.profile(directory, worker) if prepared.profile else nullcontext()
-    with own_profiler, torch.profiler.profile(
+    with _without_kineto_usdt_lines(), own_profiler, torch.profiler.profile(
         activities=activities, record_shapes=True,
         schedule=torch.profiler.schedule(wait=0, warmup=1, active=spec.profile_iters, repeat=1),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(str(directory), worker_name=worker,

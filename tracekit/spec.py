@@ -56,6 +56,20 @@ class RunSpec:
         return "-".join(parts)
 
 
+def validate(spec: RunSpec) -> None:
+    """Check the counts of ``spec`` before anything runs or is written.
+
+    Raises:
+        ValueError: a batch below 1 (0 is not "the default": None is), fewer
+            than 1 timed or profiled iteration, or negative warm-up calls.
+    """
+    for name, least in (("batch", 1), ("iters", 1), ("profile_iters", 1), ("warmup", 0)):
+        value = getattr(spec, name)
+        if value is not None and value < least:
+            raise ValueError(f"{name} must be at least {least}, got {value}")
+
+
 def resolve(spec: RunSpec, default_batch: int, default_device: str) -> RunSpec:
     """Fill batch and device defaults so the manifest records concrete values."""
-    return replace(spec, batch=spec.batch or default_batch, device=spec.device or default_device)
+    return replace(spec, batch=default_batch if spec.batch is None else spec.batch,
+                   device=spec.device or default_device)

@@ -30,13 +30,16 @@ class Family:
     # fewest DRAM bytes one call needs, for achieved TFLOP/s and GB/s (single-op workloads);
     # optionally "op": the model whose op a variant computes (softmax4096-triton: softmax4096).
     cost: Callable[..., dict] | None = None
+    # check(match) -> why the sizes in a name that fits the pattern cannot be built, or None
+    check: Callable[[re.Match], str | None] | None = None
 
 
 FAMILIES: dict[str, Family] = {}
 
 
 class UnknownModel(ValueError):
-    """A model name no family accepts; the message lists the valid ones."""
+    """A model name no family accepts, or whose sizes its family cannot build
+    (``vit16x6x38``); the message says why and gives valid names."""
 
 
 class Unavailable(RuntimeError):
@@ -46,11 +49,14 @@ class Unavailable(RuntimeError):
 
 
 def register(key: str, pattern: str, example: str, default_batch: int, description: str,
-             compile_targets: str = "", cost: Callable[..., dict] | None = None):
-    """Decorator: add ``builder(match, batch) -> (module, inputs)`` to the registry."""
+             compile_targets: str = "", cost: Callable[..., dict] | None = None,
+             check: Callable[[re.Match], str | None] | None = None):
+    """Decorator: add ``builder(match, batch) -> (module, inputs)`` to the registry.
+    ``check(match)``: why a name that fits ``pattern`` cannot be built (None if it can),
+    asked before anything runs or is written."""
     def wrap(builder):
         FAMILIES[key] = Family(re.compile(pattern), example, default_batch, builder, description, compile_targets,
-                               cost)
+                               cost, check)
         return builder
     return wrap
 
@@ -67,10 +73,17 @@ def lookup(name: str) -> tuple[Family, re.Match]:
     """The family that accepts ``name`` and the regex match of it.
 
     Raises:
-        UnknownModel: no family accepts ``name``.
+        UnknownModel: no family accepts ``name``, or a size in it is 0 or one its
+            family's ``check`` rejects (``vit16x6x38``: width not a multiple of 64).
     """
     for family in FAMILIES.values():
         if m := family.pattern.fullmatch(name):
+            sizes = [g for g in m.groups() if g is not None and g.isdigit()]
+            problem = ("every size in the name must be at least 1" if any(int(g) < 1 for g in sizes)
+                       else family.check(m) if family.check else None)
+            if problem:
+                raise UnknownModel(f"model {name!r} cannot be built: {problem} (e.g. {family.example}; "
+                                   "`tracekit models` lists the families)")
             return family, m
     valid = ", ".join(f.example if f.example == k else f"{k} (e.g. {f.example})" for k, f in FAMILIES.items())
     raise UnknownModel(f"unknown model {name!r}; valid models: {valid}")
