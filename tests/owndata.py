@@ -16,8 +16,10 @@ DATA = Path(__file__).resolve().parent / "data"
 H100_STUDY = DATA / "h100" / "vit-study"
 H100_RUNS = ("vit16x6x384/eager", "vit16x6x384/default", "vit16x6x384/reduce-overhead",
              "vit16x6x384-b1/eager", "vit16x6x384-b1/default", "vit16x6x384-b1/reduce-overhead")
-# vit16x6x384 batch 8 through ONNX Runtime's CPU provider: its torch trace and ORT's own profile.
-CPU_ONNX = DATA / "cpu" / "vit16x6x384" / "onnx"
+# vit16x6x384 batch 8 on the CPU: eager, default, and onnx (ONNX Runtime's CPU provider: its torch
+# trace and ORT's own profile); 3 profiled iterations each.
+CPU_RUNS = DATA / "cpu"
+CPU_ONNX = CPU_RUNS / "vit16x6x384" / "onnx"
 
 
 def h100_trace(run: str) -> Path:

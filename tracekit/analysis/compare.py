@@ -26,6 +26,9 @@ the baseline mode (``eager`` unless told otherwise):
   conclude.
 * a run that ran on another device than its baseline (a CPU provider beside
   a CUDA baseline) is compared, and flagged loudly in ``warning``.
+* CPU-only runs have no GPU time to split: their finding is made from their
+  ops instead (:mod:`tracekit.analysis.cpu_ops`: Δ self time and Δ calls per
+  iteration, op by op) when the op table is given.
 
 Profiler overhead (:func:`profiler_overhead`): the profiler slows the host, so
 a profiled iteration is longer than an unprofiled one; runs where they differ
@@ -40,6 +43,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis import cpu_ops as ops_analysis
 from tracekit.analysis.idle import CAUSES
 
 WORKLOAD_KEYS = ("model", "batch", "dtype", "phase", "device", "device_name")
@@ -160,13 +164,15 @@ def _warnings(row: dict) -> str:
     return "; ".join(out)
 
 
-def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
+def compare(runs: pd.DataFrame, baseline: str = "eager", cpu_ops: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each run against the baseline-mode run of its workload.
 
     Args:
         runs: ``Analysis.runs``. Per-cause idle columns ``idle_<cause>_us``
             (:data:`tracekit.analysis.idle.CAUSES`) are used where present.
         baseline: the mode each run is compared with.
+        cpu_ops: ``Analysis.table("cpu_ops")``, for the findings of CPU-only
+            runs (:func:`tracekit.analysis.cpu_ops.finding`); None: no such finding.
 
     Returns:
         One row per run with a manifest, grouped by workload, baseline first:
@@ -177,7 +183,9 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
         kernels_per_iter, launches_per_iter and their ratios to the baseline;
         busy_per_iter_ms, idle_per_iter_ms, idle_<cause>_per_iter_ms (profiled),
         idle_est_ms (unprofiled estimate); utilization, compile_s,
-        peak_memory_MB, max_abs_diff; the decompositions (ms per iteration, run
+        peak_memory_MB, max_abs_diff; has_gpu and baseline_has_gpu (the trace
+        holds GPU ops); cpu_op_per_iter_ms (time any CPU op ran, profiled) and
+        cpu_ops_per_iter, with d_cpu_op_per_iter_ms; the decompositions (ms per iteration, run
         minus baseline) d_latency_ms = d_busy_per_iter_ms + d_idle_est_ms and
         d_profiled_iter_ms = d_busy_per_iter_ms + d_idle_per_iter_ms +
         d_rest_per_iter_ms, with d_idle_<cause>_per_iter_ms; dominant and
@@ -203,6 +211,13 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
         m[f"idle_{c}_per_iter_ms"] = _per_iter_ms(w, f"idle_{c}_us")
     m["rest_per_iter_ms"] = m["profiled_iter_ms"] - m["busy_per_iter_ms"] - m["idle_per_iter_ms"]
     m["idle_est_ms"] = m["latency_median_ms"] - m["busy_per_iter_ms"]
+    m["has_gpu"] = w["has_gpu"].astype(object) if "has_gpu" in w else None
+    # of the run's trace with the most op time (ONNX Runtime's own profile, not the torch trace around it)
+    per_trace = pd.DataFrame({"run": runs["run"], "us": _num(runs, "cpu_op_busy_per_iter_us"),
+                              "calls": _num(runs, "cpu_ops") / _num(runs, "iterations")}) if "run" in runs else None
+    top = per_trace.sort_values("us").drop_duplicates("run", keep="last").set_index("run")
+    m["cpu_op_per_iter_ms"] = m["run"].map(top["us"]) / 1e3
+    m["cpu_ops_per_iter"] = m["run"].map(top["calls"])
 
     ok = m[(m["mode"] == baseline) & (m["status"] == "ok")].sort_values("run")
     first = ok.drop_duplicates("workload").set_index("workload")
@@ -210,6 +225,7 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     m["baseline_mode"] = baseline
     m["baseline_run"] = base["run"].fillna("")
     m["baseline_ran_on"] = base["ran_on"].fillna("")
+    m["baseline_has_gpu"] = base["has_gpu"]
     failed = m[m["mode"] == baseline].groupby("workload")["status"].first()
     m["baseline_problem"] = [
         "" if b else (f"the {baseline} baseline {failed[wl]}" if wl in failed else f"no {baseline} run in this workload")
@@ -222,7 +238,7 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     m["kernels_ratio"] = (m["kernels_per_iter"] / base["kernels_per_iter"]).where(same_device)
     m["launches_ratio"] = (m["launches_per_iter"] / base["launches_per_iter"]).where(same_device)
     for col in ("latency_median", "idle_est", "profiled_iter", "busy_per_iter", "idle_per_iter", "rest_per_iter",
-                *(f"idle_{c}_per_iter" for c in causes)):
+                "cpu_op_per_iter", *(f"idle_{c}_per_iter" for c in causes)):
         m[f"d_{col}_ms"] = m[f"{col}_ms"] - base[f"{col}_ms"]
     m = m.rename(columns={"d_latency_median_ms": "d_latency_ms"})
     same = m["run"] == m["baseline_run"]
@@ -232,6 +248,10 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     m["overhead"] = m["run"].map(overhead).fillna(0.0)
     m["baseline_overhead"] = m["baseline_run"].map(overhead).fillna(0.0)
     m["finding"] = [_finding(r) for r in m.to_dict("records")]
+    if cpu_ops is not None and len(cpu_ops):
+        by_run = dict(tuple(ops_analysis.changes(cpu_ops, m).groupby("run")))
+        m["finding"] = [f or ops_analysis.finding(by_run.get(run, pd.DataFrame()))
+                        for f, run in zip(m["finding"], m["run"])]
     m["baseline_runs"] = m["workload"].map(ok.groupby("workload")["run"].count()).fillna(0)
     m["warning"] = [_warnings(r) for r in m.to_dict("records")]
     m = m.drop(columns=["baseline_problem", "baseline_runs", "latency_std_ms", "overhead", "baseline_overhead"])

@@ -88,7 +88,27 @@ DETAILS = [
     ("peak_memory_MB", "peak memory (MB)", "{:.1f}"),
     ("max_abs_diff", "max abs diff vs eager", "{:.2e}"),
     ("utilization", "GPU util (profiled)", "{:.2f}"),
+    ("cpu_op_per_iter_ms", "CPU ops (ms/iter, profiled)", "{:.3f}"),
+    ("cpu_ops_per_iter", "op calls/iter", "{:.0f}"),
 ]
+
+# CPU-only runs: what changed op by op against the baseline (tracekit.analysis.cpu_ops.changes).
+CPU_OPS = [
+    ("workload", "workload", "{}"),
+    ("mode", "mode", "{}"),
+    ("op", "op", "{}"),
+    ("baseline_calls_per_iter", "calls/iter (baseline)", "{:.0f}"),
+    ("calls_per_iter", "calls/iter", "{:.0f}"),
+    ("baseline_self_per_iter_ms", "self (baseline, ms/iter)", "{:.3f}"),
+    ("self_per_iter_ms", "self (ms/iter)", "{:.3f}"),
+    ("d_self_per_iter_ms", "Δ self (ms/iter)", "{:+.3f}"),
+]
+CPU_OPS_SHOWN = 8  # ops per run in the reports' table (all of them are in runs.json)
+
+# Figures that exist only where there is GPU activity: "n/a" in a CPU-only run's row, not 0.
+GPU_ONLY = {"kernels", "host_launches", "gpu_busy_us", "active_span_us", "utilization", "idle_gaps",
+            "mean_kernel_us", "kernels_ratio", "launches_ratio", "kernels_per_iter", "launches_per_iter",
+            "d_busy_per_iter_ms", "d_idle_est_ms", "verdict"}
 
 # Profiler overhead: profiled vs unprofiled iteration time of each run.
 OVERHEAD = [
@@ -122,6 +142,11 @@ def comparison_view(comp: pd.DataFrame) -> pd.DataFrame:
     return view
 
 
+def cpu_op_view(changes: pd.DataFrame, n: int = CPU_OPS_SHOWN) -> pd.DataFrame:
+    """The ``n`` ops whose self time changed most, per run (``changes`` is sorted so)."""
+    return changes.groupby("run", sort=False).head(n) if len(changes) else changes
+
+
 def overhead_view(overhead: pd.DataFrame) -> pd.DataFrame:
     """``overhead`` plus flag ("yes"/"") for display."""
     return overhead.assign(flag=overhead["flagged"].map({True: "yes", False: ""}))
@@ -143,10 +168,12 @@ def _fmt(value, fmt: str) -> str:
 def headline(runs: pd.DataFrame, spec: list[tuple[str, str, str]] = HEADLINE) -> tuple[list[str], list[list[str]]]:
     """Headers and formatted cells of a table of ``runs`` (``spec``: one of the lists above).
 
-    Columns missing from ``runs`` or empty in every row are left out.
+    Columns missing from ``runs`` or empty in every row are left out. In a row
+    without GPU activity (``has_gpu`` False), ``GPU_ONLY`` figures read "n/a".
     """
     cols = [(c, h, f) for c, h, f in spec if c in runs.columns]
-    rows = [[_fmt(r.get(c), f) for c, _, f in cols] for r in runs.to_dict("records")]
+    rows = [[("n/a" if c in GPU_ONLY and r.get("has_gpu") is False else _fmt(r.get(c), f)) for c, _, f in cols]
+            for r in runs.to_dict("records")]
     keep = [i for i in range(len(cols)) if any(row[i] != "-" for row in rows)]
     return [cols[i][1] for i in keep], [[row[i] for i in keep] for row in rows]
 

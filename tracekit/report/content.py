@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tracekit.analysis import cpu_ops
 from tracekit.analysis.compare import compare, profiler_overhead
 from tracekit.analysis.runs import Analysis
 
@@ -26,17 +27,22 @@ SOURCES = (
 
 @dataclass
 class Tables:
-    """What the report shows: the analysis, its comparison with ``baseline``, and
-    each run's profiler overhead."""
+    """What the report shows: the analysis, its comparison with ``baseline``, each
+    run's profiler overhead, and the CPU runs' op-by-op changes
+    (:func:`tracekit.analysis.cpu_ops.changes`)."""
 
     analysis: Analysis
     comparison: pd.DataFrame
     overhead: pd.DataFrame
     baseline: str
+    cpu_op_changes: pd.DataFrame
 
     @classmethod
     def of(cls, analysis: Analysis, baseline: str = "eager") -> "Tables":
-        return cls(analysis, compare(analysis.runs, baseline), profiler_overhead(analysis.runs), baseline)
+        ops = analysis.table("cpu_ops")
+        comparison = compare(analysis.runs, baseline, ops)
+        return cls(analysis, comparison, profiler_overhead(analysis.runs), baseline,
+                   cpu_ops.changes(ops, comparison))
 
 
 def trace_links(analysis: Analysis, out: Path) -> dict[str, str]:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from tracekit.analysis.runs import Analysis
 from tracekit.io import write_atomic, write_json
-from tracekit.report.columns import (DETAILS, IDLE, OVERHEAD, PROFILED, SPEEDUP, comparison_view, evidence,
-                                     headline, notes, overhead_view)
+from tracekit.report.columns import (CPU_OPS, CPU_OPS_SHOWN, DETAILS, IDLE, OVERHEAD, PROFILED, SPEEDUP,
+                                     comparison_view, cpu_op_view, evidence, headline, notes, overhead_view)
 from tracekit.report.content import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
 from tracekit.report.html import index_html
 
@@ -63,6 +63,11 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
             parts += ["\n## Inside the profiled window: GPU busy and idle by cause (ms per iteration)\n",
                       _markdown_table(*headline(gpu, PROFILED))]
         parts += ["\n## Work, compile time, memory, accuracy\n", _markdown_table(*headline(comp, DETAILS))]
+    if len(t.cpu_op_changes):
+        parts += ["\n## CPU runs: what changed, op by op (profiled self time per iteration)\n",
+                  f"The {CPU_OPS_SHOWN} ops of each run whose self time changed most against the baseline (all of "
+                  "them in runs.json's `cpu_op_changes`). An op's self time leaves out the ops it calls.\n",
+                  _markdown_table(*headline(cpu_op_view(t.cpu_op_changes), CPU_OPS))]
     if len(t.overhead):
         parts += ["\n## Profiler overhead\n",
                   "The profiler records every op and launch, which slows the host: a profiled iteration is "
@@ -122,7 +127,7 @@ def write_reports(analysis: Analysis, out: Path | str, source: str, baseline: st
             columns={"flagged": "profiler_overhead_flagged"}), on="run", how="left")
     # The timeline table (one iteration's events, for the plot) is events, not metrics: left out.
     data = {**{k: v for k, v in analysis.to_dict().items() if k != "timeline"},
-            "comparison": t.comparison.to_dict("records"),
+            "comparison": t.comparison.to_dict("records"), "cpu_op_changes": t.cpu_op_changes.to_dict("records"),
             "profiler_overhead": t.overhead.to_dict("records"), "baseline": baseline}
     return [
         write_atomic(out / "summary.md", summary_markdown(t, source, pngs, out)),

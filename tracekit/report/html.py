@@ -10,8 +10,8 @@ from pathlib import Path
 import jinja2
 
 from tracekit import __version__
-from tracekit.report.columns import (DETAILS, HEADLINE, IDLE, OVERHEAD, PROFILED, SPEEDUP, comparison_view, evidence,
-                                     headline, notes, overhead_view)
+from tracekit.report.columns import (CPU_OPS, DETAILS, HEADLINE, IDLE, OVERHEAD, PROFILED, SPEEDUP, comparison_view,
+                                     cpu_op_view, evidence, headline, notes, overhead_view)
 from tracekit.report.content import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
@@ -55,6 +55,8 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) 
         "profiled": _table(gpu_comp, PROFILED, "Inside the profiled window: GPU busy and idle by cause "
                            "(ms per iteration)") if len(gpu_comp) else None,
         "details": _table(comp, DETAILS, "Work, compile time, memory, accuracy") if len(comp) else None,
+        "cpu_ops": _table(cpu_op_view(t.cpu_op_changes), CPU_OPS, "CPU runs: what changed, op by op (profiled "
+                          "self time per iteration)") if len(t.cpu_op_changes) else None,
         "overhead": _table(overhead_view(t.overhead), OVERHEAD, "Profiler overhead") if len(t.overhead) else None,
         "workloads": [(w, [data_uri(p) for p in ps]) for w, ps in plots.items() if w],
         "runs": _table(a.runs, HEADLINE, "All runs", trace_links(a, out)),

@@ -6,8 +6,8 @@ from rich.console import Console
 from rich.table import Table
 
 from tracekit.analysis.runs import Analysis
-from tracekit.report.columns import (DETAILS, IDLE, PROFILED, SPEEDUP, comparison_view, evidence, headline,
-                                     notes)
+from tracekit.report.columns import (CPU_OPS, DETAILS, IDLE, PROFILED, SPEEDUP, comparison_view, cpu_op_view,
+                                     evidence, headline, notes)
 from tracekit.report.content import Tables, findings
 
 
@@ -60,6 +60,9 @@ def print_comparison(t: Tables, console: Console | None = None, detail: bool = F
         if len(gpu):
             console.print(_table("inside the profiled window (ms per iteration)", *headline(gpu, PROFILED)))
         console.print(_table("work, compile time, memory, accuracy", *headline(comp, DETAILS)))
+        if len(t.cpu_op_changes):
+            console.print(_table("CPU runs: what changed, op by op (profiled self time per iteration)",
+                                 *headline(cpu_op_view(t.cpu_op_changes), CPU_OPS)))
     flagged = t.overhead[t.overhead["flagged"]]
     if len(flagged):
         console.print("  profiler overhead > 10% (profiled vs unprofiled iteration): "
