@@ -105,13 +105,12 @@ def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters,
         manifest = runner.run(spec, out)
     except (models.UnknownModel, backends.UnknownMode, ValueError) as exc:
         raise UserError(str(exc), ExitCode.USAGE) from None
-    lat = manifest.get("latency_ms", {})
-    click.echo(f"{manifest['label']}/{mode}: {manifest['status']}"
-               + (f", latency p50 {lat['median']:.3f} ms, first call {manifest['compile_s']:.2f} s"
-                  if manifest["status"] == "ok" else f": {manifest['reason'][:500]}"))
-    if manifest["note"]:
-        click.echo(f"note: {manifest['note']}")
-    if manifest["status"] != "ok":
+    click.echo(f"{manifest.label}/{mode}: {manifest.status}"
+               + (f", latency p50 {manifest.latency('median'):.3f} ms, first call {manifest.compile_s:.2f} s"
+                  if manifest.status == "ok" else f": {manifest.reason[:500]}"))
+    if manifest.note:
+        click.echo(f"note: {manifest.note}")
+    if manifest.status != "ok":
         sys.exit(ExitCode.RUN_FAILED)
 
 

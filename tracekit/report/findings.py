@@ -16,6 +16,7 @@ import re
 
 import pandas as pd
 
+from tracekit.manifest import Manifest
 from tracekit.peaks import SOURCES, key
 from tracekit.report.columns import IDLE, headline
 from tracekit.report.files import _markdown_table
@@ -281,16 +282,21 @@ def _table(df: pd.DataFrame, columns: list[tuple[str, str, str]]) -> str:
     return _markdown_table(headers, rows) if rows else "(none)"
 
 
-def _environment(manifests: dict[str, dict]) -> str:
+def _environment(manifests: dict[str, Manifest]) -> str:
     seen = []
     for m in manifests.values():
-        env = m.get("environment") or {}
+        env = m.environment or {}
         if env.get("device_name"):
             text = f"{env['device_name']} (torch {env.get('torch')}" + (
                 f", CUDA {env.get('cuda_runtime')}, driver {env.get('cuda_driver')}" if env.get("cuda_driver") else "") + ")"
             if text not in seen:
                 seen.append(text)
     return "; ".join(seen) or "no run has finished yet"
+
+
+def _status(manifest: Manifest | None) -> str:
+    """A cell's status; "not run" without a run.json."""
+    return "not run" if manifest is None else manifest.status or "not run"
 
 
 def _variant_note(suite) -> str | None:
@@ -307,7 +313,7 @@ def _variant_note(suite) -> str | None:
             f"(`workloads/{suite.variant_of}.toml`, {full}): {len(suite.cells)} cells. Trimmed: {suite.trimmed}\n")
 
 
-def suite_report(suite, planned, analysis, manifests: dict[str, dict], command: str = "",
+def suite_report(suite, planned, analysis, manifests: dict[str, Manifest], command: str = "",
                  rewritten_by: str = "") -> str:
     """report.md of a suite: what ran where, the results table, speedups, idle time by
     cause, achieved rates, claims checked, what the traces show, and the cells without a result.
@@ -318,7 +324,7 @@ def suite_report(suite, planned, analysis, manifests: dict[str, dict], command: 
     if not cmp.empty:  # grid order, as the suite file lists the cells
         order = {p.name: i for i, p in enumerate(planned)}
         cmp = cmp.sort_values("run", key=lambda r: r.map(order).fillna(len(order)), kind="stable")
-    states = pd.Series([manifests.get(p.name, {}).get("status", "not run") for p in planned], dtype=object)
+    states = pd.Series([_status(manifests.get(p.name)) for p in planned], dtype=object)
     parts = [f"# {suite.name}\n", suite.description + "\n" if suite.description else None,
              f"Made by `{command or 'tracekit bench'}` on {_environment(manifests)}"
              + (f"; this report written from those runs by `{rewritten_by}`" if rewritten_by else "") + ".\n",
@@ -345,11 +351,11 @@ def suite_report(suite, planned, analysis, manifests: dict[str, dict], command: 
         claims = check_claims(suite.claims, cmp)
         parts += ["## Published claims, checked\n", _markdown_table(list(claims.columns), claims.values.tolist()), ""]
     parts += ["## What the traces show\n", *[f"- {line}" for line in findings(cmp)], ""]
-    unfinished = [(p.name, manifests.get(p.name, {})) for p in planned]
-    unfinished = [(n, m) for n, m in unfinished if m.get("status") != "ok"]
+    unfinished = [(p.name, manifests.get(p.name)) for p in planned]
+    unfinished = [(n, m) for n, m in unfinished if m is None or m.status != "ok"]
     if unfinished:
         parts += ["## Cells without a result\n", _markdown_table(
             ["run", "status", "reason"],
-            [[n, m.get("status", "not run"), re.sub(r"\s+", " ", str(m.get("reason", "")))[:300]]
+            [[n, _status(m), re.sub(r"\s+", " ", str(m.reason or "") if m else "")[:300]]
              for n, m in unfinished]), ""]
     return "\n".join(p for p in parts if p is not None) + "\n"
