@@ -39,8 +39,10 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 from rich.table import Table
 
 from tracekit import __version__, backends, models
+from tracekit.analysis.compare import Tables
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.runs import analyze as run_analysis
+from tracekit.analysis.suite import suite_tables
 from tracekit.environment import default_device
 from tracekit.io import write_atomic
 from tracekit.manifest import Manifest
@@ -403,8 +405,9 @@ def write_suite_report(suite: Suite, planned: list[Planned], manifests: dict[str
     root.mkdir(parents=True, exist_ok=True)
     analysis = run_analysis(root, only={p.name for p in planned if p.name in manifests})
     out = Path(reports) / suite.name
-    write_reports(analysis, out, source=str(root))
-    write_atomic(out / "report.md", suite_report(suite, planned, analysis, manifests, command=command,
+    write_reports(Tables.of(analysis), out, source=str(root))
+    tables = suite_tables(analysis.runs, suite.claims, [p.name for p in planned])
+    write_atomic(out / "report.md", suite_report(suite, planned, tables, manifests, command=command,
                                                  rewritten_by=rewritten_by))
     return SuiteResult(suite, planned, manifests, analysis, out, elapsed_s, ran or [])
 

@@ -138,16 +138,18 @@ def analyze(path, out, as_json, iterations, baseline) -> None:
     Writes OUT/summary.md, OUT/index.html, OUT/plots/*.png, OUT/runs.csv,
     OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
     """
+    from tracekit.analysis.compare import Tables
     from tracekit.io import jsonable
-    from tracekit.report import Tables, print_comparison, print_runs, write_reports
+    from tracekit.report import print_comparison, print_runs, write_reports
 
     result = _analysis(path, iterations)
-    written = write_reports(result, out, source=str(path), baseline=baseline)
+    tables = Tables.of(result, baseline)
+    written = write_reports(tables, out, source=str(path))
     if as_json:
         click.echo(json.dumps(jsonable(result.to_dict()), default=str))
     else:
         print_runs(result)
-        print_comparison(Tables.of(result, baseline))
+        print_comparison(tables)
         click.echo(f"wrote {out}/: " + ", ".join(p.name for p in written if p.suffix != ".png")
                    + f"; plots/: {sum(p.suffix == '.png' for p in written)} PNG", err=True)
     _exit_if_partial(result)
@@ -172,14 +174,15 @@ def compare(paths, baseline, out) -> None:
     \b
     Example: tracekit compare traces/vit16x6x384/eager traces/vit16x6x384/reduce-overhead
     """
-    from tracekit.report import Tables, print_comparison, write_reports
+    from tracekit.analysis.compare import Tables
+    from tracekit.report import print_comparison, write_reports
 
-    result = _analysis(list(paths), None)
-    print_comparison(Tables.of(result, baseline), detail=True)
+    tables = Tables.of(_analysis(list(paths), None), baseline)
+    print_comparison(tables, detail=True)
     if out is not None:
-        write_reports(result, out, source=" ".join(str(p) for p in paths), baseline=baseline)
+        write_reports(tables, out, source=" ".join(str(p) for p in paths))
         click.echo(f"report in {out}/", err=True)
-    _exit_if_partial(result)
+    _exit_if_partial(tables.analysis)
 
 
 def _analysis(path, iterations):

@@ -1,15 +1,13 @@
-"""What every report shows, whatever its format: the tables (:class:`Tables`), the
-findings per run, where each figure comes from, and links to the trace files."""
+"""What every report of an analysis shows, whatever its format: the findings per run,
+where each figure comes from, and links to the trace files."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from tracekit.analysis.compare import compare, profiler_overhead
 from tracekit.analysis.runs import Analysis
 
 PERFETTO_HINT = ("To look inside a run, open https://ui.perfetto.dev, choose \"Open trace file\" and pick its "
@@ -24,21 +22,6 @@ SOURCES = (
     "Δ GPU busy + Δ idle exactly. Δ = this mode minus the baseline, per iteration.")
 
 
-@dataclass
-class Tables:
-    """What the report shows: the analysis, its comparison with ``baseline``, and
-    each run's profiler overhead."""
-
-    analysis: Analysis
-    comparison: pd.DataFrame
-    overhead: pd.DataFrame
-    baseline: str
-
-    @classmethod
-    def of(cls, analysis: Analysis, baseline: str = "eager") -> "Tables":
-        return cls(analysis, compare(analysis.runs, baseline), profiler_overhead(analysis.runs), baseline)
-
-
 def trace_links(analysis: Analysis, out: Path) -> dict[str, str]:
     """run -> path of its first trace file relative to ``out`` (for links in reports)."""
     runs = analysis.runs
@@ -49,7 +32,8 @@ def trace_links(analysis: Analysis, out: Path) -> dict[str, str]:
             for r, t in zip(runs["run"], runs["trace"]) if isinstance(t, str) and t and r}
 
 
-def findings(comp: pd.DataFrame) -> list[tuple[str, str, str, str]]:
-    """(workload, mode, finding, warning) for each run with a finding or a warning."""
+def finding_rows(comp: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    """(workload, mode, finding, warning) of each row of a comparison
+    (:func:`tracekit.analysis.compare.compare`) with a finding or a warning."""
     return [(r["workload"], r["mode"], r["finding"], r["warning"]) for r in comp.to_dict("records")
             if r["finding"] or r["warning"]]

@@ -10,11 +10,11 @@ import os
 from pathlib import Path
 
 
-from tracekit.analysis.runs import Analysis
 from tracekit.io import write_atomic, write_json
 from tracekit.report.columns import (DETAILS, IDLE, OVERHEAD, PROFILED, SPEEDUP, comparison_view, evidence,
                                      headline, notes, overhead_view)
-from tracekit.report.content import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
+from tracekit.analysis.compare import Tables
+from tracekit.report.content import PERFETTO_HINT, SOURCES, finding_rows, trace_links
 from tracekit.report.html import index_html
 
 
@@ -23,17 +23,6 @@ def _markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
-
-
-def launch_removal_sentence(r: dict) -> str:
-    """One row of the launch_vs_fusion table in words (latencies in ms)."""
-    share = r["launch_removal_share"]
-    return (f"- {r['workload']}: eager {r['latency_eager_ms']:.3f} ms; plain CUDA graphs "
-            f"{r['latency_cudagraphs_ms']:.3f} ms (saves {r['saved_by_cudagraphs_ms']:.3f} ms); default "
-            f"{r['latency_default_ms']:.3f} ms; reduce-overhead {r['latency_reduce_overhead_ms']:.3f} ms "
-            f"(saves {r['saved_by_reduce_overhead_ms']:.3f} ms). Launch removal alone gives "
-            + (f"{share:.0%} of reduce-overhead's gain." if share == share else "no comparable gain "
-               "(reduce-overhead saves nothing)."))
 
 
 def _linked(headers: list[str], rows: list[list[str]], links: dict[str, str]) -> list[list[str]]:
@@ -55,7 +44,7 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
     if len(comp):
         parts += [f"## Speedup over {t.baseline}, and why\n", _markdown_table(*headline(comp, SPEEDUP)), ""]
         parts += [f"- **{w} {m}**: {f}" + (f" **Warning**: {warn}." if warn else "")
-                  for w, m, f, warn in findings(comp)]
+                  for w, m, f, warn in finding_rows(comp)]
         if "" in plots:
             parts.append(f"\n![GPU busy and idle per iteration, all workloads]({link(plots[''][0])})\n")
         gpu = comp[comp["busy_per_iter_ms"].notna()]
@@ -87,7 +76,7 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
         parts += [f"- {line}" for line in evidence(gpu_runs)]
     if len(control := a.table("launch_vs_fusion")):
         parts.append("\n## Launch removal alone (plain CUDA graphs) vs reduce-overhead\n")
-        parts += [launch_removal_sentence(r) for r in control.to_dict("records")]
+        parts += [f"- {finding}" for finding in control["finding"]]
     if run_notes := notes(a.runs):
         parts.append("\nNotes:\n")
         parts += [f"- {line}" for line in run_notes]
@@ -99,17 +88,15 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
     return "\n".join(parts) + "\n"
 
 
-def write_reports(analysis: Analysis, out: Path | str, source: str, baseline: str = "eager",
-                  plots: bool = True) -> list[Path]:
-    """Write the report under ``out`` and return the files written.
+def write_reports(t: Tables, out: Path | str, source: str, plots: bool = True) -> list[Path]:
+    """Write the report of ``t`` (an analysis and its comparison) under ``out`` and return the files written.
 
     summary.md (markdown), index.html (one self-contained page: plots inline,
     sortable tables), plots/*.png, runs.csv (every metric of every run, units
     in the column names, plus the profiler-overhead columns), comparison.csv
-    (the comparison with ``baseline``), runs.json (every table).
+    (the comparison with ``t.baseline``), runs.json (every table).
     """
-    out = Path(out)
-    t = Tables.of(analysis, baseline)
+    out, analysis, baseline = Path(out), t.analysis, t.baseline
     pngs = {}
     if plots and len(t.comparison):
         from tracekit.report.plots import write_plots  # matplotlib's import (~0.3 s) only when there is a plot

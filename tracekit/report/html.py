@@ -12,7 +12,8 @@ import jinja2
 from tracekit import __version__
 from tracekit.report.columns import (DETAILS, HEADLINE, IDLE, OVERHEAD, PROFILED, SPEEDUP, comparison_view, evidence,
                                      headline, notes, overhead_view)
-from tracekit.report.content import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
+from tracekit.analysis.compare import Tables
+from tracekit.report.content import PERFETTO_HINT, SOURCES, finding_rows, trace_links
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -50,7 +51,7 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) 
         "version": __version__, "source": source, "baseline": t.baseline,
         "sources": _markdown_bold(SOURCES), "perfetto_hint": _markdown_bold(PERFETTO_HINT),
         "speedup": tables[0] if tables else None,
-        "findings": findings(comp) if len(comp) else [],
+        "findings": finding_rows(comp) if len(comp) else [],
         "overview": data_uri(plots[""][0]) if "" in plots else None,
         "profiled": _table(gpu_comp, PROFILED, "Inside the profiled window: GPU busy and idle by cause "
                            "(ms per iteration)") if len(gpu_comp) else None,

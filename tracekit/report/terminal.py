@@ -8,7 +8,8 @@ from rich.table import Table
 from tracekit.analysis.runs import Analysis
 from tracekit.report.columns import (DETAILS, IDLE, PROFILED, SPEEDUP, comparison_view, evidence, headline,
                                      notes)
-from tracekit.report.content import Tables, findings
+from tracekit.analysis.compare import Tables
+from tracekit.report.content import finding_rows
 
 
 def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
@@ -52,7 +53,7 @@ def print_comparison(t: Tables, console: Console | None = None, detail: bool = F
         return
     console.print(_table(f"speedup over {t.baseline}, and why (latency unprofiled; Δ per iteration)",
                          *headline(comp, SPEEDUP)))
-    for workload, mode, finding, warning in findings(comp):
+    for workload, mode, finding, warning in finding_rows(comp):
         console.print(f"  {workload} {mode}: {finding}" + (f" [bold red]warning:[/bold red] {warning}" if warning else ""),
                       highlight=False)
     if detail:
