@@ -42,12 +42,10 @@ from tracekit import __version__, backends, models
 from tracekit.analysis.compare import Tables
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.runs import analyze as run_analysis
-from tracekit.analysis.suite import suite_tables
+from tracekit.analysis.suite import SuiteTables
 from tracekit.environment import default_device
-from tracekit.io import write_atomic
 from tracekit.manifest import Manifest
 from tracekit.report import write_reports
-from tracekit.report.findings import suite_report
 from tracekit.runner import run_dir
 from tracekit.spec import RunSpec, resolve
 from tracekit.suite import SPEC_FIELDS, Cell, Suite, SuiteError
@@ -83,15 +81,20 @@ class Planned:
 
 @dataclass
 class SuiteResult:
-    """A suite after a bench run: its plan, the cells' final manifests and the analysis of its runs."""
+    """A suite after a bench run: its plan, the cells' final manifests and the analysis
+    of its runs with their comparison."""
 
     suite: Suite
     planned: list[Planned]
     manifests: dict[str, Manifest]
-    analysis: Analysis
+    tables: Tables
     report_dir: Path
     elapsed_s: float = 0.0
     ran: list[str] = field(default_factory=list)
+
+    @property
+    def analysis(self) -> Analysis:
+        return self.tables.analysis
 
 
 class Interrupted(Exception):
@@ -400,16 +403,15 @@ def write_suite_report(suite: Suite, planned: list[Planned], manifests: dict[str
                        reports: Path | str, command: str = "", elapsed_s: float = 0.0,
                        ran: list[str] | None = None, rewritten_by: str = "") -> SuiteResult:
     """Analyze the suite's runs and write its report folder; return the :class:`SuiteResult`.
-    (``command``, ``rewritten_by``: see :func:`tracekit.report.findings.suite_report`.)"""
+    (``command``, ``rewritten_by``: see :class:`tracekit.analysis.suite.SuiteTables`.)"""
     root = suite_traces(traces, suite)
     root.mkdir(parents=True, exist_ok=True)
-    analysis = run_analysis(root, only={p.name for p in planned if p.name in manifests})
+    tables = Tables.of(run_analysis(root, only={p.name for p in planned if p.name in manifests}))
     out = Path(reports) / suite.name
-    write_reports(Tables.of(analysis), out, source=str(root))
-    tables = suite_tables(analysis.runs, suite.claims, [p.name for p in planned])
-    write_atomic(out / "report.md", suite_report(suite, planned, tables, manifests, command=command,
-                                                 rewritten_by=rewritten_by))
-    return SuiteResult(suite, planned, manifests, analysis, out, elapsed_s, ran or [])
+    write_reports(tables, out, source=str(root))
+    write_reports(SuiteTables.of(suite, [p.name for p in planned], manifests, tables.analysis.runs, command,
+                                 rewritten_by), out)
+    return SuiteResult(suite, planned, manifests, tables, out, elapsed_s, ran or [])
 
 
 def recorded_device(traces: Path | str, suite: Suite) -> str | None:

@@ -8,7 +8,7 @@ from tracebuilder import TraceBuilder, eager_trace, write_run
 from tracekit.analysis.compare import Tables, compare
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
-from tracekit.report.plots import busy_idle_axes, _figure
+from tracekit.report.figures import busy_idle_axes, _figure
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

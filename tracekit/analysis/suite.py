@@ -18,7 +18,9 @@ import pandas as pd
 
 from tracekit.analysis.compare import baseline_rows
 from tracekit.analysis.findings import SLOWER, suite_findings
+from tracekit.manifest import Manifest
 from tracekit.peaks import SOURCES, key
+from tracekit.suite import Suite
 
 _PER_ITER = ("kernels_per_iter", "launches_per_iter", "busy_per_iter_us", "idle_per_iter_us",
              "host_wait_per_iter_us", "peak_memory_MB")
@@ -116,15 +118,21 @@ def check_claims(claims: list[dict], cmp: pd.DataFrame) -> pd.DataFrame:
 class SuiteTables:
     """What a suite's report shows, computed: every table and sentence of report.md.
 
-    results: :func:`comparison`, in the order of ``order`` (the suite's grid).
+    suite, cells (its run names, grid order), manifests (run name -> the cell's
+    run.json), command (the bench command that ran the cells), rewritten_by (the
+    command that wrote the report from runs made earlier: ``--report-only``);
+    results: :func:`comparison`, in grid order;
     ranked: the runs other than eager with a speedup, fastest first, ``regression``
-        "slower than eager" below :data:`tracekit.analysis.findings.SLOWER`.
-    idle: the results with GPU activity. rated: those with achieved rates.
-    peak_sources: the documents of the peaks the rates are held to.
-    claims: :func:`check_claims` of the suite's claims (empty when it states none).
+        "slower than eager" below :data:`tracekit.analysis.findings.SLOWER`;
+    idle: the results with GPU activity; rated: those with achieved rates;
+    peak_sources: the documents of the peaks the rates are held to;
+    claims: :func:`check_claims` of the suite's claims (empty when it states none);
     findings: :func:`tracekit.analysis.findings.suite_findings`.
     """
 
+    suite: Suite
+    cells: list[str]
+    manifests: dict[str, Manifest]
     results: pd.DataFrame
     ranked: pd.DataFrame
     idle: pd.DataFrame
@@ -132,21 +140,23 @@ class SuiteTables:
     peak_sources: list[str]
     claims: pd.DataFrame
     findings: list[str]
+    command: str = ""
+    rewritten_by: str = ""
 
-
-def suite_tables(runs: pd.DataFrame, claims: list[dict], order: list[str]) -> SuiteTables:
-    """The tables of a suite's report from its run rows (``Analysis.runs``), its
-    ``[[claims]]`` and its run names in grid order."""
-    cmp = comparison(runs)
-    if cmp.empty:
-        empty = pd.DataFrame()
-        return SuiteTables(cmp, empty, empty, empty, [], check_claims(claims, cmp), suite_findings(cmp))
-    rank = {name: i for i, name in enumerate(order)}
-    cmp = cmp.sort_values("run", key=lambda r: r.map(rank).fillna(len(rank)), kind="stable")
-    ranked = cmp[cmp["contender"] != "eager"].dropna(subset=["speedup_vs_eager"])
-    ranked = ranked.sort_values("speedup_vs_eager", ascending=False).assign(
-        regression=lambda d: ["slower than eager" if v < SLOWER else "" for v in d["speedup_vs_eager"]])
-    rated = cmp.dropna(subset=["achieved_TFLOPs", "achieved_GBps"], how="all")
-    sources = sorted({SOURCES[k] for k in map(key, rated["device_name"].dropna()) if k})
-    return SuiteTables(cmp, ranked, cmp[cmp["has_gpu"] == True], rated, sources,  # noqa: E712
-                       check_claims(claims, cmp), suite_findings(cmp))
+    @classmethod
+    def of(cls, suite: Suite, cells: list[str], manifests: dict[str, Manifest], runs: pd.DataFrame,
+           command: str = "", rewritten_by: str = "") -> "SuiteTables":
+        """The tables of a suite's report from its run rows (``Analysis.runs``)."""
+        cmp = comparison(runs)
+        ranked = rated = cmp
+        if not cmp.empty:
+            rank = {name: i for i, name in enumerate(cells)}
+            cmp = cmp.sort_values("run", key=lambda r: r.map(rank).fillna(len(rank)), kind="stable")
+            ranked = cmp[cmp["contender"] != "eager"].dropna(subset=["speedup_vs_eager"])
+            ranked = ranked.sort_values("speedup_vs_eager", ascending=False).assign(
+                regression=lambda d: ["slower than eager" if v < SLOWER else "" for v in d["speedup_vs_eager"]])
+            rated = cmp.dropna(subset=["achieved_TFLOPs", "achieved_GBps"], how="all")
+        sources = sorted({SOURCES[k] for k in map(key, rated["device_name"].dropna()) if k}) if len(rated) else []
+        idle = cmp[cmp["has_gpu"] == True] if len(cmp) else cmp  # noqa: E712
+        return cls(suite, cells, manifests, cmp, ranked, idle, rated, sources, check_claims(suite.claims, cmp),
+                   suite_findings(cmp), command, rewritten_by)

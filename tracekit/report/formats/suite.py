@@ -1,17 +1,19 @@
-"""A suite's report.md: what ran where, the results, speedups ranked, idle time by cause,
-achieved rates, claims checked and "what the traces show", from the finished tables
-of :func:`tracekit.analysis.suite.suite_tables` and the cells' manifests."""
+"""The suite report format: a suite's ``report.md``, what ran where, the results, speedups
+ranked, idle time by cause, achieved rates, claims checked, "what the traces show" and the
+cells without a result, from :class:`tracekit.analysis.suite.SuiteTables`."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pandas as pd
 
 from tracekit.analysis.suite import SuiteTables
+from tracekit.io import write_atomic
 from tracekit.manifest import Manifest
-from tracekit.report.columns import IDLE, headline
-from tracekit.report.files import _markdown_table
+from tracekit.report.base import Renderer, Report, register
+from tracekit.report.tables import IDLE, headline, markdown_table
 
 RESULTS = [
     ("run", "run", "{}"), ("status", "status", "{}"), ("latency_median_ms", "latency p50 (ms)", "{:.3f}"),
@@ -32,7 +34,7 @@ RATES = [("workload", "workload", "{}"), ("contender", "contender", "{}"),
 
 def _table(df: pd.DataFrame, columns: list[tuple[str, str, str]]) -> str:
     headers, rows = headline(df, columns)
-    return _markdown_table(headers, rows) if rows else "(none)"
+    return markdown_table(headers, rows) if rows else "(none)"
 
 
 def _environment(manifests: dict[str, Manifest]) -> str:
@@ -60,16 +62,11 @@ def _variant_note(suite) -> str | None:
             f"(`workloads/{suite.variant_of}.toml`, {full}): {len(suite.cells)} cells. Trimmed: {suite.trimmed}\n")
 
 
-def suite_report(suite, planned, t: SuiteTables, manifests: dict[str, Manifest], command: str = "",
-                 rewritten_by: str = "") -> str:
+def suite_report(t: SuiteTables) -> str:
     """report.md of a suite: what ran where, the results table, speedups, idle time by
-    cause, achieved rates, claims checked, what the traces show, and the cells without a result.
-
-    ``suite``: a :class:`tracekit.suite.Suite`; ``planned``: its cells (``name`` each, grid order);
-    ``command``: the bench command that ran the cells; ``rewritten_by``: the command
-    that wrote this report from runs made earlier (``tracekit bench --report-only``)."""
-    cmp = t.results
-    states = pd.Series([_status(manifests.get(p.name)) for p in planned], dtype=object)
+    cause, achieved rates, claims checked, what the traces show, and the cells without a result."""
+    suite, cmp, manifests, command, rewritten_by = t.suite, t.results, t.manifests, t.command, t.rewritten_by
+    states = pd.Series([_status(manifests.get(name)) for name in t.cells], dtype=object)
     parts = [f"# {suite.name}\n", suite.description + "\n" if suite.description else None,
              f"Made by `{command or 'tracekit bench'}` on {_environment(manifests)}"
              + (f"; this report written from those runs by `{rewritten_by}`" if rewritten_by else "") + ".\n",
@@ -87,14 +84,23 @@ def suite_report(suite, planned, t: SuiteTables, manifests: dict[str, Manifest],
         parts += ["## Achieved rates\n", "A call's minimum work over its median latency; peaks: "
                   + ("; ".join(t.peak_sources) or "none known for this device") + ".\n", _table(t.rated, RATES), ""]
     if len(t.claims):
-        parts += ["## Published claims, checked\n", _markdown_table(list(t.claims.columns), t.claims.values.tolist()),
+        parts += ["## Published claims, checked\n", markdown_table(list(t.claims.columns), t.claims.values.tolist()),
                   ""]
     parts += ["## What the traces show\n", *[f"- {line}" for line in t.findings], ""]
-    unfinished = [(p.name, manifests.get(p.name)) for p in planned]
+    unfinished = [(name, manifests.get(name)) for name in t.cells]
     unfinished = [(n, m) for n, m in unfinished if m is None or m.status != "ok"]
     if unfinished:
-        parts += ["## Cells without a result\n", _markdown_table(
+        parts += ["## Cells without a result\n", markdown_table(
             ["run", "status", "reason"],
             [[n, _status(m), re.sub(r"\s+", " ", str(m.reason or "") if m else "")[:300]]
              for n, m in unfinished]), ""]
     return "\n".join(p for p in parts if p is not None) + "\n"
+
+
+@register
+class SuiteReport(Renderer):
+    name = "report.md"
+    takes = SuiteTables
+
+    def write(self, report: Report) -> list[Path]:
+        return [write_atomic(report.out / "report.md", suite_report(report.data))]
