@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from tracekit.analysis.compare import Tables
-from tracekit.io import write_atomic, write_json
+from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.tables import (DETAILS, IDLE, OVERHEAD, PERFETTO_HINT, PROFILED, SOURCES, SPEEDUP,
                                     comparison_view, evidence, finding_rows, gpu_runs, headline, markdown_table,
@@ -84,16 +84,5 @@ class Summary(Renderer):
     order = 10  # the pages first among the files
 
     def write(self, report: Report) -> list[Path]:
-        t, out = report.data, report.out
-        runs = t.analysis.runs
-        if len(t.overhead):
-            runs = runs.merge(t.overhead[["run", "profiler_overhead", "flagged"]].rename(
-                columns={"flagged": "profiler_overhead_flagged"}), on="run", how="left")
-        # The timeline table (one iteration's events, for the plot) is events, not metrics: left out.
-        data = {**{k: v for k, v in t.analysis.to_dict().items() if k != "timeline"},
-                "comparison": t.comparison.to_dict("records"),
-                "profiler_overhead": t.overhead.to_dict("records"), "baseline": t.baseline}
-        return [write_atomic(out / "summary.md", summary_markdown(report.data, report.source, report.plots, out)),
-                write_atomic(out / "runs.csv", runs.to_csv(index=False)),
-                write_atomic(out / "comparison.csv", t.comparison.to_csv(index=False)),
-                write_json(out / "runs.json", data)]
+        return [write_atomic(report.out / "summary.md", summary_markdown(report.data, report.source, report.plots,
+                                                                         report.out))]
