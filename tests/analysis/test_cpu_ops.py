@@ -6,8 +6,8 @@ from tracebuilder import TraceBuilder, write_run
 from tracekit.analysis import cpu_ops
 from tracekit.analysis.compare import compare
 from tracekit.analysis.runs import analyze
-from tracekit.report import Tables
-from tracekit.report.columns import SPEEDUP, comparison_view, headline
+from tracekit.analysis.compare import Tables
+from tracekit.report.tables import SPEEDUP, comparison_view, headline
 from tracekit.trace import load
 
 
@@ -124,6 +124,6 @@ def test_our_cpu_runs_say_why(tmp_path):
         assert finding.startswith("profiled CPU time per iteration ") and t.cpu_op_changes[
             t.cpu_op_changes["mode"] == mode]["op"].iloc[0] in finding
     from tracekit.report import write_reports
-    write_reports(a, tmp_path / "r", source="cpu")
+    write_reports(t, tmp_path / "r", source="cpu")
     summary = (tmp_path / "r" / "summary.md").read_text()
     assert "## CPU runs: what changed, op by op" in summary and "| vit16x6x384 b8 fp32 cpu | onnx | Gemm |" in summary

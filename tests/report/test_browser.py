@@ -12,6 +12,7 @@ import pytest
 from chromium import Chromium, find_browser
 from owndata import H100_STUDY as STUDY
 
+from tracekit.analysis.compare import Tables
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 
@@ -25,7 +26,7 @@ if find_browser() is None:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("reports")
-    write_reports(analyze(STUDY), out, source="tests/data/h100/vit-study")
+    write_reports(Tables.of(analyze(STUDY)), out, source="tests/data/h100/vit-study")
     return out / "index.html"
 
 

@@ -39,12 +39,14 @@ the comparison warns that their Δ idle is inflated.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from tracekit.analysis import cpu_ops as ops_analysis
 from tracekit.analysis.idle import CAUSES
+from tracekit.analysis.runs import Analysis
 
 WORKLOAD_KEYS = ("model", "batch", "dtype", "phase", "device", "device_name")
 PROFILER_OVERHEAD_FLAG = 0.10
@@ -219,9 +221,7 @@ def compare(runs: pd.DataFrame, baseline: str = "eager", cpu_ops: pd.DataFrame |
     m["cpu_op_per_iter_ms"] = m["run"].map(top["us"]) / 1e3
     m["cpu_ops_per_iter"] = m["run"].map(top["calls"])
 
-    ok = m[(m["mode"] == baseline) & (m["status"] == "ok")].sort_values("run")
-    first = ok.drop_duplicates("workload").set_index("workload")
-    base = first.reindex(m["workload"]).reset_index(drop=True)
+    base = baseline_rows(m, m["mode"] == baseline)
     m["baseline_mode"] = baseline
     m["baseline_run"] = base["run"].fillna("")
     m["baseline_ran_on"] = base["ran_on"].fillna("")
@@ -252,11 +252,48 @@ def compare(runs: pd.DataFrame, baseline: str = "eager", cpu_ops: pd.DataFrame |
         by_run = dict(tuple(ops_analysis.changes(cpu_ops, m).groupby("run")))
         m["finding"] = [f or ops_analysis.finding(by_run.get(run, pd.DataFrame()))
                         for f, run in zip(m["finding"], m["run"])]
+    ok = m[(m["mode"] == baseline) & (m["status"] == "ok")]
     m["baseline_runs"] = m["workload"].map(ok.groupby("workload")["run"].count()).fillna(0)
     m["warning"] = [_warnings(r) for r in m.to_dict("records")]
     m = m.drop(columns=["baseline_problem", "baseline_runs", "latency_std_ms", "overhead", "baseline_overhead"])
     order = pd.DataFrame({"w": m["workload"], "b": m["mode"] != baseline, "r": m["run"]})
     return m.loc[order.sort_values(["w", "b", "r"]).index].reset_index(drop=True)
+
+
+def baseline_rows(rows: pd.DataFrame, is_baseline: pd.Series) -> pd.DataFrame:
+    """The baseline run of each row's workload: the first ok run by name among those
+    ``is_baseline`` marks in that workload.
+
+    Args:
+        rows: one row per run, with ``workload``, ``run`` and ``status`` columns.
+        is_baseline: one bool per row of ``rows``.
+
+    Returns:
+        The baseline's row for each row of ``rows`` (same index; all NaN where its
+        workload has no ok baseline run).
+    """
+    ok = rows[is_baseline & (rows["status"] == "ok")].sort_values("run")
+    return ok.drop_duplicates("workload").set_index("workload").reindex(rows["workload"]).set_axis(rows.index)
+
+
+@dataclass
+class Tables:
+    """What every report of an analysis shows: the analysis, its comparison with
+    ``baseline`` (:func:`compare`), each run's profiler overhead (:func:`profiler_overhead`),
+    and the CPU runs' op-by-op changes (:func:`tracekit.analysis.cpu_ops.changes`)."""
+
+    analysis: Analysis
+    comparison: pd.DataFrame
+    overhead: pd.DataFrame
+    baseline: str
+    cpu_op_changes: pd.DataFrame
+
+    @classmethod
+    def of(cls, analysis: Analysis, baseline: str = "eager") -> "Tables":
+        ops = analysis.table("cpu_ops")
+        comparison = compare(analysis.runs, baseline, ops)
+        return cls(analysis, comparison, profiler_overhead(analysis.runs), baseline,
+                   ops_analysis.changes(ops, comparison))
 
 
 def profiler_overhead(runs: pd.DataFrame, threshold: float = PROFILER_OVERHEAD_FLAG) -> pd.DataFrame:
