@@ -212,6 +212,6 @@ def test_report_only_writes_the_report_of_runs_made_on_another_machine(tmp_path)
     assert sorted(result.manifests) == ["vit16x6x384/eager", "vit16x6x384/reduce-overhead"] and not result.ran
     report = (tmp_path / "reports" / "gpu" / "report.md").read_text()
     assert "this report written from those runs by `tracekit bench --report-only gpu.toml`" in report
-    assert "| vit16x6x384/reduce-overhead | ok | 0.500 | 2x |" in report
+    assert "| vit16x6x384/reduce-overhead | ok | 0.500 | 2.00x (1.50-2.75) |" in report
     assert "| transformer/eager | not run |" in report
     assert not (root / "transformer").exists()

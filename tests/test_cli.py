@@ -49,6 +49,9 @@ def test_make_passes_batch_0_on_to_be_refused():
     dry = subprocess.run(["make", "-n", "-C", str(root), "trace", "BATCH=0", "SETUP=", "TRACEKIT=tracekit"],
                          capture_output=True, text=True)
     assert dry.returncode == 0 and "--batch 0" in dry.stdout
+    dry = subprocess.run(["make", "-n", "-C", str(root), "trace", "REPEATS=3", "THREADS=1", "SETUP=",
+                          "TRACEKIT=tracekit"], capture_output=True, text=True)
+    assert "--threads 1 --repeats 3" in dry.stdout
 
 
 def test_readme_main_job_traces_an_eager_baseline_first():

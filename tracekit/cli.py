@@ -84,31 +84,50 @@ def main(ctx: click.Context, debug: bool) -> None:
               "[default: 50].")
 @click.option("--profile-iters", type=click.IntRange(min=1), default=None, help="Iterations in the profiled "
               "window [default: 10].")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="torch's intra-op CPU threads (torch.set_num_threads) [default: torch's]; the count used is "
+              "recorded either way, and a set count is added to the folder name (-t1).")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run in this many processes, one after the other, and report the median process with the "
+              "spread across them (host speed varies between processes).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"),
               show_default=True, help="Traces root; the run goes to OUT/<model>/<mode>/.")
-def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters, profile_iters, out) -> None:
+def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters, profile_iters, threads, repeats,
+          out) -> None:
     """Run one workload on one mode: compile, time, profile; write trace + run.json.
 
     The trace lands in OUT/<model>/<mode>/<worker>.<ts>.pt.trace.json.gz (the
     layout TensorBoard's profiler plugin reads) beside run.json, the run's
-    manifest. A run that fails (OOM, compile error) or cannot run here (backend
-    not installed, needs CUDA) still writes run.json with its status and
-    reason; the exit code is then 1.
+    manifest. The latency is timed twice: per call (CUDA events on a GPU,
+    perf_counter on the CPU) and as a synchronised wall clock per call
+    (torch.utils.benchmark.Timer); timers more than 5% apart, or a host busier
+    than its CPUs at the start or end, are warned about. A run that fails (OOM,
+    compile error) or cannot run here (backend not installed, needs CUDA) still
+    writes run.json with its status and reason; the exit code is then 1.
     """
-    from tracekit import backends, models, runner
+    from tracekit import backends, models, runner, timing
     from tracekit.spec import RunSpec
 
     given = {k: v for k, v in dict(warmup=warmup, iters=iters, profile_iters=profile_iters).items()
              if v is not None}
     spec = RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device, phase=phase,
-                   compile_only=compile_only, **given)
+                   compile_only=compile_only, threads=threads, repeats=repeats, **given)
     try:
         manifest = runner.run(spec, out)
     except (models.UnknownModel, backends.UnknownMode, ValueError) as exc:
         raise UserError(str(exc), ExitCode.USAGE) from None
-    click.echo(f"{manifest.label}/{mode}: {manifest.status}"
-               + (f", latency p50 {manifest.latency('median'):.3f} ms, first call {manifest.compile_s:.2f} s"
-                  if manifest.status == "ok" else f": {manifest.reason[:500]}"))
+    if manifest.status == "ok":
+        wall = (manifest.wall_ms or {}).get("median", float("nan"))
+        spread = (manifest.repeats or {}).get("spread")
+        click.echo(f"{manifest.label}/{mode}: ok, latency p50 {manifest.latency('median'):.3f} ms "
+                   f"(synchronised wall clock {wall:.3f} ms)"
+                   + (f", median of {repeats} processes (spread {spread:.0%})" if spread is not None else "")
+                   + f", first call {manifest.compile_s:.2f} s")
+        for problem in timing.problems(manifest.latency("median"), wall, manifest.latency_ms.get("timer"),
+                                       manifest.host_load):
+            click.echo(f"warning: {problem}")
+    else:
+        click.echo(f"{manifest.label}/{mode}: {manifest.status}: {manifest.reason[:500]}")
     if manifest.note:
         click.echo(f"note: {manifest.note}")
     if manifest.status != "ok":

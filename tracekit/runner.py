@@ -22,10 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import torch
 
-from tracekit import __version__, backends, models
+from tracekit import __version__, backends, models, timing
 from tracekit.backends import Prepared
 from tracekit.environment import default_device, describe
 from tracekit.manifest import Manifest
@@ -38,39 +37,6 @@ Log = Callable[[str], None]
 
 def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def latency_stats(samples_ms: list[float]) -> dict:
-    """Summary of per-iteration latencies (ms): n, mean, median, p10, p90, std, min, max."""
-    a = np.asarray(samples_ms, dtype=np.float64)
-    return {"n": int(a.size), "mean": float(a.mean()), "median": float(np.median(a)),
-            "p10": float(np.percentile(a, 10)), "p90": float(np.percentile(a, 90)),
-            "std": float(a.std(ddof=1)) if a.size > 1 else 0.0, "min": float(a.min()), "max": float(a.max())}
-
-
-class _Timer:
-    """Per-call latency in ms: CUDA events on a GPU (device time between the
-    calls' enqueue points, read after one final sync), perf_counter on the CPU."""
-
-    def __init__(self, device: str):
-        self.cuda = device.startswith("cuda")
-        self.name = "cuda_events" if self.cuda else "perf_counter"
-
-    def time(self, fn: Callable[[], object], n: int) -> list[float]:
-        if self.cuda:
-            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-            for start, end in pairs:
-                start.record()
-                fn()
-                end.record()
-            torch.cuda.synchronize()
-            return [start.elapsed_time(end) for start, end in pairs]
-        out = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            fn()
-            out.append((time.perf_counter() - t0) * 1e3)
-        return out
 
 
 def _sync(device: str) -> None:
@@ -209,10 +175,14 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
 
     Stages: build the model and the eager reference output; prepare the backend;
     first call (``compile_s``: compilation happens here for compiled modes);
-    ``warmup`` more calls; ``iters`` timed calls (``latency_ms``); output
-    ``max_abs_diff`` against eager; then ``profile_iters`` iterations under
-    torch.profiler, one ``ProfilerStep#N`` marker each, after one profiler
-    warm-up step.
+    ``warmup`` more calls; ``iters`` timed calls (``latency_ms``), then the
+    synchronised wall clock per call (``wall_ms``, ``timer_agreement``:
+    :mod:`tracekit.timing`); output ``max_abs_diff`` against eager; then
+    ``profile_iters`` iterations under torch.profiler, one ``ProfilerStep#N``
+    marker each, after one profiler warm-up step. ``host_load`` is read at the
+    start and the end; ``spec.threads`` sets torch's thread count first
+    (``environment.cpu_threads`` records the count used). A spec with
+    ``repeats`` > 1 is run in that many processes (:func:`tracekit.repeats.run`).
 
     Raises:
         models.UnknownModel, backends.UnknownMode: invalid names (nothing written).
@@ -224,6 +194,9 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     written and returned.
     """
     validate(spec)
+    if spec.repeats > 1:
+        from tracekit import repeats
+        return repeats.run(spec, out, log)
     backend = backends.get(spec.mode)
     family_batch = models.default_batch(spec.model)
     if spec.dtype not in models.DTYPES:
@@ -237,11 +210,14 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     if device_type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device cuda requested but torch sees no GPU (is this the CPU build of torch?)")
 
+    load, threads_before = timing.host_load(), torch.get_num_threads()
+    if spec.threads is not None:
+        torch.set_num_threads(spec.threads)
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.iterdir():
         if old.is_file() and is_trace_file(old):
             old.unlink()
-    manifest = Manifest(
+    manifest = Manifest(host_load={"start": load},
         tracekit=__version__, spec=spec.to_dict(), label=directory.parent.name, model=spec.model, mode=spec.mode,
         device_type=device_type, status="running", reason="", stage="start", note=backend.note(device_type),
         environment=describe(spec.device), started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -255,6 +231,7 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     if reason:
         manifest.status, manifest.reason = "skipped", reason
         manifest.write(directory)
+        torch.set_num_threads(threads_before)
         log(f"[{directory}] unavailable: {reason}")
         return manifest
     try:
@@ -268,7 +245,9 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
         log(f"[{directory}] {manifest.status} during {manifest.stage}: {manifest.reason[:300]}")
     finally:
         manifest.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        manifest.host_load["end"] = timing.host_load()
         manifest.write(directory)
+        torch.set_num_threads(threads_before)
     return manifest
 
 
@@ -321,9 +300,11 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage)
     _stop_compile_workers()
 
     stage(f"timing ({spec.iters} iterations)")
-    timer = _Timer(device)
-    samples = timer.time(lambda: step(inputs), spec.iters)
-    manifest.latency_ms = {**latency_stats(samples), "timer": timer.name}
+    samples, timer = timing.time_calls(lambda: step(inputs), spec.iters, device)
+    manifest.latency_ms = {**timing.latency_stats(samples), "timer": timer}
+    stage("timing (synchronised wall clock)")
+    manifest.wall_ms = timing.wall_clock(lambda: step(inputs), sum(samples) / 1e3)
+    manifest.timer_agreement = timing.agreement(manifest.latency_ms["median"], manifest.wall_ms["median"])
     if work := models.cost(spec.model, spec.batch, spec.dtype):  # single ops: the minimum work of a call
         manifest.flop_per_iter, manifest.bytes_per_iter = work["flop"], work["bytes"]
         manifest.op = work.get("op", spec.model)

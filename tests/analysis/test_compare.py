@@ -75,7 +75,7 @@ def test_missing_or_failed_baseline_and_another_baseline(tmp_path):
     write_run(tmp_path / "x" / "eager", None, mode="eager", latency_ms=None, status="oom")
     write_run(tmp_path / "x" / "default", eager_trace(), mode="default", latency_ms=(0.06, 0.05, 0.07))
     write_run(tmp_path / "x" / "ro", graph_trace(), mode="reduce-overhead", latency_ms=(0.03, 0.03, 0.03))
-    write_run(tmp_path / "y" / "default", graph_trace(), mode="default", batch=1)
+    write_run(tmp_path / "y" / "default", graph_trace(), mode="default", batch=1, latency_ms=(0.04, 0.035, 0.05))
     runs = analyze(tmp_path).runs
     c = compare(runs).set_index("run")
     assert c.loc["x/default", "warning"] == "the eager baseline oom"
