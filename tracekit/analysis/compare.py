@@ -229,12 +229,8 @@ def compare(runs: pd.DataFrame, baseline: str = "eager", cpu_ops: pd.DataFrame |
     m["rest_per_iter_ms"] = m["profiled_iter_ms"] - m["busy_per_iter_ms"] - m["idle_per_iter_ms"]
     m["idle_est_ms"] = m["latency_median_ms"] - m["busy_per_iter_ms"]
     m["has_gpu"] = w["has_gpu"].astype(object) if "has_gpu" in w else None
-    # of the run's trace with the most op time (ONNX Runtime's own profile, not the torch trace around it)
-    per_trace = pd.DataFrame({"run": runs["run"], "us": _num(runs, "cpu_op_busy_per_iter_us"),
-                              "calls": _num(runs, "cpu_ops") / _num(runs, "iterations")}) if "run" in runs else None
-    top = per_trace.sort_values("us").drop_duplicates("run", keep="last").set_index("run")
-    m["cpu_op_per_iter_ms"] = m["run"].map(top["us"]) / 1e3
-    m["cpu_ops_per_iter"] = m["run"].map(top["calls"])
+    cpu = ops_analysis.per_run(runs)
+    m["cpu_op_per_iter_ms"], m["cpu_ops_per_iter"] = m["run"].map(cpu["ms"]), m["run"].map(cpu["calls"])
 
     base = baseline_rows(m, m["mode"] == baseline)
     m["baseline_mode"] = baseline

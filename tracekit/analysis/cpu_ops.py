@@ -143,6 +143,19 @@ def changes(ops: pd.DataFrame, comparison: pd.DataFrame) -> pd.DataFrame:
     return out[CHANGE_COLUMNS].reset_index(drop=True)
 
 
+def per_run(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run (index), of its trace with the most CPU op time (ONNX Runtime's own profile,
+    not the torch trace around it): ms (time any CPU op ran, per profiled iteration) and
+    calls (``cpu_op`` events per iteration), from ``Analysis.runs``."""
+    def col(name):
+        return pd.to_numeric(runs[name], errors="coerce") if name in runs else math.nan
+    if runs.empty or "run" not in runs:
+        return pd.DataFrame(columns=["ms", "calls"])
+    per_trace = pd.DataFrame({"run": runs["run"], "ms": col("cpu_op_busy_per_iter_us") / 1e3,
+                              "calls": col("cpu_ops") / col("iterations")})
+    return per_trace.sort_values("ms").drop_duplicates("run", keep="last").set_index("run")
+
+
 def main_traces(ops: pd.DataFrame) -> pd.Series:
     """run -> the trace of ``ops`` (``Analysis.table("cpu_ops")``) with the most op self
     time per iteration, ``OUTSIDE_OPS`` left out."""
