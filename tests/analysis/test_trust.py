@@ -28,6 +28,8 @@ def test_overlapping_ranges_make_an_inconclusive_speedup(tmp_path):
     headers, rows = headline(comparison_view(compare(analyze(tmp_path).runs)), SPEEDUP)
     speedups = [r[headers.index("speedup (p10-p90 range)")] for r in rows]
     assert speedups == ["1.00x (0.78-1.29)", "inconclusive (0.82-1.38x)"]   # not printed as 1.07x
+    from tracekit.report.figures import _speedups
+    assert _speedups(compare(analyze(tmp_path).runs)) == ["1.00x", "inconclusive"]  # the plots' labels too
 
 
 def test_separate_ranges_give_a_number(tmp_path):
