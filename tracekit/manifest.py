@@ -70,6 +70,8 @@ class Manifest:
     diff_ok: bool | None = None
     warmup_s: float | None = None
     latency_ms: dict | None = None         # unprofiled iterations: runner.latency_stats() + "timer"
+    steps: int | None = None               # a recorded loop (tracekit.record): the steps it ran
+    steps_ms: list | None = None           # a recorded loop: each timed step outside the profiled window, ms
     flop_per_iter: float | None = None     # single ops: a call's minimum work (models.cost)
     bytes_per_iter: float | None = None
     op: str | None = None                  # single ops: the op a call computes
