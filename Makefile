@@ -57,11 +57,11 @@ demo: $(SETUP)  ## set up, trace the small default workload eagerly and compiled
 	$(TRACEKIT) bench workloads/demo.toml --traces $(TRACES) --reports $(REPORTS)
 
 trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead (MODEL=resnet50, hf:gpt2, path/to/file.py:fn...)
-	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
+	$(TRACEKIT) trace --model '$(MODEL)' --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
 
 counters: $(SETUP)  ## trace MODEL, then its hardware counters under Nsight Compute (needs ncu): make counters MODEL=mul1024 KERNELS=2
-	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
-	$(TRACEKIT) counters --model $(MODEL) --mode $(MODE) --traces $(TRACES) --out $(COUNTERS_OUT) --kernels $(KERNELS) \
+	$(TRACEKIT) trace --model '$(MODEL)' --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
+	$(TRACEKIT) counters --model '$(MODEL)' --mode $(MODE) --traces $(TRACES) --out $(COUNTERS_OUT) --kernels $(KERNELS) \
 	  $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE))
 
 analyze: $(SETUP)  ## analyze and compare everything under traces/: reports/summary.md, index.html, plots/
