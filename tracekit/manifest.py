@@ -66,7 +66,7 @@ class Manifest:
     loss: str | None = None                # backward phases: the model's own loss or the synthetic one
     compile_s: float | None = None         # prepare_s + first_call_s
     max_abs_diff: float | None = None      # first output vs eager's
-    diff_tolerance: float | None = None    # the largest max_abs_diff that is ok (tracekit.runner.DIFF_RTOL)
+    diff_tolerance: float | None = None    # the largest max_abs_diff that is ok (tracekit.outputs.DIFF_RTOL)
     diff_ok: bool | None = None
     warmup_s: float | None = None
     latency_ms: dict | None = None         # unprofiled iterations: runner.latency_stats() + "timer"

@@ -16,29 +16,15 @@ backend computes the same function as eager and outputs compare.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any, Callable
 
 import torch
 
+from tracekit.outputs import tensors
+
 PHASES = ("inference", "forward", "forward-backward", "train-step")
 TRAINING = frozenset(PHASES) - {"inference"}
-
-
-def tensors(out) -> list[torch.Tensor]:
-    """The tensors of a model output, in order: a tensor, tuples and lists, dicts
-    (transformers' ``ModelOutput``), dataclasses; anything else (None, a KV cache
-    object) is left out."""
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (tuple, list)):
-        return [t for o in out for t in tensors(o)]
-    if isinstance(out, Mapping):
-        return [t for o in out.values() for t in tensors(o)]
-    if dataclasses.is_dataclass(out) and not isinstance(out, type):
-        return [t for f in dataclasses.fields(out) for t in tensors(getattr(out, f.name))]
-    return []
 
 
 def model_loss(out) -> torch.Tensor | None:

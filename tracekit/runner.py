@@ -11,7 +11,6 @@ backend still writes run.json, with ``status`` and ``reason``.
 
 from __future__ import annotations
 
-import math
 import os
 import resource
 import socket
@@ -26,12 +25,12 @@ from typing import Callable
 import numpy as np
 import torch
 
-from tracekit import __version__, backends, models
+from tracekit import __version__, backends, models, outputs
 from tracekit.backends import Prepared
 from tracekit.environment import default_device, describe
 from tracekit.manifest import Manifest
 from tracekit.models.workloads import WorkloadError
-from tracekit.phases import PHASES, TRAINING, make_step, model_loss, tensors
+from tracekit.phases import PHASES, TRAINING, make_step, model_loss
 from tracekit.spec import RunSpec, resolve
 from tracekit.trace.reader import is_trace_file
 
@@ -78,39 +77,6 @@ class _Timer:
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-
-
-def _max_abs_diff(out: list[torch.Tensor], ref: list[torch.Tensor]) -> float:
-    """Largest absolute difference between two outputs' tensors (:func:`_clone`); inf when
-    their structure or shapes differ."""
-    if len(out) != len(ref) or any(o.shape != r.shape for o, r in zip(out, ref)):
-        return math.inf
-    return max((float((o.float().cpu() - r.float().cpu()).abs().max().item()) for o, r in zip(out, ref)
-                if o.numel()), default=0.0)
-
-
-def _max_abs(ref: list[torch.Tensor]) -> float:
-    return max((float(r.float().abs().max().item()) for r in ref if r.numel()), default=0.0)
-
-
-# Output difference allowed against eager, relative to the largest output value. Compiled
-# kernels reorder reductions and may use TF32 or other fused math; these are about 10x the
-# rtol torch.testing.assert_close uses for bit-near results (fp32 1.3e-6 is too strict for a
-# whole network), in line with the accuracy of each format: fp32 with TF32 matmuls ~1e-3,
-# fp16 (10-bit mantissa) ~1e-2, bf16 (7-bit mantissa) ~5e-2; FP8 backends get 0.25.
-# Cross-checks: PyTorch's torch.compile accuracy harness allows 1e-3 for fp32 inference of timm
-# and Hugging Face models (benchmarks/dynamo/timm_models.py, huggingface.py:
-# get_tolerance_and_cosine_flag) and 1e-2 for fp16/bf16 models that need more (torchbench.py);
-# TransformerEngine's FP8 tests allow rtol 0.125 (E4M3) and 0.25 (E5M2) for one GEMM
-# (tests/pytorch/test_fusible_ops.py, dtype_tols).
-DIFF_RTOL = {"fp32": 1e-3, "fp16": 1e-2, "bf16": 5e-2}
-FP8_RTOL = 0.25
-
-
-def _clone(out) -> list[torch.Tensor]:
-    """Copies of an output's tensors (:func:`tracekit.phases.tensors`: tuples, dicts,
-    ModelOutput and dataclasses included), kept for the comparison with eager."""
-    return [t.detach().clone() for t in tensors(out)]
 
 
 def _peak_memory(device: str) -> tuple[float, str]:
@@ -274,7 +240,7 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
     stage("reference output")
     manifest.parameters = sum(p.numel() for p in module.parameters())
     with torch.no_grad():
-        reference = _clone(module(*inputs))
+        reference = outputs.clone(module(*inputs))
         _sync(build_on)
 
     stage("prepare")
@@ -301,14 +267,13 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
     out = step(inputs)
     if spec.phase in TRAINING - {"forward"}:
         manifest.loss = "model's own" if model_loss(out) is not None else "synthetic (mean of squared outputs)"
-    first = _clone(out)
+    first = outputs.clone(out)
     del out
     _sync(device)
     manifest.first_call_s = time.perf_counter() - t0
     manifest.compile_s = manifest.prepare_s + manifest.first_call_s
-    diff = _max_abs_diff(first, reference)
-    rtol = FP8_RTOL if "fp8" in spec.mode else DIFF_RTOL[spec.dtype]
-    tolerance = rtol * max(1.0, _max_abs(reference))
+    diff = outputs.max_abs_diff(first, reference)
+    tolerance = outputs.tolerance(reference, spec.dtype, spec.mode)
     manifest.max_abs_diff, manifest.diff_tolerance, manifest.diff_ok = diff, tolerance, diff <= tolerance
     if diff > tolerance:
         manifest.add_note(f"output differs from eager by {diff:.3g}, above the {spec.dtype} tolerance {tolerance:.3g}")

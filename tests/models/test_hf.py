@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from tracekit import models, runner
+from tracekit import models, outputs, runner
 from tracekit.analysis.compare import workloads
 from tracekit.analysis.runs import analyze
 from tracekit.phases import _loss, make_step, model_loss
@@ -84,11 +84,11 @@ def test_model_outputs_are_compared_tensor_by_tensor():
     module, inputs = models.build(GPT2, batch=2, seq=8, phase="train-step")
     with torch.no_grad():
         out = module(*inputs)
-    ref = runner._clone(out)  # a ModelOutput: loss and logits (the KV cache is off)
+    ref = outputs.clone(out)  # a ModelOutput: loss and logits (the KV cache is off)
     assert [t.shape for t in ref] == [torch.Size([]), torch.Size([2, 8, 1000])]
-    shifted = runner._clone({"loss": out.loss, "logits": out.logits + 0.5})
-    assert runner._max_abs_diff(shifted, ref) == pytest.approx(0.5, abs=1e-5)
-    assert runner._max_abs_diff(ref[1:], ref) == float("inf")  # another structure is never "the same"
+    shifted = outputs.clone({"loss": out.loss, "logits": out.logits + 0.5})
+    assert outputs.max_abs_diff(shifted, ref) == pytest.approx(0.5, abs=1e-5)
+    assert outputs.max_abs_diff(ref[1:], ref) == float("inf")  # another structure is never "the same"
 
 
 @pytest.mark.parametrize("name, problem", [
