@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from tracekit.spec import RunSpec
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
                                 reason="transformers not installed (pip install -e '.[models]')")
 
+ROOT = Path(__file__).resolve().parents[2]
 GPT2 = "hf:gpt2?layers=2&hidden=64&heads=4&vocab=1000"
 LLAMA = "hf:llama?layers=2&hidden=64&heads=4&kv_heads=2&ffn=128&vocab=1000"
 QUICK = dict(warmup=1, iters=3, profile_iters=2)
@@ -44,13 +46,31 @@ def test_sizes_in_the_name_override_the_config():
 
 
 def test_the_published_sizes_are_the_defaults():
-    # The 1B-class Llama of the H100 suite: about 1.1B parameters, counted from its config alone.
-    family = models.lookup("hf:llama?layers=16&hidden=2048&heads=32&kv_heads=8&ffn=8192")[0]
-    c = family.source["config"]
-    assert 1.0e9 < llama_parameters(c["vocab"], c["hidden"], c["layers"], c["heads"], c["kv_heads"], c["ffn"]) < 1.2e9
     assert models.lookup("hf:gpt2")[0].source["config"] == {"layers": 12, "hidden": 768, "heads": 12, "ffn": None,
                                                             "vocab": 50257, "positions": 1024}
     assert models.lookup("hf:gpt2")[0].default_seq == 128 and models.default_batch("hf:gpt2") == 8
+
+
+def test_the_h100_suite_runs_the_grid_of_the_issue():
+    from tracekit.suite import load_suite
+
+    cells = [c.values for c in load_suite(ROOT / "workloads" / "models-h100.toml").cells]
+    grid = {(c["model"], c.get("batch"), c.get("seq"), c.get("dtype", "fp32"), c.get("phase", "inference"), c["mode"])
+            for c in cells}
+    modes = ("eager", "cudagraphs", "default", "reduce-overhead")
+    for model in ("torchvision:resnet50", "timm:vit_base_patch16_224"):
+        assert all((model, b, None, "fp32", "inference", m) in grid for b in (1, 64) for m in modes)
+    for model in ("hf:gpt2", "hf:bert"):
+        assert all((model, None, s, "fp32", "inference", m) in grid for s in (128, 512) for m in modes)
+    llama = {c["model"] for c in cells if c["model"].startswith("hf:llama")}
+    assert len(llama) == 1 and all(c["dtype"] == "bf16" for c in cells if c["model"] in llama)
+    assert {c["mode"] for c in cells if c["model"] in llama} == set(modes)
+    assert {c["model"] for c in cells if c.get("phase") == "train-step"} == {"hf:gpt2", "torchvision:resnet50"}
+    # The Llama is "about 1B": its parameters counted on the meta device (no memory, no weights).
+    family = models.lookup(llama.pop())[0]
+    with torch.device("meta"):
+        module, _ = family.builder(None, 1, seq=16, phase="inference")
+    assert 1.0e9 < sum(p.numel() for p in module.parameters()) < 1.2e9
 
 
 @pytest.mark.parametrize("name, cls, names", [
