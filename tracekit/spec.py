@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, fields, replace
+from pathlib import PurePath
 
 DEFAULT_WARMUP = 5       # calls after the first; covers Inductor's and CUDA-graph recording's warm-up runs
 DEFAULT_ITERS = 50       # unprofiled timed iterations
 DEFAULT_PROFILE_ITERS = 10  # iterations in the profiled window
-_LATER = {"threads": None, "repeats": 1}  # fields added by issue 17, with their defaults
+_LATER = {"seq": None, "threads": None, "repeats": 1}  # fields added after the first run.json files
 
 
 @dataclass(frozen=True)
@@ -15,7 +17,9 @@ class RunSpec:
     """One run: a workload (model, batch, dtype, device) on one backend mode.
 
     batch None means the model family's default. device None means "cuda" when
-    a GPU is visible, else "cpu" (resolved by :func:`resolve`). threads: torch's
+    a GPU is visible, else "cpu" (resolved by :func:`resolve`). seq: the sequence
+    length of models that take token inputs (``hf:gpt2``); None means the
+    family's default, and models without one take none. threads: torch's
     intra-op threads (``torch.set_num_threads``; None: torch's default, recorded
     as ``environment.cpu_threads`` either way). repeats: the run is made in that
     many processes, one after the other, and reported as the median process
@@ -33,12 +37,13 @@ class RunSpec:
     iters: int = DEFAULT_ITERS
     profile_iters: int = DEFAULT_PROFILE_ITERS
     seed: int = 0
+    seq: int | None = None
     threads: int | None = None
     repeats: int = 1
 
     def to_dict(self) -> dict:
-        """The fields as a dict; fields added after run.json files were first written
-        (``_LATER``) only where they differ from their default, so the spec of an
+        """The spec as run.json records it; fields added after run.json files were first
+        written (``_LATER``) only where they differ from their default, so the spec of an
         older run still equals the same spec now (the bench's "done" check)."""
         return {k: v for k, v in asdict(self).items() if k not in _LATER or v != _LATER[k]}
 
@@ -48,16 +53,20 @@ class RunSpec:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
-    def label(self, default_batch: int, default_device: str) -> str:
-        """The workload folder name: the model, plus each setting that is not the default.
+    def label(self, default_batch: int, default_device: str, default_seq: int | None = None) -> str:
+        """The workload folder name: the model (as :func:`folder_name`), plus each setting
+        that is not the default.
 
         ``vit16x6x384`` at its default batch 8 in fp32 is ``vit16x6x384``; at batch 1
-        in bf16 it is ``vit16x6x384-b1-bf16``; a training step adds ``-train-step``;
-        a set thread count ``-t1`` (the number of processes is no part of it).
+        in bf16 it is ``vit16x6x384-b1-bf16``; ``hf:gpt2`` at sequence 512 is
+        ``hf-gpt2-s512``; a training step adds ``-train-step``; a set thread count
+        ``-t1`` (the number of processes is no part of it).
         """
-        parts = [self.model]
+        parts = [folder_name(self.model)]
         if self.batch is not None and self.batch != default_batch:
             parts.append(f"b{self.batch}")
+        if self.seq is not None and self.seq != default_seq:
+            parts.append(f"s{self.seq}")
         if self.dtype != "fp32":
             parts.append(self.dtype)
         if self.device is not None and self.device.split(":")[0] != default_device:
@@ -69,22 +78,38 @@ class RunSpec:
         return "-".join(parts)
 
 
+def folder_name(model: str) -> str:
+    """A filesystem-safe, readable folder name for a model name.
+
+    Built-in names stay as they are (``vit16x6x384``, ``lm-2.7b-1024``). A file
+    reference keeps the file's stem and the function (``path/to/net.py:build`` ->
+    ``net-build``); otherwise ``key=value`` becomes ``keyvalue`` and every other
+    character outside ``[A-Za-z0-9._-]`` a dash (``hf:llama?layers=16&hidden=2048`` ->
+    ``hf-llama-layers16-hidden2048``, ``pkg.mod:fn`` -> ``pkg.mod-fn``).
+    """
+    source, sep, name = model.rpartition(":")
+    if sep and source.endswith(".py"):
+        model = f"{PurePath(source).stem}-{name}"
+    model = re.sub(r"=", "", model)
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-.") or "model"
+
+
 def validate(spec: RunSpec) -> None:
     """Check the counts of ``spec`` before anything runs or is written.
 
     Raises:
-        ValueError: a batch below 1 (0 is not "the default": None is), fewer
-            than 1 timed or profiled iteration, thread or process, or negative
-            warm-up calls.
+        ValueError: a batch or sequence length below 1 (0 is not "the default":
+            None is), fewer than 1 timed or profiled iteration, thread or
+            process, or negative warm-up calls.
     """
-    for name, least in (("batch", 1), ("iters", 1), ("profile_iters", 1), ("warmup", 0), ("threads", 1),
-                        ("repeats", 1)):
+    for name, least in (("batch", 1), ("seq", 1), ("iters", 1), ("profile_iters", 1), ("warmup", 0),
+                        ("threads", 1), ("repeats", 1)):
         value = getattr(spec, name)
         if value is not None and value < least:
             raise ValueError(f"{name} must be at least {least}, got {value}")
 
 
-def resolve(spec: RunSpec, default_batch: int, default_device: str) -> RunSpec:
-    """Fill batch and device defaults so the manifest records concrete values."""
+def resolve(spec: RunSpec, default_batch: int, default_device: str, default_seq: int | None = None) -> RunSpec:
+    """Fill batch, device and sequence-length defaults so the manifest records concrete values."""
     return replace(spec, batch=default_batch if spec.batch is None else spec.batch,
-                   device=spec.device or default_device)
+                   device=spec.device or default_device, seq=default_seq if spec.seq is None else spec.seq)
