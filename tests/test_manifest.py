@@ -28,10 +28,10 @@ def test_a_version_1_manifest_reads_with_defaults_and_writes_back_unchanged(tmp_
 
 def test_fields_of_a_newer_manifest_survive_a_read_and_a_rewrite(tmp_path):
     newer = {"manifest_version": VERSION + 1, "spec": {"model": "mlp", "rank": 3}, "status": "running",
-             "world_size": 8, "host_load": {"load1": 0.5}}
+             "world_size": 8, "gpu_clocks": {"sm_MHz": 1980}}
     (tmp_path / FILENAME).write_text(json.dumps(newer))
     m = Manifest.read(tmp_path)
-    assert m.extra == {"world_size": 8, "host_load": {"load1": 0.5}} and m["world_size"] == 8
+    assert m.extra == {"world_size": 8, "gpu_clocks": {"sm_MHz": 1980}} and m["world_size"] == 8
     m.status = "timeout"
     m.write(tmp_path)
     assert json.loads((tmp_path / FILENAME).read_text()) == {**newer, "status": "timeout"}

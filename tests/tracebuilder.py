@@ -54,10 +54,11 @@ class TraceBuilder:
         return corr
 
     def memcpy(self, start: float, dur: float, nbytes: int = 1 << 20, stream: int = 7, device: int = 0,
-               launch_at: float | None = None, kind: str = "Memcpy HtoD (Pageable -> Device)") -> int:
+               launch_at: float | None = None, kind: str = "Memcpy HtoD (Pageable -> Device)",
+               api: str = "cudaMemcpyAsync", launch_dur: float = 3.0) -> int:
         corr = self._next_corr()
         if launch_at is not None:
-            self._launch("cudaMemcpyAsync", launch_at, 3.0, corr)
+            self._launch(api, launch_at, launch_dur, corr)
         self._gpu("gpu_memcpy", kind, start, dur, stream, device, corr, bytes=nbytes)
         return corr
 

@@ -166,7 +166,7 @@ def profile(module, inputs, modes: Sequence[str] = ("eager", "default"), phase: 
             (nothing is moved or cast; it is put in eval mode).
         inputs: its example inputs, a tuple of tensors (or one tensor); each
             iteration calls ``module(*inputs)``.
-        modes: backend modes (``tracekit modes``), each its own run.
+        modes: backend modes (``tracekit backends``), each its own run.
         phase: inference, forward, forward-backward or train-step
             (:mod:`tracekit.phases`; the module's own loss where its output has a ``loss``).
         out: the traces root.

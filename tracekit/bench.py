@@ -47,7 +47,7 @@ from tracekit.environment import default_device
 from tracekit.manifest import Manifest
 from tracekit.report import write_reports
 from tracekit.runner import run_dir
-from tracekit.spec import RunSpec, resolve
+from tracekit.spec import RunSpec, resolve, validate
 from tracekit.suite import SPEC_FIELDS, Cell, Suite, SuiteError
 from tracekit.trace.reader import is_trace_file
 
@@ -117,9 +117,10 @@ def _identify(cell: Cell, device: str) -> tuple[str, dict, str | None]:
         label = known.label(-1, device) + "".join(f"-{values[k]}" for k in cell.unknown)
         return f"{label}/{mode}", values, str(exc)
     try:
+        validate(spec)
         family = models.lookup(spec.model)[0]
         models.check_seq(family, spec.model, spec.seq)
-    except ValueError as exc:  # an unknown model, a workload file that cannot be used, a bad seq
+    except ValueError as exc:  # an unknown model, a workload file that cannot be used, a bad seq or count
         return f"{spec.label(-1, device)}/{mode}", spec.to_dict(), str(exc)
     resolved = resolve(spec, family.default_batch, device, family.default_seq)
     return run_dir(spec, Path(), device).as_posix(), resolved.to_dict(), _problem(resolved) or family.missing

@@ -71,8 +71,8 @@ def main(ctx: click.Context, debug: bool) -> None:
               "(path/to/file.py:fn, package.module:fn, or its name when workloads/*.py defines it); "
               "`tracekit models` lists them.")
 @click.option("--mode", default="eager", show_default=True,
-              help="Backend mode: eager, default, reduce-overhead, max-autotune, ... (`tracekit modes`).")
-@click.option("--batch", "-b", type=int, default=None, help="Batch size [default: the model's].")
+              help="Backend mode: eager, default, reduce-overhead, max-autotune, ... (`tracekit backends`).")
+@click.option("--batch", "-b", type=click.IntRange(min=1), default=None, help="Batch size [default: the model's].")
 @click.option("--seq", type=click.IntRange(min=1), default=None,
               help="Sequence length of token inputs (hf: text models, workload functions with a seq "
               "parameter) [default: the model's, 128 for hf:].")
@@ -84,20 +84,32 @@ def main(ctx: click.Context, debug: bool) -> None:
               "own loss where it has one, as hf: models given labels), + AdamW step.")
 @click.option("--compile-only", default="", help="mode=surgical: comma-separated name patterns of the "
               "submodules to compile, e.g. '*.rope,*.qkv_reshape' [default: the model's].")
-@click.option("--warmup", type=int, default=None, help="Warm-up calls after the first (compile) call "
-              "[default: 5].")
-@click.option("--iters", type=int, default=None, help="Unprofiled timed iterations [default: 50].")
-@click.option("--profile-iters", type=int, default=None, help="Iterations in the profiled window "
-              "[default: 10].")
+@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up calls after the first "
+              "(compile) call [default: 5].")
+@click.option("--iters", type=click.IntRange(min=1), default=None, help="Unprofiled timed iterations "
+              "[default: 50].")
+@click.option("--profile-iters", type=click.IntRange(min=1), default=None, help="Iterations in the profiled "
+              "window [default: 10].")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="torch's intra-op CPU threads (torch.set_num_threads) [default: torch's]; the count used is "
+              "recorded either way, and a set count is added to the folder name (-t1).")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run in this many processes, one after the other, and report the median process with the "
+              "spread across them (host speed varies between processes).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"),
               show_default=True, help="Traces root; the run goes to OUT/<model>/<mode>/.")
-def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, iters, profile_iters, out) -> None:
+def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, iters, profile_iters, threads,
+          repeats, out) -> None:
     """Run one workload on one mode: compile, time, profile; write trace + run.json.
 
     The trace lands in OUT/<model>/<mode>/<worker>.<ts>.pt.trace.json.gz (the
     layout TensorBoard's profiler plugin reads) beside run.json, the run's
     manifest; a model name that is not a plain word gets a readable folder
     name (hf:llama?layers=16 -> hf-llama-layers16, path/to/net.py:fn -> net-fn).
+    The latency is timed twice: per call (CUDA events on a GPU, perf_counter on
+    the CPU) and as a synchronised wall clock per call
+    (torch.utils.benchmark.Timer); timers more than 5% apart, or a host busier
+    than its CPUs at the start or end, are warned about.
     A run that fails (OOM, compile error) or cannot run here (backend or
     library not installed, needs CUDA) still writes run.json with its status
     and reason; the exit code is then 1. A workload file that cannot be
@@ -111,20 +123,29 @@ def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, i
           return MyNet().to(device, dtype), (torch.randn(batch, 64, device=device, dtype=dtype),)
     runs with: tracekit trace --model my_file.py:my_model --mode default
     """
-    from tracekit import backends, models, runner
+    from tracekit import backends, models, runner, timing
     from tracekit.spec import RunSpec
 
     given = {k: v for k, v in dict(warmup=warmup, iters=iters, profile_iters=profile_iters).items()
              if v is not None}
     spec = RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device, phase=phase,
-                   compile_only=compile_only, seq=seq, **given)
+                   compile_only=compile_only, seq=seq, threads=threads, repeats=repeats, **given)
     try:
         manifest = runner.run(spec, out)
     except (models.UnknownModel, backends.UnknownMode, ValueError) as exc:
         raise UserError(str(exc), ExitCode.USAGE) from None
-    click.echo(f"{manifest.label}/{mode}: {manifest.status}"
-               + (f", latency p50 {manifest.latency('median'):.3f} ms, first call {manifest.compile_s:.2f} s"
-                  if manifest.status == "ok" else f": {manifest.reason[:500]}"))
+    if manifest.status == "ok":
+        wall = (manifest.wall_ms or {}).get("median", float("nan"))
+        spread = (manifest.repeats or {}).get("spread")
+        click.echo(f"{manifest.label}/{mode}: ok, latency p50 {manifest.latency('median'):.3f} ms "
+                   f"(synchronised wall clock {wall:.3f} ms)"
+                   + (f", median of {repeats} processes (spread {spread:.0%})" if spread is not None else "")
+                   + f", first call {manifest.compile_s:.2f} s")
+        for problem in timing.problems(manifest.latency("median"), wall, manifest.latency_ms.get("timer"),
+                                       manifest.host_load):
+            click.echo(f"warning: {problem}")
+    else:
+        click.echo(f"{manifest.label}/{mode}: {manifest.status}: {manifest.reason[:500]}")
     if manifest.note:
         click.echo(f"note: {manifest.note}")
     if manifest.status != "ok":
@@ -293,13 +314,14 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry
 @main.command()
 @click.option("--model", "-m", default=None, help="Workload to profile, e.g. mul1024, gemm8192x8192x8192, "
               "vit16x6x384 (`tracekit models`). Not needed with --csv.")
-@click.option("--mode", default="eager", show_default=True, help="Backend mode (`tracekit modes`).")
-@click.option("--batch", "-b", type=int, default=None, help="Batch size [default: the model's].")
+@click.option("--mode", default="eager", show_default=True, help="Backend mode (`tracekit backends`).")
+@click.option("--batch", "-b", type=click.IntRange(min=1), default=None, help="Batch size [default: the model's].")
 @click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
 @click.option("--device", default=None, help="cuda or cuda:N [default: cuda if visible].")
 @click.option("--phase", type=click.Choice(["inference", "forward", "forward-backward", "train-step"]),
               default="inference", show_default=True, help="What one iteration does (as for `tracekit trace`).")
-@click.option("--warmup", type=int, default=None, help="Warm-up calls before the profiled ones [default: 5].")
+@click.option("--warmup", type=click.IntRange(min=0), default=None,
+              help="Warm-up calls before the profiled ones [default: 5].")
 @click.option("--kernels", type=click.IntRange(min=1), default=100, show_default=True,
               help="Profile at most this many kernels (ncu --launch-count), from the first measured "
               "iteration on; ncu replays each one several times.")
@@ -384,18 +406,20 @@ def list_models(as_json) -> None:
 
 
 @main.command("backends")
-def list_backends() -> None:
-    """List backend modes, whether each can run here (and why not), and their phases."""
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def list_backends(as_json) -> None:
+    """List the backend modes (--mode of trace and suites): what each runs, its phases,
+    whether it can run on this machine (and why not, with how to install what is
+    missing), and what it does differently here (no CUDA graphs on the CPU)."""
     from tracekit import backends
     from tracekit.environment import default_device
-    from tracekit.spec import RunSpec
 
-    spec = RunSpec(model="mlp", device=default_device())
-    for name, b in backends.BACKENDS.items():
-        reason = backends.why_not(b, spec)
-        click.echo(f"{name:<27} {'available' if not reason else 'unavailable'}  {b.description}")
-        click.echo(f"{'':<27} phases: {', '.join(p for p in ('inference', 'forward', 'forward-backward', 'train-step') if p in b.phases)}"
-                   + (f"; {reason}" if reason else ""))
-
-
-main.add_command(list_backends, "modes")
+    rows = backends.listing(default_device())
+    if as_json:
+        click.echo(json.dumps(rows))
+        return
+    for r in rows:
+        click.echo(f"{r['mode']:<27} {'available' if r['available'] else 'unavailable'}  {r['description']}")
+        click.echo(f"{'':<27} phases: {', '.join(r['phases'])}" + (f"; {r['reason']}" if r["reason"] else ""))
+        if r["note"]:
+            click.echo(f"{'':<27} here: {r['note']}")

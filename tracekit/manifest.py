@@ -12,6 +12,9 @@ Versions (``manifest_version``):
   "inference" and ""), and they lack ``compile_cache``, ``prepare_s``,
   ``first_call_s``, ``backend`` and ``diff_ok`` (read as None).
 * 2: ``manifest_version`` written; the fields are version 1's.
+* 3 (issue 17): ``host_load``, ``wall_ms``, ``timer_agreement``, ``repeats``;
+  ``latency_ms`` keeps its ``samples``; the spec may have ``threads`` and
+  ``repeats`` (left out where they are the defaults, None and 1).
 
 Adding a field is one line in :class:`Manifest`: its name, type, a default of
 None ("not recorded", as in every older file) and a comment with its unit.
@@ -30,7 +33,7 @@ from pathlib import Path
 from tracekit.io import write_json
 
 FILENAME = "run.json"
-VERSION = 2
+VERSION = 3
 
 
 @dataclass
@@ -69,7 +72,11 @@ class Manifest:
     diff_tolerance: float | None = None    # the largest max_abs_diff that is ok (tracekit.outputs.DIFF_RTOL)
     diff_ok: bool | None = None
     warmup_s: float | None = None
-    latency_ms: dict | None = None         # unprofiled iterations: runner.latency_stats() + "timer"
+    latency_ms: dict | None = None         # unprofiled iterations: timing.latency_stats() + "timer"
+    wall_ms: dict | None = None            # synchronised wall clock per call: timing.wall_clock()
+    timer_agreement: float | None = None   # wall_ms median / latency_ms median - 1 (timing.agreement)
+    host_load: dict | None = None          # {"start", "end"}: timing.host_load() at each end of the run
+    repeats: dict | None = None            # a run made in several processes: tracekit.repeats.combine()
     steps: int | None = None               # a recorded loop (tracekit.record): the steps it ran
     steps_ms: list | None = None           # a recorded loop: each timed step outside the profiled window, ms
     flop_per_iter: float | None = None     # single ops: a call's minimum work (models.cost)

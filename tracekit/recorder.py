@@ -45,7 +45,8 @@ import torch
 
 from tracekit.environment import default_device
 from tracekit.manifest import Manifest
-from tracekit.runner import _classify, _peak_memory, _stop_compile_workers, latency_stats, new_manifest
+from tracekit.runner import _classify, _peak_memory, _stop_compile_workers, new_manifest
+from tracekit.timing import latency_stats
 from tracekit.spec import DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec
 from tracekit.trace.reader import is_trace_file
 

@@ -22,16 +22,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import torch
 
-from tracekit import __version__, backends, models, outputs
+from tracekit import __version__, backends, models, outputs, timing
 from tracekit.backends import Prepared
 from tracekit.environment import default_device, describe
 from tracekit.manifest import Manifest
 from tracekit.models.workloads import WorkloadError
 from tracekit.phases import PHASES, TRAINING, make_step, model_loss
-from tracekit.spec import RunSpec, resolve
+from tracekit.spec import RunSpec, resolve, validate
 from tracekit.trace.reader import is_trace_file
 
 Log = Callable[[str], None]
@@ -39,39 +38,6 @@ Log = Callable[[str], None]
 
 def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def latency_stats(samples_ms: list[float]) -> dict:
-    """Summary of per-iteration latencies (ms): n, mean, median, p10, p90, std, min, max."""
-    a = np.asarray(samples_ms, dtype=np.float64)
-    return {"n": int(a.size), "mean": float(a.mean()), "median": float(np.median(a)),
-            "p10": float(np.percentile(a, 10)), "p90": float(np.percentile(a, 90)),
-            "std": float(a.std(ddof=1)) if a.size > 1 else 0.0, "min": float(a.min()), "max": float(a.max())}
-
-
-class _Timer:
-    """Per-call latency in ms: CUDA events on a GPU (device time between the
-    calls' enqueue points, read after one final sync), perf_counter on the CPU."""
-
-    def __init__(self, device: str):
-        self.cuda = device.startswith("cuda")
-        self.name = "cuda_events" if self.cuda else "perf_counter"
-
-    def time(self, fn: Callable[[], object], n: int) -> list[float]:
-        if self.cuda:
-            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-            for start, end in pairs:
-                start.record()
-                fn()
-                end.record()
-            torch.cuda.synchronize()
-            return [start.elapsed_time(end) for start, end in pairs]
-        out = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            fn()
-            out.append((time.perf_counter() - t0) * 1e3)
-        return out
 
 
 def _sync(device: str) -> None:
@@ -130,6 +96,38 @@ def _stop_compile_workers() -> None:
     shutdown_compile_workers()
 
 
+@contextmanager
+def _without_kineto_usdt_lines():
+    """Drop the ``USDT:... profiler_start`` / ``profiler_stop`` lines Kineto writes to
+    stderr (file descriptor 2) at every profiler start and stop; every other line
+    written to stderr meanwhile is passed on after the window, in order.
+
+    Kineto prints them at its highest severity, so ``KINETO_LOG_LEVEL`` cannot hide
+    them without hiding its errors too: the window's stderr goes to a temporary
+    file instead, filtered when the window ends.
+    """
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().decode(errors="replace").splitlines(keepends=True)
+                    if not line.startswith("USDT:")]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
 def run_dir(spec: RunSpec, out: Path, device: str | None = None) -> Path:
     """The folder a run of ``spec`` writes to: ``out/<label>/<mode>``.
 
@@ -158,21 +156,31 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     Stages: build the model (before anything is written) and the eager reference
     output; prepare the backend; first call (``compile_s``: compilation happens
     here for compiled modes); ``warmup`` more calls; ``iters`` timed calls
-    (``latency_ms``); output ``max_abs_diff`` against eager; then
-    ``profile_iters`` iterations under torch.profiler, one ``ProfilerStep#N``
-    marker each, after one profiler warm-up step.
+    (``latency_ms``), then the synchronised wall clock per call (``wall_ms``,
+    ``timer_agreement``: :mod:`tracekit.timing`); output ``max_abs_diff``
+    against eager; then ``profile_iters`` iterations under torch.profiler, one
+    ``ProfilerStep#N`` marker each, after one profiler warm-up step.
+    ``host_load`` is read at the start and the end; ``spec.threads`` sets
+    torch's thread count first (``environment.cpu_threads`` records the count
+    used). A spec with ``repeats`` > 1 is run in that many processes
+    (:func:`tracekit.repeats.run`).
 
     Raises:
         models.UnknownModel, backends.UnknownMode: invalid names (nothing written).
         tracekit.models.workloads.WorkloadError: a workload file that cannot be
             imported, has no such function, or whose function raises or returns
             something else than (nn.Module, tuple of tensors) (nothing written).
-        ValueError: invalid dtype, batch, seq or device (nothing written).
+        ValueError: invalid dtype, phase, device, batch, seq, iteration, thread or
+            process counts (:func:`tracekit.spec.validate`; nothing written).
     A mode or workload that cannot run here (not installed, needs CUDA, phase not
     supported, ``models.Unavailable``) is recorded as status "skipped" with the
     reason; any other failure as "oom" or "failed"; either way run.json is
     written and returned.
     """
+    validate(spec)
+    if spec.repeats > 1:
+        from tracekit import repeats
+        return repeats.run(spec, out, log)
     backend = backends.get(spec.mode)
     family = models.lookup(spec.model)[0]
     if spec.dtype not in models.DTYPES:
@@ -187,6 +195,9 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     if device_type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device cuda requested but torch sees no GPU (is this the CPU build of torch?)")
 
+    load, threads_before = timing.host_load(), torch.get_num_threads()
+    if spec.threads is not None:
+        torch.set_num_threads(spec.threads)
     reason = backends.why_not(backend, spec) or family.missing
     workload, failure, t0 = None, None, time.perf_counter()
     if not reason:  # built before the folder exists (and before any output): a bad workload file writes nothing
@@ -194,6 +205,7 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
             workload = models.build(spec.model, spec.batch, spec.dtype, backend.device(spec), spec.seed, spec.seq,
                                     spec.phase)
         except WorkloadError:
+            torch.set_num_threads(threads_before)
             raise
         except Exception as exc:  # noqa: BLE001 - recorded below as the run's status
             failure = exc
@@ -204,6 +216,7 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
         if old.is_file() and is_trace_file(old):
             old.unlink()
     manifest = new_manifest(spec, directory.parent.name, device_type, family.source, backend.note(device_type))
+    manifest.host_load = {"start": load}
     manifest.write(directory)
 
     def stage(name: str) -> None:
@@ -213,6 +226,7 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     if reason:
         manifest.status, manifest.reason = "skipped", reason
         manifest.write(directory)
+        torch.set_num_threads(threads_before)
         log(f"[{directory}] unavailable: {reason}")
         return manifest
     try:
@@ -230,7 +244,9 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
         log(f"[{directory}] {manifest.status} during {manifest.stage}: {manifest.reason[:300]}")
     finally:
         manifest.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        manifest.host_load["end"] = timing.host_load()
         manifest.write(directory)
+        torch.set_num_threads(threads_before)
     return manifest
 
 
@@ -287,9 +303,11 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
     _stop_compile_workers()
 
     stage(f"timing ({spec.iters} iterations)")
-    timer = _Timer(device)
-    samples = timer.time(lambda: step(inputs), spec.iters)
-    manifest.latency_ms = {**latency_stats(samples), "timer": timer.name}
+    samples, timer = timing.time_calls(lambda: step(inputs), spec.iters, device)
+    manifest.latency_ms = {**timing.latency_stats(samples), "timer": timer}
+    stage("timing (synchronised wall clock)")
+    manifest.wall_ms = timing.wall_clock(lambda: step(inputs), sum(samples) / 1e3)
+    manifest.timer_agreement = timing.agreement(manifest.latency_ms["median"], manifest.wall_ms["median"])
     if work := models.cost(spec.model, spec.batch, spec.dtype):  # single ops: the minimum work of a call
         manifest.flop_per_iter, manifest.bytes_per_iter = work["flop"], work["bytes"]
         manifest.op = work.get("op", spec.model)
@@ -301,7 +319,7 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     worker = f"{socket.gethostname()}_{os.getpid()}"
     own_profiler = prepared.profile(directory, worker) if prepared.profile else nullcontext()
-    with own_profiler, torch.profiler.profile(
+    with _without_kineto_usdt_lines(), own_profiler, torch.profiler.profile(
         activities=activities, record_shapes=True,
         schedule=torch.profiler.schedule(wait=0, warmup=1, active=spec.profile_iters, repeat=1),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(str(directory), worker_name=worker,

@@ -9,6 +9,7 @@ from pathlib import PurePath
 DEFAULT_WARMUP = 5       # calls after the first; covers Inductor's and CUDA-graph recording's warm-up runs
 DEFAULT_ITERS = 50       # unprofiled timed iterations
 DEFAULT_PROFILE_ITERS = 10  # iterations in the profiled window
+_LATER = {"seq": None, "threads": None, "repeats": 1}  # fields added after the first run.json files
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,11 @@ class RunSpec:
     batch None means the model family's default. device None means "cuda" when
     a GPU is visible, else "cpu" (resolved by :func:`resolve`). seq: the sequence
     length of models that take token inputs (``hf:gpt2``); None means the
-    family's default, and models without one take none.
+    family's default, and models without one take none. threads: torch's
+    intra-op threads (``torch.set_num_threads``; None: torch's default, recorded
+    as ``environment.cpu_threads`` either way). repeats: the run is made in that
+    many processes, one after the other, and reported as the median process
+    with the spread across them (:mod:`tracekit.repeats`).
     """
 
     model: str
@@ -33,14 +38,14 @@ class RunSpec:
     profile_iters: int = DEFAULT_PROFILE_ITERS
     seed: int = 0
     seq: int | None = None
+    threads: int | None = None
+    repeats: int = 1
 
     def to_dict(self) -> dict:
-        """The spec as run.json records it; ``seq`` only when set, so the specs of models
-        without a sequence length equal those written before it existed."""
-        data = asdict(self)
-        if data["seq"] is None:
-            del data["seq"]
-        return data
+        """The spec as run.json records it; fields added after run.json files were first
+        written (``_LATER``) only where they differ from their default, so the spec of an
+        older run still equals the same spec now (the bench's "done" check)."""
+        return {k: v for k, v in asdict(self).items() if k not in _LATER or v != _LATER[k]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunSpec":
@@ -54,7 +59,8 @@ class RunSpec:
 
         ``vit16x6x384`` at its default batch 8 in fp32 is ``vit16x6x384``; at batch 1
         in bf16 it is ``vit16x6x384-b1-bf16``; ``hf:gpt2`` at sequence 512 is
-        ``hf-gpt2-s512``; a training step adds ``-train-step``.
+        ``hf-gpt2-s512``; a training step adds ``-train-step``; a set thread count
+        ``-t1`` (the number of processes is no part of it).
         """
         parts = [folder_name(self.model)]
         if self.batch is not None and self.batch != default_batch:
@@ -67,6 +73,8 @@ class RunSpec:
             parts.append(self.device.replace(":", ""))
         if self.phase != "inference":
             parts.append(self.phase)
+        if self.threads is not None:
+            parts.append(f"t{self.threads}")
         return "-".join(parts)
 
 
@@ -86,7 +94,22 @@ def folder_name(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-.") or "model"
 
 
+def validate(spec: RunSpec) -> None:
+    """Check the counts of ``spec`` before anything runs or is written.
+
+    Raises:
+        ValueError: a batch or sequence length below 1 (0 is not "the default":
+            None is), fewer than 1 timed or profiled iteration, thread or
+            process, or negative warm-up calls.
+    """
+    for name, least in (("batch", 1), ("seq", 1), ("iters", 1), ("profile_iters", 1), ("warmup", 0),
+                        ("threads", 1), ("repeats", 1)):
+        value = getattr(spec, name)
+        if value is not None and value < least:
+            raise ValueError(f"{name} must be at least {least}, got {value}")
+
+
 def resolve(spec: RunSpec, default_batch: int, default_device: str, default_seq: int | None = None) -> RunSpec:
     """Fill batch, device and sequence-length defaults so the manifest records concrete values."""
-    return replace(spec, batch=spec.batch or default_batch, device=spec.device or default_device,
-                   seq=spec.seq or default_seq)
+    return replace(spec, batch=default_batch if spec.batch is None else spec.batch,
+                   device=spec.device or default_device, seq=default_seq if spec.seq is None else spec.seq)

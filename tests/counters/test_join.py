@@ -1,15 +1,13 @@
-from pathlib import Path
-
 import pandas as pd
 import pytest
+from owndata import h100_trace
 from tracebuilder import TraceBuilder
 
 from tracekit.counters.join import full_key, function_key, join
 from tracekit.trace import load
 
-ROOT = Path(__file__).resolve().parents[2]
-# A real H100 trace of vit16x6x384 eager, batch 8 (10 iterations of 66 kernels), committed by the foundation issue.
-VIT_EAGER = sorted((ROOT / "reports/h100/vit-study/traces/vit16x6x384/eager").glob("*.pt.trace.json.gz"))
+# Our H100 trace of vit16x6x384 eager, batch 8 (10 iterations of 66 kernels), in tests/data.
+VIT_EAGER = h100_trace("vit16x6x384/eager")
 
 
 def _counters(names: list[str]) -> pd.DataFrame:
@@ -43,9 +41,7 @@ def test_repeated_names_pair_up_in_order(tmp_path):
 
 
 def test_one_real_iteration_joins_in_order():
-    if not VIT_EAGER:
-        pytest.skip("reports/h100/vit-study trace of vit16x6x384 eager not in this checkout")
-    ops = load(VIT_EAGER[0]).gpu_ops
+    ops = load(VIT_EAGER).gpu_ops
     kernels = ops[ops["kind"] == "kernel"].sort_values("ts")
     first = kernels.head(70)          # ncu profiles the first 70 kernels: one iteration of 66, then 4
     out = join(_counters(list(first["name"])), ops)
@@ -56,9 +52,7 @@ def test_one_real_iteration_joins_in_order():
 
 def test_function_names_only_still_join_in_order():
     """ncu printing bare function names (--print-kernel-base function) joins by function name."""
-    if not VIT_EAGER:
-        pytest.skip("reports/h100/vit-study trace of vit16x6x384 eager not in this checkout")
-    ops = load(VIT_EAGER[0]).gpu_ops
+    ops = load(VIT_EAGER).gpu_ops
     first = ops[ops["kind"] == "kernel"].sort_values("ts").head(66)
     out = join(_counters([function_key(n) for n in first["name"]]), ops)
     assert out.attrs["join"] == "function name" and out["matched"].all()

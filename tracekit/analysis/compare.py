@@ -26,11 +26,19 @@ the baseline mode (``eager`` unless told otherwise):
   conclude.
 * a run that ran on another device than its baseline (a CPU provider beside
   a CUDA baseline) is compared, and flagged loudly in ``warning``.
+* a speedup whose p10-p90 latency ranges overlap is *inconclusive*, and a run
+  whose timing is doubtful (timers apart, a busy host, other thread counts,
+  processes spread, a profiled iteration shorter than the unprofiled one) is
+  said in ``warning``: :mod:`tracekit.analysis.trust`.
+* CPU-only runs have no GPU time to split: their finding is made from their
+  ops instead (:mod:`tracekit.analysis.cpu_ops`: Δ self time and Δ calls per
+  iteration, op by op) when the op table is given.
 
 Profiler overhead (:func:`profiler_overhead`): the profiler slows the host, so
-a profiled iteration is longer than an unprofiled one; runs where they differ
+a profiled iteration is longer than an unprofiled one; runs where it is longer
 by more than ``PROFILER_OVERHEAD_FLAG`` are flagged (threshold: issue 4), and
-the comparison warns that their Δ idle is inflated.
+the comparison warns that their Δ idle is inflated. A profiled iteration
+shorter by as much means an unreliable unprofiled timing, not a negative overhead.
 """
 
 from __future__ import annotations
@@ -41,11 +49,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis import cpu_ops as ops_analysis
+from tracekit.analysis import trust
 from tracekit.analysis.idle import CAUSES
 from tracekit.analysis.runs import Analysis
 
 WORKLOAD_KEYS = ("model", "batch", "seq", "dtype", "phase", "device", "device_name")
-PROFILER_OVERHEAD_FLAG = 0.10
+PROFILER_OVERHEAD_FLAG = trust.PROFILER_OVERHEAD_FLAG
 # Readable names of the idle causes of tracekit.analysis.idle, for tables and plots.
 CAUSE_LABELS = {"host_wait": "host wait", "launch_latency": "launch latency", "sync": "sync", "other": "other idle"}
 
@@ -135,13 +145,16 @@ def _finding(row: dict) -> str:
     db, di = row["d_busy_per_iter_ms"], row["d_idle_est_ms"]
     text = (f"{_what(row['dominant'], di if row['dominant'] == 'idle' else db)} dominates: "
             f"Δ latency {row['d_latency_ms']:+.3f} ms = Δ GPU busy {db:+.3f} + Δ idle {di:+.3f} ms per iteration")
+    if row["inconclusive"]:
+        text = (f"inconclusive: the p10-p90 latency ranges overlap (speedup {row['speedup_low']:.2f}-"
+                f"{row['speedup_high']:.2f}x), so this may be noise: " + text)
     dp = row["dominant_profiled"]
     if dp and dp != row["dominant"]:
         text += (f"; the profiled window alone would say {dp} (Δ idle {row['d_idle_per_iter_ms']:+.3f} ms per "
                  "profiled iteration)")
         over = [f"{who} {o:+.0%}" for who, o in (("this run", row["overhead"]), (row["baseline_mode"],
                                                                                 row["baseline_overhead"]))
-                if abs(o) > PROFILER_OVERHEAD_FLAG]
+                if o > PROFILER_OVERHEAD_FLAG]
         if over:
             text += f", but the profiler lengthened the iterations ({', '.join(over)})"
     return text
@@ -162,16 +175,18 @@ def _warnings(row: dict) -> str:
     if row["idle_est_ms"] < 0:
         out.append(f"GPU busy per profiled iteration {row['busy_per_iter_ms']:.3f} ms > unprofiled latency "
                    f"{row['latency_median_ms']:.3f} ms: the profiler slowed its kernels too; the split is approximate")
-    return "; ".join(out)
+    return "; ".join(out + trust.warnings(row))
 
 
-def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
+def compare(runs: pd.DataFrame, baseline: str = "eager", cpu_ops: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each run against the baseline-mode run of its workload.
 
     Args:
         runs: ``Analysis.runs``. Per-cause idle columns ``idle_<cause>_us``
             (:data:`tracekit.analysis.idle.CAUSES`) are used where present.
         baseline: the mode each run is compared with.
+        cpu_ops: ``Analysis.table("cpu_ops")``, for the findings of CPU-only
+            runs (:func:`tracekit.analysis.cpu_ops.finding`); None: no such finding.
 
     Returns:
         One row per run with a manifest, grouped by workload, baseline first:
@@ -182,7 +197,13 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
         kernels_per_iter, launches_per_iter and their ratios to the baseline;
         busy_per_iter_ms, idle_per_iter_ms, idle_<cause>_per_iter_ms (profiled),
         idle_est_ms (unprofiled estimate); utilization, compile_s,
-        peak_memory_MB, max_abs_diff; the decompositions (ms per iteration, run
+        peak_memory_MB, max_abs_diff; inconclusive (the p10-p90 latency ranges
+        of run and baseline overlap: :func:`tracekit.analysis.trust.inconclusive`);
+        how far the timing can be trusted (wall_median_ms, timer_agreement,
+        threads, processes, process_spread, timing_warning: the run rows');
+        has_gpu and baseline_has_gpu (the trace
+        holds GPU ops); cpu_op_per_iter_ms (time any CPU op ran, profiled) and
+        cpu_ops_per_iter, with d_cpu_op_per_iter_ms; the decompositions (ms per iteration, run
         minus baseline) d_latency_ms = d_busy_per_iter_ms + d_idle_est_ms and
         d_profiled_iter_ms = d_busy_per_iter_ms + d_idle_per_iter_ms +
         d_rest_per_iter_ms, with d_idle_<cause>_per_iter_ms; dominant and
@@ -199,8 +220,10 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     m["status"] = w["status"] if "status" in w else "ok"
     m["reason"] = w["reason"].fillna("") if "reason" in w else ""
     for col in ("latency_median_ms", "latency_p10_ms", "latency_p90_ms", "latency_std_ms", "kernels_per_iter",
-                "launches_per_iter", "utilization", "compile_s", "peak_memory_MB", "max_abs_diff"):
+                "launches_per_iter", "utilization", "compile_s", "peak_memory_MB", "max_abs_diff", "wall_median_ms",
+                "timer_agreement", "threads", "processes", "process_spread"):
         m[col] = _num(w, col)
+    m["timing_warning"] = w["timing_warning"].fillna("") if "timing_warning" in w else ""
     m["profiled_iter_ms"] = _num(w, "iteration_ms")
     m["busy_per_iter_ms"] = _num(w, "busy_per_iter_us") / 1e3
     m["idle_per_iter_ms"] = _num(w, "idle_per_iter_us") / 1e3
@@ -208,24 +231,30 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
         m[f"idle_{c}_per_iter_ms"] = _per_iter_ms(w, f"idle_{c}_us")
     m["rest_per_iter_ms"] = m["profiled_iter_ms"] - m["busy_per_iter_ms"] - m["idle_per_iter_ms"]
     m["idle_est_ms"] = m["latency_median_ms"] - m["busy_per_iter_ms"]
+    m["has_gpu"] = w["has_gpu"].astype(object) if "has_gpu" in w else None
+    cpu = ops_analysis.per_run(runs)
+    m["cpu_op_per_iter_ms"], m["cpu_ops_per_iter"] = m["run"].map(cpu["ms"]), m["run"].map(cpu["calls"])
 
     base = baseline_rows(m, m["mode"] == baseline)
     m["baseline_mode"] = baseline
     m["baseline_run"] = base["run"].fillna("")
     m["baseline_ran_on"] = base["ran_on"].fillna("")
+    m["baseline_has_gpu"] = base["has_gpu"]
     failed = m[m["mode"] == baseline].groupby("workload")["status"].first()
     m["baseline_problem"] = [
         "" if b else (f"the {baseline} baseline {failed[wl]}" if wl in failed else f"no {baseline} run in this workload")
         for wl, b in zip(m["workload"], m["baseline_run"])]
     m["speedup"] = base["latency_median_ms"] / m["latency_median_ms"]
     m["speedup_low"], m["speedup_high"] = _speedup_range(base, m)
+    m["inconclusive"] = trust.inconclusive(m["speedup_low"], m["speedup_high"]) & (m["run"] != m["baseline_run"])
+    m["baseline_threads"] = base["threads"]
     m["profiled_speedup"] = base["profiled_iter_ms"] / m["profiled_iter_ms"]
     # Kernels and launches of a run on another device (a CPU provider: none) say nothing of the mode.
     same_device = m["ran_on"] == m["baseline_ran_on"]
     m["kernels_ratio"] = (m["kernels_per_iter"] / base["kernels_per_iter"]).where(same_device)
     m["launches_ratio"] = (m["launches_per_iter"] / base["launches_per_iter"]).where(same_device)
     for col in ("latency_median", "idle_est", "profiled_iter", "busy_per_iter", "idle_per_iter", "rest_per_iter",
-                *(f"idle_{c}_per_iter" for c in causes)):
+                "cpu_op_per_iter", *(f"idle_{c}_per_iter" for c in causes)):
         m[f"d_{col}_ms"] = m[f"{col}_ms"] - base[f"{col}_ms"]
     m = m.rename(columns={"d_latency_median_ms": "d_latency_ms"})
     same = m["run"] == m["baseline_run"]
@@ -234,11 +263,17 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     overhead = profiler_overhead(runs).set_index("run")["profiler_overhead"]
     m["overhead"] = m["run"].map(overhead).fillna(0.0)
     m["baseline_overhead"] = m["baseline_run"].map(overhead).fillna(0.0)
+    m["baseline_unreliable"] = trust.unreliable_unprofiled(m["baseline_overhead"]) & (m["run"] != m["baseline_run"])
     m["finding"] = [_finding(r) for r in m.to_dict("records")]
+    if cpu_ops is not None and len(cpu_ops):
+        by_run = dict(tuple(ops_analysis.changes(cpu_ops, m).groupby("run")))
+        m["finding"] = [f or ops_analysis.finding(by_run.get(run, pd.DataFrame()))
+                        for f, run in zip(m["finding"], m["run"])]
     ok = m[(m["mode"] == baseline) & (m["status"] == "ok")]
     m["baseline_runs"] = m["workload"].map(ok.groupby("workload")["run"].count()).fillna(0)
     m["warning"] = [_warnings(r) for r in m.to_dict("records")]
-    m = m.drop(columns=["baseline_problem", "baseline_runs", "latency_std_ms", "overhead", "baseline_overhead"])
+    m = m.drop(columns=["baseline_problem", "baseline_runs", "latency_std_ms", "overhead", "baseline_overhead",
+                        "baseline_threads", "baseline_unreliable"])
     order = pd.DataFrame({"w": m["workload"], "b": m["mode"] != baseline, "r": m["run"]})
     return m.loc[order.sort_values(["w", "b", "r"]).index].reset_index(drop=True)
 
@@ -262,16 +297,21 @@ def baseline_rows(rows: pd.DataFrame, is_baseline: pd.Series) -> pd.DataFrame:
 @dataclass
 class Tables:
     """What every report of an analysis shows: the analysis, its comparison with
-    ``baseline`` (:func:`compare`) and each run's profiler overhead (:func:`profiler_overhead`)."""
+    ``baseline`` (:func:`compare`), each run's profiler overhead (:func:`profiler_overhead`),
+    and the CPU runs' op-by-op changes (:func:`tracekit.analysis.cpu_ops.changes`)."""
 
     analysis: Analysis
     comparison: pd.DataFrame
     overhead: pd.DataFrame
     baseline: str
+    cpu_op_changes: pd.DataFrame
 
     @classmethod
     def of(cls, analysis: Analysis, baseline: str = "eager") -> "Tables":
-        return cls(analysis, compare(analysis.runs, baseline), profiler_overhead(analysis.runs), baseline)
+        ops = analysis.table("cpu_ops")
+        comparison = compare(analysis.runs, baseline, ops)
+        return cls(analysis, comparison, profiler_overhead(analysis.runs), baseline,
+                   ops_analysis.changes(ops, comparison))
 
 
 def profiler_overhead(runs: pd.DataFrame, threshold: float = PROFILER_OVERHEAD_FLAG) -> pd.DataFrame:
@@ -286,10 +326,12 @@ def profiler_overhead(runs: pd.DataFrame, threshold: float = PROFILER_OVERHEAD_F
     Returns:
         One row per run with both figures: run, mode, latency_timer,
         latency_median_ms, profiled_iter_ms, gpu_span_per_iter_ms,
-        profiler_overhead (profiled / unprofiled - 1), flagged (|overhead| > threshold).
+        profiler_overhead (profiled / unprofiled - 1), flagged (overhead >
+        threshold), unreliable_unprofiled (overhead < -threshold: a profiled
+        iteration that much shorter means the unprofiled timing is not to be trusted).
     """
     cols = ["run", "mode", "latency_timer", "latency_median_ms", "profiled_iter_ms", "gpu_span_per_iter_ms",
-            "profiler_overhead", "flagged"]
+            "profiler_overhead", "flagged", "unreliable_unprofiled"]
     if runs.empty or "run" not in runs:
         return pd.DataFrame(columns=cols)
     r = runs.drop_duplicates("run")
@@ -300,5 +342,6 @@ def profiler_overhead(runs: pd.DataFrame, threshold: float = PROFILER_OVERHEAD_F
         "gpu_span_per_iter_ms": _per_iter_ms(r, "active_span_us")})
     out["profiler_overhead"] = out["profiled_iter_ms"] / out["latency_median_ms"] - 1
     out = out[out["profiler_overhead"].notna()]
-    out["flagged"] = out["profiler_overhead"].abs() > threshold
+    out["flagged"] = out["profiler_overhead"] > threshold
+    out["unreliable_unprofiled"] = out["profiler_overhead"] < -threshold
     return out[cols].reset_index(drop=True)

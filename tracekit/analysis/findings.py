@@ -35,13 +35,24 @@ def suite_findings(cmp: pd.DataFrame) -> list[str]:
 
 
 def _speedups(ok: pd.DataFrame) -> list[str]:
+    """Per contender: where it is faster and slower than eager; speedups whose p10-p90
+    latency ranges overlap count as inconclusive, neither faster nor slower."""
     out = []
     others = ok[ok["contender"] != "eager"].dropna(subset=["speedup_vs_eager"])
     for contender, g in others.groupby("contender", sort=False):
-        s = g["speedup_vs_eager"]
-        slower = g[s < SLOWER]
+        unsure = g["speedup_inconclusive"].fillna(False).astype(bool) if "speedup_inconclusive" in g else g["run"] == ""
+        sure = g[~unsure]
+        if sure.empty:
+            out.append(f"{contender} vs eager: inconclusive on all {len(g)} workloads (the p10-p90 latency ranges "
+                       "overlap).")
+            continue
+        s = sure["speedup_vs_eager"]
+        slower = sure[s < SLOWER]
         text = (f"{contender} vs eager: faster on {int((s >= 1 / SLOWER).sum())} of {len(g)} workloads, "
                 f"speedup {_span(s)}x (median {s.median():.3g}x)")
+        if unsure.any():
+            text += (f"; inconclusive on {int(unsure.sum())} (the p10-p90 latency ranges overlap: "
+                     + ", ".join(g.loc[unsure, "workload"]) + ")")
         if len(slower):
             worst = slower.loc[slower["speedup_vs_eager"].idxmin()]
             text += (f"; slower than eager on {len(slower)}: "

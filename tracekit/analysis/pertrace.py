@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import idle, kernels, launches, summary, timeline, transfers, verdict
+from tracekit.analysis import cpu_ops, idle, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.trace.reader import EventTables
 
 QUANTILES = np.linspace(0, 1, 101)
@@ -54,6 +54,8 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
           same per marked iteration (:mod:`tracekit.analysis.transfers`).
         * timeline: one marked iteration's GPU ops per stream and CUDA API calls
           (:func:`timeline.iteration_timeline`).
+        * cpu_ops: CPU ops by name: calls and self time, per iteration
+          (:func:`cpu_ops.by_op`).
     """
     row = summary.summarize(tables, iterations)
     gaps = idle.gaps(tables)
@@ -97,4 +99,5 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         "transfers": transfers.by_direction(tables, n_iter),
         "transfer_iterations": transfers.per_iteration(tables),
         "timeline": timeline.iteration_timeline(tables),
+        "cpu_ops": cpu_ops.by_op(tables, n_iter),
     })

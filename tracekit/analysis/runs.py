@@ -19,6 +19,7 @@ from tracekit.analysis.pertrace import analyze_trace
 from tracekit.errors import ExitCode
 from tracekit.manifest import Manifest
 from tracekit.peaks import peaks
+from tracekit.timing import problems as timing_problems
 from tracekit.trace import NotATrace, Run, TraceError, discover, load
 
 # Manifest fields copied into each row, with units in the names.
@@ -36,7 +37,10 @@ class Analysis:
              requested_device (the spec's), device_name (where it ran), requested_device_name
              (the spec's device), status, reason, note),
              the manifest's timings
-             (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff) and the
+             (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff; and how far
+             the timing can be trusted: wall_median_ms, timer_agreement,
+             host_load_start/end (1-minute load), host_cpus, threads, processes,
+             process_spread, timing_warning: :mod:`tracekit.timing`) and the
              trace metrics of :func:`tracekit.analysis.pertrace.analyze_trace`
              (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
     tables:  name -> one DataFrame over all traces, each row tagged with its
@@ -90,10 +94,30 @@ def _manifest_fields(manifest: Manifest | None) -> dict:
         "peak_memory_MB": _nan(manifest.peak_memory_MB),
         "max_abs_diff": _nan(manifest.max_abs_diff),
         "latency_timer": (manifest.latency_ms or {}).get("timer"),
+        **_timing_fields(manifest),
     }
     row.update({f"latency_{k}_ms": manifest.latency(k) for k in _LATENCY_FIELDS})
     row.update(_achieved(manifest, row["latency_median_ms"], row["device_name"]))
     return row
+
+
+def _timing_fields(manifest: Manifest) -> dict:
+    """How far the run's timing can be trusted (tracekit.timing): the synchronised wall
+    clock beside the latency, the host's load, the threads, the processes it was made in."""
+    load = manifest.host_load or {}
+    repeats = manifest.repeats or {}
+    wall = (manifest.wall_ms or {}).get("median", math.nan)
+    return {
+        "wall_median_ms": wall,
+        "timer_agreement": wall / latency - 1 if (latency := manifest.latency("median")) > 0 else math.nan,
+        "host_load_start": (load.get("start") or {}).get("loadavg_1m", math.nan),
+        "host_load_end": (load.get("end") or {}).get("loadavg_1m", math.nan),
+        "host_cpus": (load.get("start") or load.get("end") or {}).get("cpus", math.nan),
+        "threads": (manifest.environment or {}).get("cpu_threads", math.nan),
+        "processes": repeats.get("n", 1), "process_spread": repeats.get("spread", math.nan),
+        "timing_warning": "; ".join(timing_problems(manifest.latency("median"), wall,
+                                                   (manifest.latency_ms or {}).get("timer"), load)),
+    }
 
 
 def _achieved(manifest: Manifest, latency_ms: float, device_name: str | None) -> dict:

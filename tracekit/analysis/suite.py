@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from tracekit.analysis import trust
 from tracekit.analysis.compare import baseline_rows
 from tracekit.analysis.findings import SLOWER, suite_findings
 from tracekit.manifest import Manifest
@@ -29,7 +30,10 @@ _PER_ITER = ("kernels_per_iter", "launches_per_iter", "busy_per_iter_us", "idle_
 def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per run, with ``workload`` (the key of comparable runs), ``contender``
     (the mode, plus the model when it is a variant of the op), ``eager_ms`` and
-    ``speedup_vs_eager`` (eager median latency / this one), ``host_wait_per_iter_us``
+    ``speedup_vs_eager`` (eager median latency / this one), ``speedup_inconclusive``
+    (the p10-p90 latency ranges of run and eager overlap:
+    :func:`tracekit.analysis.trust.inconclusive`) and ``speedup_text`` (the speedup
+    as shown: "1.38x (1.37-1.39)" or "inconclusive (0.95-1.08x)"), ``host_wait_per_iter_us``
     (GPU idle waiting on the host, per profiled iteration) and ``eager_<x>`` for
     the eager run's figures. GPU figures of a trace without GPU activity, and
     achieved rates of phases other than a forward call (the work stated is one
@@ -41,7 +45,7 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     for col in ("op", "phase", "latency_median_ms", "kernels_per_iter", "launches_per_iter", "busy_per_iter_us",
                 "idle_per_iter_us", "idle_host_wait_us", "iterations", "utilization", "device_name", "has_gpu",
                 "peak_memory_MB", "max_abs_diff", "achieved_TFLOPs", "achieved_GBps", "pct_peak_compute",
-                "pct_peak_bw", "requested_device"):
+                "pct_peak_bw", "requested_device", "latency_p10_ms", "latency_p90_ms"):
         if col not in df:
             df[col] = math.nan
     df["host_wait_per_iter_us"] = df["idle_host_wait_us"] / df["iterations"]
@@ -57,6 +61,10 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     eager = baseline_rows(df, (df["mode"] == "eager") & (df["model"] == df["op"]))
     df["eager_ms"] = eager["latency_median_ms"]
     df["speedup_vs_eager"] = (df["eager_ms"] / df["latency_median_ms"]).where(df["status"] == "ok")
+    low, high = eager["latency_p10_ms"] / df["latency_p90_ms"], eager["latency_p90_ms"] / df["latency_p10_ms"]
+    df["speedup_inconclusive"] = trust.inconclusive(low, high) & (df["run"] != eager["run"])
+    df["speedup_text"] = [trust.speedup_text(s, lo, hi, u) for s, lo, hi, u in
+                          zip(df["speedup_vs_eager"], low, high, df["speedup_inconclusive"])]
     for col in _PER_ITER:
         df[f"eager_{col}"] = eager[col]
     return df.reset_index(drop=True)
@@ -125,7 +133,8 @@ class SuiteTables:
     command that wrote the report from runs made earlier: ``--report-only``);
     results: :func:`comparison`, in grid order;
     ranked: the runs other than eager with a speedup, fastest first, ``regression``
-        "slower than eager" below :data:`tracekit.analysis.findings.SLOWER`;
+        "slower than eager" below :data:`tracekit.analysis.findings.SLOWER` (not
+        where the speedup is inconclusive);
     idle: the results with GPU activity; rated: those with achieved rates;
     peak_sources: the documents of the peaks the rates are held to;
     claims: :func:`check_claims` of the suite's claims (empty when it states none);
@@ -156,7 +165,8 @@ class SuiteTables:
             cmp = cmp.sort_values("run", key=lambda r: r.map(rank).fillna(len(rank)), kind="stable")
             ranked = cmp[cmp["contender"] != "eager"].dropna(subset=["speedup_vs_eager"])
             ranked = ranked.sort_values("speedup_vs_eager", ascending=False).assign(
-                regression=lambda d: ["slower than eager" if v < SLOWER else "" for v in d["speedup_vs_eager"]])
+                regression=lambda d: ["slower than eager" if v < SLOWER and not unsure else "" for v, unsure in
+                                      zip(d["speedup_vs_eager"], d["speedup_inconclusive"])])
             rated = cmp.dropna(subset=["achieved_TFLOPs", "achieved_GBps"], how="all")
         sources = sorted({SOURCES[k] for k in map(key, rated["device_name"].dropna()) if k}) if len(rated) else []
         idle = cmp[cmp["has_gpu"] == True] if len(cmp) else cmp  # noqa: E712

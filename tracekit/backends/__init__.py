@@ -87,6 +87,23 @@ def why_not(backend: Backend, spec: RunSpec) -> str | None:
     return backend.unavailable(spec)
 
 
+def listing(device: str) -> list[dict]:
+    """Every mode as it stands on ``device`` ("cpu", "cuda"), in registration order.
+
+    Returns:
+        One dict per mode: mode, available (bool), reason (why not, with how to
+        fix it; "" when available), description, phases (list), note (what the
+        mode does differently on this device, e.g. no CUDA graphs on the CPU; "").
+    """
+    spec = RunSpec(model="mlp", device=device)
+    rows = []
+    for name, b in BACKENDS.items():
+        reason = why_not(b, spec) or ""
+        rows.append({"mode": name, "available": not reason, "reason": reason, "description": b.description,
+                     "phases": [p for p in PHASES if p in b.phases], "note": b.note(device.split(":")[0])})
+    return rows
+
+
 def needs_cuda(spec: RunSpec) -> str | None:
     """``unavailable`` for CUDA-only modes."""
     if not spec.device or not spec.device.startswith("cuda"):

@@ -54,6 +54,8 @@ class Family:
     # and file, module, function, library and version as they apply.
     source: dict = field(default_factory=dict)
     missing: str | None = None  # why it cannot be built here (a library not installed) and how to fix it
+    # check(match) -> why the sizes in a name that fits the pattern cannot be built, or None
+    check: Callable[[re.Match], str | None] | None = None
 
 
 FAMILIES: dict[str, Family] = {}
@@ -63,7 +65,8 @@ PROVIDED: dict[str, Family] = {}  # names given a module directly (tracekit.prof
 
 
 class UnknownModel(ValueError):
-    """A model name no family accepts; the message lists the valid ones."""
+    """A model name no family accepts, or whose sizes its family cannot build
+    (``vit16x6x38``); the message says why and gives valid names."""
 
 
 class Unavailable(RuntimeError):
@@ -73,11 +76,14 @@ class Unavailable(RuntimeError):
 
 
 def register(key: str, pattern: str, example: str, default_batch: int, description: str,
-             compile_targets: str = "", cost: Callable[..., dict] | None = None):
-    """Decorator: add ``builder(match, batch) -> (module, inputs)`` to the registry."""
+             compile_targets: str = "", cost: Callable[..., dict] | None = None,
+             check: Callable[[re.Match], str | None] | None = None):
+    """Decorator: add ``builder(match, batch) -> (module, inputs)`` to the registry.
+    ``check(match)``: why a name that fits ``pattern`` cannot be built (None if it can),
+    asked before anything runs or is written."""
     def wrap(builder):
         FAMILIES[key] = Family(re.compile(pattern), example, default_batch, builder, description, compile_targets,
-                               cost, source={"kind": "built-in", "module": builder.__module__})
+                               cost, source={"kind": "built-in", "module": builder.__module__}, check=check)
         return builder
     return wrap
 
@@ -116,7 +122,8 @@ def lookup(name: str) -> tuple[Family, re.Match | None]:
     or workload-file name).
 
     Raises:
-        UnknownModel: no family accepts ``name`` (a ValueError).
+        UnknownModel: no family accepts ``name``, or a size in it is 0 or one its
+            family's ``check`` rejects (``vit16x6x38``: width not a multiple of 64); a ValueError.
         tracekit.models.workloads.WorkloadError: a workload file that cannot be used
             (not found, import error, no such function, wrong signature; a ValueError).
         ValueError: a malformed library name (``hf:llama?layers=x``).
@@ -130,6 +137,12 @@ def lookup(name: str) -> tuple[Family, re.Match | None]:
         return workloads.load(name), None
     for family in FAMILIES.values():
         if m := family.pattern.fullmatch(name):
+            sizes = [g for g in m.groups() if g is not None and g.isdigit()]
+            problem = ("every size in the name must be at least 1" if any(int(g) < 1 for g in sizes)
+                       else family.check(m) if family.check else None)
+            if problem:
+                raise UnknownModel(f"model {name!r} cannot be built: {problem} (e.g. {family.example}; "
+                                   "`tracekit models` lists the families)")
             return family, m
     if found := workloads.find(name):
         return found, None

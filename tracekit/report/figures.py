@@ -76,6 +76,14 @@ def _rows(ax, comp: pd.DataFrame, column: str, empty: str) -> pd.DataFrame:
     return rows
 
 
+def _speedups(rows: pd.DataFrame) -> list[str]:
+    """Each row's speedup as a plot label: "1.38x", "inconclusive" where its p10-p90
+    range overlaps the baseline's (tracekit.analysis.trust), "" where unknown."""
+    unsure = rows["inconclusive"] if "inconclusive" in rows else pd.Series(False, index=rows.index)
+    return ["" if not np.isfinite(s) else "inconclusive" if u else f"{s:.2f}x"
+            for s, u in zip(rows["speedup"], unsure.fillna(False))]
+
+
 def latency_axes(ax, comp: pd.DataFrame) -> None:
     """Unprofiled latency (median) per mode, error bars p10-p90, speedup over the bars."""
     rows = _rows(ax, comp, "latency_median_ms", "no unprofiled latency\n(runs without run.json)")
@@ -87,8 +95,8 @@ def latency_axes(ax, comp: pd.DataFrame) -> None:
     modes = list(rows["mode"])
     ax.bar(x, med, color=[mode_color(m, modes) for m in modes], yerr=np.nan_to_num(err), capsize=4,
            error_kw={"elinewidth": 1, "ecolor": "#333333"})
-    for xi, m, top, s in zip(x, med, rows["latency_p90_ms"].fillna(rows["latency_median_ms"]), rows["speedup"]):
-        label = f"{m:.2f} ms" + (f"\n{s:.2f}x" if np.isfinite(s) else "")
+    for xi, m, top, s in zip(x, med, rows["latency_p90_ms"].fillna(rows["latency_median_ms"]), _speedups(rows)):
+        label = f"{m:.2f} ms" + (f"\n{s}" if s else "")
         ax.text(xi, top, label, ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, _labels(modes), fontsize=8)
     ax.set_ylabel("latency per iteration (ms)")
@@ -264,8 +272,8 @@ def overview_figure(comp: pd.DataFrame, baseline: str) -> Figure:
     for i, (ax, (workload, g)) in enumerate(zip(axes, groups)):
         busy_idle_axes(ax, g, legend=False)
         ax.set_title(workload, fontsize=9)
-        ax.set_xticks(range(len(g)), [f"{m}\n{s:.2f}x" if np.isfinite(s) else m
-                                      for m, s in zip(g["mode"], g["speedup"])], fontsize=7)
+        ax.set_xticks(range(len(g)), [f"{m}\n{s}" if s else m for m, s in zip(g["mode"], _speedups(g))],
+                      fontsize=7)
         if i:
             ax.set_ylabel("")
     handles, labels = axes[0].get_legend_handles_labels()

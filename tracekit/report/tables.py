@@ -13,6 +13,7 @@ import pandas as pd
 from rich.table import Table
 
 from tracekit.analysis.runs import Analysis
+from tracekit.analysis.trust import speedup_text
 
 PERFETTO_HINT = ("To look inside a run, open https://ui.perfetto.dev, choose \"Open trace file\" and pick its "
                  "`.pt.trace.json.gz` (Perfetto reads the gzipped Kineto JSON as it is, in the browser).")
@@ -107,7 +108,40 @@ DETAILS = [
     ("peak_memory_MB", "peak memory (MB)", "{:.1f}"),
     ("max_abs_diff", "max abs diff vs eager", "{:.2e}"),
     ("utilization", "GPU util (profiled)", "{:.2f}"),
+    ("cpu_op_per_iter_ms", "CPU ops (ms/iter, profiled)", "{:.3f}"),
+    ("cpu_ops_per_iter", "op calls/iter", "{:.0f}"),
 ]
+
+# How far each run's timing can be trusted (tracekit.timing, tracekit.analysis.trust).
+TIMING = [
+    ("workload", "workload", "{}"),
+    ("mode", "mode", "{}"),
+    ("latency_median_ms", "latency p50 (ms)", "{:.3f}"),
+    ("wall_median_ms", "synchronised wall clock p50 (ms)", "{:.3f}"),
+    ("timer_agreement", "timers apart", "{:+.1%}"),
+    ("processes", "processes", "{:.0f}"),
+    ("process_spread", "spread across processes", "{:.1%}"),
+    ("threads", "CPU threads", "{:.0f}"),
+    ("timing_warning", "doubts", "{}"),
+]
+
+# CPU-only runs: what changed op by op against the baseline (tracekit.analysis.cpu_ops.changes).
+CPU_OPS = [
+    ("workload", "workload", "{}"),
+    ("mode", "mode", "{}"),
+    ("op", "op", "{}"),
+    ("baseline_calls_per_iter", "calls/iter (baseline)", "{:.0f}"),
+    ("calls_per_iter", "calls/iter", "{:.0f}"),
+    ("baseline_self_per_iter_ms", "self (baseline, ms/iter)", "{:.3f}"),
+    ("self_per_iter_ms", "self (ms/iter)", "{:.3f}"),
+    ("d_self_per_iter_ms", "Δ self (ms/iter)", "{:+.3f}"),
+]
+CPU_OPS_SHOWN = 8  # ops per run in the reports' table (all of them are in runs.json)
+
+# Figures that exist only where there is GPU activity: "n/a" in a CPU-only run's row, not 0.
+GPU_ONLY = {"kernels", "host_launches", "gpu_busy_us", "active_span_us", "utilization", "idle_gaps",
+            "mean_kernel_us", "kernels_ratio", "launches_ratio", "kernels_per_iter", "launches_per_iter",
+            "d_busy_per_iter_ms", "d_idle_est_ms", "verdict"}
 
 # Profiler overhead: profiled vs unprofiled iteration time of each run.
 OVERHEAD = [
@@ -117,19 +151,20 @@ OVERHEAD = [
     ("profiled_iter_ms", "profiled iter (ms)", "{:.3f}"),
     ("gpu_span_per_iter_ms", "GPU span/iter (ms)", "{:.3f}"),
     ("profiler_overhead", "profiler overhead", "{:+.0%}"),
-    ("flag", "> 10%", "{}"),
+    ("flag", "flag", "{}"),
 ]
 
 
 def comparison_view(comp: pd.DataFrame) -> pd.DataFrame:
-    """``comp`` for display: speedup_range ("1.38x (1.37-1.39)"); deltas and ratios
+    """``comp`` for display: speedup_range ("1.38x (1.37-1.39)", or "inconclusive
+    (0.95-1.08x)" where the p10-p90 latency ranges overlap); deltas and ratios
     blank on baseline rows (zero by definition); ran_on blank unless some run ran
     on another device than its baseline."""
     if comp.empty:
         return comp
-    text = [f"{s:.2f}x ({lo:.2f}-{hi:.2f})" if pd.notna(s) and pd.notna(lo) else
-            (f"{s:.2f}x" if pd.notna(s) else "-")
-            for s, lo, hi in zip(comp["speedup"], comp["speedup_low"], comp["speedup_high"])]
+    unsure = comp["inconclusive"] if "inconclusive" in comp else [False] * len(comp)
+    text = [speedup_text(s, lo, hi, bool(u))
+            for s, lo, hi, u in zip(comp["speedup"], comp["speedup_low"], comp["speedup_high"], unsure)]
     view = comp.assign(speedup_range=text)
     for col in ("dominant", "dominant_profiled"):
         view[col] = view[col].replace("", None)
@@ -141,9 +176,27 @@ def comparison_view(comp: pd.DataFrame) -> pd.DataFrame:
     return view
 
 
+def timing_view(comp: pd.DataFrame) -> pd.DataFrame:
+    """The comparison rows whose timing was checked (a synchronised wall clock, several
+    processes or a doubt recorded); empty when no run has any (older run.json files)."""
+    if comp.empty or "wall_median_ms" not in comp:
+        return comp.iloc[:0]
+    checked = comp["wall_median_ms"].notna() | (comp["processes"] > 1) | (comp["timing_warning"] != "")
+    return comp[checked]
+
+
+def cpu_op_view(changes: pd.DataFrame, n: int = CPU_OPS_SHOWN) -> pd.DataFrame:
+    """The ``n`` ops whose self time changed most, per run (``changes`` is sorted so)."""
+    return changes.groupby("run", sort=False).head(n) if len(changes) else changes
+
+
 def overhead_view(overhead: pd.DataFrame) -> pd.DataFrame:
-    """``overhead`` plus flag ("yes"/"") for display."""
-    return overhead.assign(flag=overhead["flagged"].map({True: "yes", False: ""}))
+    """``overhead`` for display: flag "over 10%" (the profiler lengthened the iteration
+    that much), or "unreliable unprofiled timing" with no overhead figure (the profiled
+    iteration was the shorter: no negative overhead is printed)."""
+    unreliable = overhead["unreliable_unprofiled"].astype(bool)
+    flag = overhead["flagged"].map({True: "over 10%", False: ""}).where(~unreliable, "unreliable unprofiled timing")
+    return overhead.assign(flag=flag, profiler_overhead=overhead["profiler_overhead"].where(~unreliable))
 
 
 def _fmt(value, fmt: str) -> str:
@@ -162,10 +215,12 @@ def _fmt(value, fmt: str) -> str:
 def headline(runs: pd.DataFrame, spec: list[tuple[str, str, str]] = HEADLINE) -> tuple[list[str], list[list[str]]]:
     """Headers and formatted cells of a table of ``runs`` (``spec``: one of the lists above).
 
-    Columns missing from ``runs`` or empty in every row are left out.
+    Columns missing from ``runs`` or empty in every row are left out. In a row
+    without GPU activity (``has_gpu`` False), ``GPU_ONLY`` figures read "n/a".
     """
     cols = [(c, h, f) for c, h, f in spec if c in runs.columns]
-    rows = [[_fmt(r.get(c), f) for c, _, f in cols] for r in runs.to_dict("records")]
+    rows = [[("n/a" if c in GPU_ONLY and r.get("has_gpu") is False else _fmt(r.get(c), f)) for c, _, f in cols]
+            for r in runs.to_dict("records")]
     keep = [i for i in range(len(cols)) if any(row[i] != "-" for row in rows)]
     return [cols[i][1] for i in keep], [[row[i] for i in keep] for row in rows]
 

@@ -24,7 +24,7 @@ class CsvJson(Renderer):
                 columns={"flagged": "profiler_overhead_flagged"}), on="run", how="left")
         # The timeline table (one iteration's events, for the plot) is events, not metrics: left out.
         data = {**{k: v for k, v in t.analysis.to_dict().items() if k != "timeline"},
-                "comparison": t.comparison.to_dict("records"),
+                "comparison": t.comparison.to_dict("records"), "cpu_op_changes": t.cpu_op_changes.to_dict("records"),
                 "profiler_overhead": t.overhead.to_dict("records"), "baseline": t.baseline}
         return [write_atomic(out / "runs.csv", runs.to_csv(index=False)),
                 write_atomic(out / "comparison.csv", t.comparison.to_csv(index=False)),

@@ -13,9 +13,9 @@ from tracekit import __version__
 from tracekit.analysis.compare import Tables
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import (DETAILS, HEADLINE, IDLE, OVERHEAD, PERFETTO_HINT, PROFILED, SOURCES, SPEEDUP,
-                                    comparison_view, evidence, finding_rows, gpu_runs, headline, notes, overhead_view,
-                                    trace_links)
+from tracekit.report.tables import (CPU_OPS, DETAILS, HEADLINE, IDLE, OVERHEAD, PERFETTO_HINT, PROFILED, SOURCES,
+                                    SPEEDUP, TIMING, comparison_view, cpu_op_view, evidence, finding_rows, gpu_runs,
+                                    headline, notes, overhead_view, timing_view, trace_links)
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -58,6 +58,10 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) 
         "profiled": _table(gpu_comp, PROFILED, "Inside the profiled window: GPU busy and idle by cause "
                            "(ms per iteration)") if len(gpu_comp) else None,
         "details": _table(comp, DETAILS, "Work, compile time, memory, accuracy") if len(comp) else None,
+        "timing": _table(timing_view(comp), TIMING, "How far the timing can be trusted")
+        if len(timing_view(comp)) else None,
+        "cpu_ops": _table(cpu_op_view(t.cpu_op_changes), CPU_OPS, "CPU runs: what changed, op by op (profiled "
+                          "self time per iteration)") if len(t.cpu_op_changes) else None,
         "overhead": _table(overhead_view(t.overhead), OVERHEAD, "Profiler overhead") if len(t.overhead) else None,
         "workloads": [(w, [data_uri(p) for p in ps]) for w, ps in plots.items() if w],
         "runs": _table(a.runs, HEADLINE, "All runs", trace_links(a, out)),

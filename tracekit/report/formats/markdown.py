@@ -9,9 +9,16 @@ from pathlib import Path
 from tracekit.analysis.compare import Tables
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import (DETAILS, IDLE, OVERHEAD, PERFETTO_HINT, PROFILED, SOURCES, SPEEDUP,
-                                    comparison_view, evidence, finding_rows, gpu_runs, headline, markdown_table,
-                                    notes, overhead_view, trace_links)
+from tracekit.report.tables import (CPU_OPS, CPU_OPS_SHOWN, DETAILS, IDLE, OVERHEAD, PERFETTO_HINT, PROFILED,
+                                    SOURCES, SPEEDUP, TIMING, comparison_view, cpu_op_view, evidence, finding_rows,
+                                    gpu_runs, headline, markdown_table, notes, overhead_view, timing_view, trace_links)
+
+
+TIMING_TEXT = ("Each run's latency is timed twice: per call (CUDA events on a GPU, perf_counter on the CPU) and "
+               "as a synchronised wall clock per call (torch.utils.benchmark.Timer); more than 5% apart, or a "
+               "host with more runnable tasks than CPUs at the start or end of the run, is a doubt. A run made "
+               "in several processes (`--repeats`) gives the median process, and the spread of the processes' "
+               "medians. A speedup whose p10-p90 latency ranges overlap is called inconclusive.")
 
 
 def _linked(headers: list[str], rows: list[list[str]], links: dict[str, str]) -> list[list[str]]:
@@ -41,11 +48,21 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
             parts += ["\n## Inside the profiled window: GPU busy and idle by cause (ms per iteration)\n",
                       markdown_table(*headline(gpu, PROFILED))]
         parts += ["\n## Work, compile time, memory, accuracy\n", markdown_table(*headline(comp, DETAILS))]
+        if len(timed := timing_view(comp)):
+            parts += ["\n## How far the timing can be trusted\n", TIMING_TEXT + "\n",
+                      markdown_table(*headline(timed, TIMING))]
+    if len(t.cpu_op_changes):
+        parts += ["\n## CPU runs: what changed, op by op (profiled self time per iteration)\n",
+                  f"The {CPU_OPS_SHOWN} ops of each run whose self time changed most against the baseline (all of "
+                  "them in runs.json's `cpu_op_changes`). An op's self time leaves out the ops it calls.\n",
+                  markdown_table(*headline(cpu_op_view(t.cpu_op_changes), CPU_OPS))]
     if len(t.overhead):
         parts += ["\n## Profiler overhead\n",
                   "The profiler records every op and launch, which slows the host: a profiled iteration is "
-                  "longer than an unprofiled one. Runs where the two differ by more than 10% are flagged; "
-                  "their profiled idle time (host wait above all) is inflated by the profiler.\n",
+                  "longer than an unprofiled one. Runs where it is longer by more than 10% are flagged; "
+                  "their profiled idle time (host wait above all) is inflated by the profiler. A profiled "
+                  "iteration shorter than the unprofiled one by as much cannot be the profiler's doing: that "
+                  "run's unprofiled timing is flagged unreliable.\n",
                   markdown_table(*headline(overhead_view(t.overhead), OVERHEAD))]
     per_workload = [(w, ps) for w, ps in plots.items() if w]
     if per_workload:

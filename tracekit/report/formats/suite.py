@@ -13,18 +13,18 @@ from tracekit.analysis.suite import SuiteTables
 from tracekit.io import write_atomic
 from tracekit.manifest import Manifest
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import IDLE, headline, markdown_table
+from tracekit.report.tables import IDLE, TIMING, headline, markdown_table, timing_view
 
 RESULTS = [
     ("run", "run", "{}"), ("status", "status", "{}"), ("latency_median_ms", "latency p50 (ms)", "{:.3f}"),
-    ("speedup_vs_eager", "vs eager", "{:.3g}x"), ("compile_s", "first call (s)", "{:.2f}"),
+    ("speedup_text", "vs eager", "{}"), ("compile_s", "first call (s)", "{:.2f}"),
     ("peak_memory_MB", "peak mem (MB)", "{:.0f}"), ("max_abs_diff", "max abs diff", "{:.2g}"),
     ("kernels_per_iter", "kernels/iter", "{:.0f}"), ("launches_per_iter", "launches/iter", "{:.1f}"),
     ("busy_per_iter_us", "GPU busy/iter (ms)", "ms3"), ("idle_per_iter_us", "GPU idle/iter (ms)", "ms3"),
     ("utilization", "util", "{:.2f}"), ("verdict", "verdict", "{}"),
 ]
 RANKED = [("workload", "workload", "{}"), ("contender", "contender", "{}"), ("eager_ms", "eager (ms)", "{:.3f}"),
-          ("latency_median_ms", "this (ms)", "{:.3f}"), ("speedup_vs_eager", "speedup", "{:.3g}x"),
+          ("latency_median_ms", "this (ms)", "{:.3f}"), ("speedup_text", "speedup (p10-p90 range)", "{}"),
           ("regression", "", "{}")]
 RATES = [("workload", "workload", "{}"), ("contender", "contender", "{}"),
          ("latency_median_ms", "latency (ms)", "{:.4f}"), ("achieved_TFLOPs", "TFLOP/s", "{:.3g}"),
@@ -77,7 +77,13 @@ def suite_report(t: SuiteTables) -> str:
              "same workload.\n",
              "## Results\n", _table(cmp, RESULTS) if not cmp.empty else "No runs have results yet.", ""]
     if len(t.ranked):
-        parts += ["## Speedup over eager, ranked\n", _table(t.ranked, RANKED), ""]
+        parts += ["## Speedup over eager, ranked\n", "A speedup whose p10-p90 latency range overlaps eager's is "
+                  "inconclusive.\n", _table(t.ranked, RANKED), ""]
+    if len(timed := timing_view(cmp)):
+        parts += ["## How far the timing can be trusted\n", "Each run timed twice: per call (CUDA events on a GPU, "
+                  "perf_counter on the CPU) and as a synchronised wall clock per call (torch.utils.benchmark.Timer); "
+                  "over 5% apart, or a host busier than its CPUs, is a doubt. With `repeats`, the latency is the "
+                  "median of the processes' medians and the spread is theirs.\n", _table(timed, TIMING), ""]
     if len(t.idle):
         parts += ["## GPU idle time by cause\n", _table(t.idle, IDLE), ""]
     if len(t.rated):

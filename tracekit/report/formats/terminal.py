@@ -3,7 +3,8 @@ evidence, and the comparison with its findings.
 
 Options (:func:`tracekit.report.print_reports`): ``runs`` (default True) prints the
 runs; ``comparison`` (default True) the comparison; ``detail`` (default False)
-adds the profiled-window split by cause and the details table.
+adds the profiled-window split by cause, the details table and, for CPU runs, the
+op-by-op changes.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from rich.console import Console
 
 from tracekit.analysis.compare import Tables
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import (DETAILS, IDLE, PROFILED, SPEEDUP, comparison_view, evidence, finding_rows,
-                                    gpu_runs, headline, notes, rich_table)
+from tracekit.report.tables import (CPU_OPS, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING, comparison_view, cpu_op_view,
+                                    evidence, finding_rows, gpu_runs, headline, notes, rich_table, timing_view)
 
 
 def print_runs(t: Tables, console: Console) -> None:
@@ -52,11 +53,22 @@ def print_comparison(t: Tables, console: Console, detail: bool = False) -> None:
         if len(gpu):
             console.print(rich_table("inside the profiled window (ms per iteration)", *headline(gpu, PROFILED)))
         console.print(rich_table("work, compile time, memory, accuracy", *headline(comp, DETAILS)))
+        if len(timed := timing_view(comp)):
+            console.print(rich_table("how far the timing can be trusted", *headline(timed, TIMING)))
+        if len(t.cpu_op_changes):
+            console.print(rich_table("CPU runs: what changed, op by op (profiled self time per iteration)",
+                                     *headline(cpu_op_view(t.cpu_op_changes), CPU_OPS)))
     flagged = t.overhead[t.overhead["flagged"]]
     if len(flagged):
         console.print("  profiler overhead > 10% (profiled vs unprofiled iteration): "
                       + ", ".join(f"{r} {o:+.0%}" for r, o in zip(flagged["run"], flagged["profiler_overhead"]))
                       + "; their profiled figures (idle time above all) are inflated", highlight=False)
+    unreliable = t.overhead[t.overhead["unreliable_unprofiled"]]
+    if len(unreliable):
+        console.print("  unreliable unprofiled timing (a profiled iteration was shorter): "
+                      + ", ".join(f"{r} (profiled {p:.3f} ms, unprofiled {u:.3f} ms)" for r, p, u in zip(
+                          unreliable["run"], unreliable["profiled_iter_ms"], unreliable["latency_median_ms"])),
+                      highlight=False)
 
 
 @register
