@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tracekit.analysis import job
 from tracekit.analysis.backends import launch_vs_fusion
 from tracekit.analysis.pertrace import analyze_trace
 from tracekit.errors import ExitCode
@@ -29,7 +30,9 @@ class Analysis:
     """What ``analyze`` found.
 
     runs:    one row per trace file (or per failed run without a trace):
-             identity (run, trace, model, mode, batch, dtype, phase, op (the op
+             identity (run, trace, rank, job, world_size, backend (of a
+             distributed run; rank and job None for others), model, mode, batch,
+             dtype, phase, op (the op
              a single-op run computes), device_type (where the run really ran),
              requested_device (the spec's), device_name (where it ran), requested_device_name
              (the spec's device), status, reason, note),
@@ -38,12 +41,15 @@ class Analysis:
              trace metrics of :func:`tracekit.analysis.pertrace.analyze_trace`
              (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
     tables:  name -> one DataFrame over all traces, each row tagged with its
-             run and trace: iterations, devices, streams, idle_histogram,
+             run, trace and rank: iterations, devices, streams, idle_histogram,
              verdict_evidence, launch_apis, kernels, kernel_classes,
-             kernel_quantiles, transfers, transfer_iterations, timeline (see
-             :func:`tracekit.analysis.pertrace.analyze_trace`); and, across runs
+             kernel_quantiles, transfers, transfer_iterations, timeline,
+             collectives, collective_idle (see
+             :func:`tracekit.analysis.pertrace.analyze_trace`); across runs
              (no run/trace columns), launch_vs_fusion
-             (:func:`tracekit.analysis.backends.launch_vs_fusion`).
+             (:func:`tracekit.analysis.backends.launch_vs_fusion`); and per
+             job of two ranks or more (a ``job`` column): jobs, ranks,
+             collective_calls, stragglers (:mod:`tracekit.analysis.job`).
     errors:  (path, problem, exit code) for each file that could not be read.
     skipped: (path, why) for JSON files found in a folder that are not
              traces (a summary.json, an ONNX Runtime profile).
@@ -120,6 +126,8 @@ class _FileResult:
     problems: list[str] = field(default_factory=list)
     error: tuple[str, int] | None = None    # (problem, exit code)
     not_a_trace: bool = False
+    rank: int | None = None                 # distributedInfo.rank, else from the file name
+    distributed: dict = field(default_factory=dict)   # Kineto's distributedInfo
 
 
 def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None,
@@ -131,7 +139,8 @@ def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | Non
     result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms)
     return _FileResult(metrics=result.row, tables=result.tables,
                        device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
-                       problems=tables.meta.get("problems", []))
+                       problems=tables.meta.get("problems", []), rank=job.rank_of(tables.meta, path),
+                       distributed=tables.meta.get("distributed") or {})
 
 
 def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis, scanned: bool) -> None:
@@ -155,11 +164,15 @@ def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis,
         rel = str(full.relative_to(top)) if full.is_relative_to(top) else str(path)
         if base.get("device_type") is None:
             base = {**base, "device_type": "cuda" if metrics["has_gpu"] else "cpu", "device_name": r.device_name}
-        result.runs.append({**base, "trace": rel, **metrics, "note": "; ".join(n for n in notes if n),
+        in_job = None if r.rank is None else job.job_name(run.name, rel, bool(run.manifest), root)
+        ranked = {"rank": r.rank, "job": in_job,
+                  "world_size": r.distributed.get("world_size") or (run.manifest or {}).get("world_size"),
+                  "backend": r.distributed.get("backend") or (run.manifest or {}).get("backend")}
+        result.runs.append({**base, "trace": rel, **ranked, **metrics, "note": "; ".join(n for n in notes if n),
                             "trace_problems": len(r.problems)})
         for name, df in r.tables.items():
             if len(df):
-                result.tables.setdefault(name, []).append(df.assign(run=run.name, trace=rel))
+                result.tables.setdefault(name, []).append(df.assign(run=run.name, trace=rel, rank=r.rank))
 
 
 PARALLEL_FILES_MIN_BYTES = 16 << 20  # several files totalling more than this are analyzed in parallel
@@ -228,6 +241,7 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
     result.tables = {name: _front(pd.concat(parts, ignore_index=True)) for name, parts in result.tables.items()}
     if len(control := launch_vs_fusion(result.runs)):
         result.tables["launch_vs_fusion"] = control
+    result.tables.update(job.analyze_jobs(result.runs, result.table("collectives"), result.table("collective_idle")))
     return result
 
 
@@ -245,5 +259,5 @@ def _discover_all(paths: list[Path]) -> tuple[list[Run], Path]:
 
 
 def _front(df: pd.DataFrame) -> pd.DataFrame:
-    """run and trace as the first columns."""
-    return df[["run", "trace"] + [c for c in df.columns if c not in ("run", "trace")]]
+    """run, trace and rank as the first columns."""
+    return df[["run", "trace", "rank"] + [c for c in df.columns if c not in ("run", "trace", "rank")]]

@@ -9,6 +9,7 @@ import pandas as pd
 # (column in Analysis.runs, header shown, format)
 HEADLINE = [
     ("run", "run", "{}"),
+    ("rank", "rank", "{:.0f}"),
     ("source", "trace", "{}"),
     ("status", "status", "{}"),
     ("device_type", "device", "{}"),
@@ -30,6 +31,7 @@ HEADLINE = [
 # The idle-time table: where the GPU's idle time went, and what a CUDA graph could recover.
 IDLE = [
     ("run", "run", "{}"),
+    ("rank", "rank", "{:.0f}"),
     ("verdict", "verdict", "{}"),
     ("utilization", "util", "{:.2f}"),
     ("idle_host_wait_share", "host wait", "{:.1%}"),

@@ -16,6 +16,7 @@ from tracekit.report.columns import (DETAILS, IDLE, OVERHEAD, PROFILED, SPEEDUP,
                                      headline, notes, overhead_view)
 from tracekit.report.content import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
 from tracekit.report.html import index_html
+from tracekit.report.jobs import job_lines, job_tables
 
 
 def _markdown_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -85,6 +86,11 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
         parts.append(_markdown_table(*headline(gpu_runs, IDLE)))
         parts.append("")
         parts += [f"- {line}" for line in evidence(gpu_runs)]
+    if jobs := job_tables(a):
+        parts.append("\n## Distributed jobs\n")
+        parts += [f"- {line}" for line in job_lines(a)]
+        for title, df, spec in jobs:
+            parts += [f"\n### {title}\n", _markdown_table(*headline(df, spec))]
     if len(control := a.table("launch_vs_fusion")):
         parts.append("\n## Launch removal alone (plain CUDA graphs) vs reduce-overhead\n")
         parts += [launch_removal_sentence(r) for r in control.to_dict("records")]

@@ -13,6 +13,7 @@ from tracekit import __version__
 from tracekit.report.columns import (DETAILS, HEADLINE, IDLE, OVERHEAD, PROFILED, SPEEDUP, comparison_view, evidence,
                                      headline, notes, overhead_view)
 from tracekit.report.content import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
+from tracekit.report.jobs import job_lines, job_tables
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -61,6 +62,8 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) 
         "idle": _table(gpu_runs, IDLE, "GPU idle time by cause (share of the active span) and verdict")
         if len(gpu_runs) else None,
         "evidence": evidence(gpu_runs) if len(gpu_runs) else [],
+        "jobs": [_table(df, spec, title) for title, df, spec in job_tables(a)],
+        "job_lines": job_lines(a),
         "notes": notes(a.runs),
         "errors": [(p, why) for p, why, _ in a.errors],
         "skipped": [p for p, _ in a.skipped],

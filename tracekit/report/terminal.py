@@ -9,13 +9,16 @@ from tracekit.analysis.runs import Analysis
 from tracekit.report.columns import (DETAILS, IDLE, PROFILED, SPEEDUP, comparison_view, evidence, headline,
                                      notes)
 from tracekit.report.content import Tables, findings
+from tracekit.report.jobs import job_lines, job_tables
+
+
+_TEXT_COLUMNS = ("run", "status", "device", "verdict", "workload", "mode", "job", "per rank", "backend")
 
 
 def _table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
     table = Table(title=title, show_lines=False)
     for h in headers:
-        table.add_column(h, overflow="fold",
-                         justify="left" if h in ("run", "status", "device", "verdict", "workload", "mode") else "right")
+        table.add_column(h, overflow="fold", justify="left" if h in _TEXT_COLUMNS else "right")
     for r in rows:
         table.add_row(*r)
     return table
@@ -33,6 +36,10 @@ def print_runs(analysis: Analysis, console: Console | None = None) -> None:
         console.print(_table("GPU idle time by cause (share of the active span)", *headline(gpu_runs, IDLE)))
         for line in evidence(gpu_runs):
             console.print(f"  {line}", highlight=False)
+    for title, df, spec in job_tables(analysis):
+        console.print(_table(title, *headline(df, spec)))
+    for line in job_lines(analysis):
+        console.print(f"  {line}", highlight=False)
     for line in notes(analysis.runs):
         console.print(f"  note: {line}", highlight=False)
     for path, problem, _ in analysis.errors:
