@@ -43,7 +43,7 @@ $(VENV)/.setup-done: pyproject.toml
 	else \
 	  $(PYTHON) -m venv $(VENV) && $(VENV)/bin/pip install -q $(TORCH_CPU); \
 	fi
-	$(VENV)/bin/pip install -q -e ".[dev,backends]"
+	$(VENV)/bin/pip install -q -e ".[dev,backends,dist]"
 	$(VENV)/bin/pip install -q --no-deps holistictraceanalysis==0.5.0
 	@touch $@
 

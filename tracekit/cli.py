@@ -125,7 +125,11 @@ def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters,
               help="Iterations each trace holds, for traces without ProfilerStep markers or run.json.")
 @click.option("--baseline", default="eager", show_default=True,
               help="The mode every other mode of a workload is compared with.")
-def analyze(path, out, as_json, iterations, baseline) -> None:
+@click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
+              help="Analyze the files on a Dask cluster, one task per file: a scheduler address "
+                   "(tcp://host:8786; the files must be readable by its workers at the same paths), or "
+                   "'local' for a LocalCluster of one worker per core here. Same results as without it.")
+def analyze(path, out, as_json, iterations, baseline, dask_address) -> None:
     """Analyze the traces under PATH (a folder, searched recursively, or one file).
 
     Per run: kernels executed, host launches (distinct correlation ids: one
@@ -136,13 +140,17 @@ def analyze(path, out, as_json, iterations, baseline) -> None:
     gpu-bound or mixed, with the evidence; per iteration where markers exist.
     Runs of one workload (model, batch, dtype, phase, device) are compared with
     the BASELINE mode: speedup, and its split into Δ GPU busy and Δ idle.
+    Per-rank traces of a distributed run (rank from distributedInfo or the file
+    name) are one job: per rank computation, communication, their overlap and
+    exposed communication, collectives matched across ranks, stragglers, and a
+    verdict per rank and per job.
     Writes OUT/summary.md, OUT/index.html, OUT/plots/*.png, OUT/runs.csv,
     OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
     """
     from tracekit.io import jsonable
     from tracekit.report import Tables, print_comparison, print_runs, write_reports
 
-    result = _analysis(path, iterations)
+    result = _analysis(path, iterations, dask_address)
     written = write_reports(result, out, source=str(path), baseline=baseline)
     if as_json:
         click.echo(json.dumps(jsonable(result.to_dict()), default=str))
@@ -183,15 +191,17 @@ def compare(paths, baseline, out) -> None:
     _exit_if_partial(result)
 
 
-def _analysis(path, iterations):
+def _analysis(path, iterations, dask=None):
     """Analyze PATH (or several) for analyze/compare; bad input becomes a UserError."""
-    from tracekit.analysis.runs import analyze as run_analysis
+    from tracekit.analysis.runs import ClusterError, analyze as run_analysis
     from tracekit.trace import TraceError
 
     try:
-        result = run_analysis(path, iterations=iterations)
+        result = run_analysis(path, iterations=iterations, dask=dask)
     except TraceError as exc:
         raise UserError(str(exc), exc.code) from None
+    except ClusterError as exc:
+        raise UserError(str(exc), ExitCode.USAGE) from None
     if result.runs.empty:
         if not result.errors:
             raise UserError(f"{path}: no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)

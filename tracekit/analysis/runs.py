@@ -178,13 +178,55 @@ def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis,
 PARALLEL_FILES_MIN_BYTES = 16 << 20  # several files totalling more than this are analyzed in parallel
 
 
-def _analyze_files(runs: list[Run], iterations: int | None) -> list[list[_FileResult]]:
-    """Analyze every trace of ``runs``: one file at a time (each decoded in parallel
-    if large), or, for several files of some size, one worker process per core."""
-    jobs = [(p, (r.manifest or {}).get("profile", {}).get("iterations", iterations),
+class ClusterError(Exception):
+    """--dask cannot be used: dask is not installed, or its scheduler cannot be reached."""
+
+
+def _on_dask(address: str, jobs: list[tuple]) -> list[_FileResult]:
+    """Analyze each file as one task on a Dask cluster (``"local"``: a LocalCluster of one
+    single-threaded worker process per core here), results in the order of ``jobs``.
+    Each task reads its file in its worker (decoding in that process only), so a worker
+    holds one file's tables at a time; the files must be readable there at the same path."""
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise ClusterError("--dask needs dask.distributed: pip install 'tracekit[dist]' "
+                           "(or pip install 'dask[distributed]')") from None
+    import logging
+
+    cluster = None
+    try:
+        if address == "local":
+            cluster = LocalCluster(n_workers=len(os.sched_getaffinity(0)), threads_per_worker=1, processes=True,
+                                   dashboard_address=None, silence_logs=logging.ERROR)
+        with Client(cluster or address, timeout=10) as client:
+            futures = client.map(_analyze_file, *zip(*jobs), [1] * len(jobs), pure=False)
+            return client.gather(futures)
+    except (OSError, TimeoutError) as exc:
+        raise ClusterError(f"cannot use the Dask scheduler at {address}: {exc}") from None
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+def _analyze_files(runs: list[Run], iterations: int | None, dask: str | None = None) -> list[list[_FileResult]]:
+    """Analyze every trace of ``runs``: where the files are read is chosen here, once.
+
+    On a Dask cluster when ``dask`` names one (a scheduler address such as
+    ``tcp://host:8786``, or ``"local"``): one task per file. Otherwise here: one file at a
+    time (each decoded in parallel if large), or, for several files of some size, one
+    worker process per core. Every way runs :func:`_analyze_file` on each file, so the
+    results are the same.
+
+    Raises:
+        ClusterError: ``dask`` given, and dask is missing or its scheduler unreachable.
+    """
+    jobs = [(p.absolute(), (r.manifest or {}).get("profile", {}).get("iterations", iterations),
              ((r.manifest or {}).get("latency_ms") or {}).get("median")) for r in runs for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
-    if workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
+    if dask and jobs:
+        flat = _on_dask(dask, jobs)
+    elif workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             flat = list(pool.map(_analyze_file, *zip(*jobs), [1] * len(jobs)))
     else:
@@ -206,7 +248,7 @@ def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
-            iterations: int | None = None) -> Analysis:
+            iterations: int | None = None, dask: str | None = None) -> Analysis:
     """Analyze a trace file or every run under a folder (recursively), or several of them.
 
     Args:
@@ -216,6 +258,9 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
             relative to ``path``, e.g. ``"vit16x6x384/eager"``).
         iterations: iterations each trace holds, for traces with neither
             ProfilerStep markers nor a run.json (per-iteration figures).
+        dask: analyze the files on this Dask cluster (a scheduler address, or
+            ``"local"``), one task per file; None analyzes them here. The result is
+            the same either way.
 
     Returns:
         An :class:`Analysis`; unreadable files are listed in ``errors`` and do
@@ -223,6 +268,7 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
 
     Raises:
         TraceError: ``path`` does not exist.
+        ClusterError: ``dask`` given, and dask is missing or its scheduler unreachable.
     """
     paths = [Path(p) for p in path] if isinstance(path, (list, tuple)) else [Path(path)]
     if len(paths) == 1:
@@ -235,7 +281,7 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
     runs = [r for r in runs if only is None or r.name in only]
     # Collect rows in lists first, then turn them into tables.
     result = Analysis(runs=[], tables={}, root=base)
-    for run, files in zip(runs, _analyze_files(runs, iterations)):
+    for run, files in zip(runs, _analyze_files(runs, iterations, dask)):
         _collect(run, base, files, result, scanned)
     result.runs = _ordered(pd.DataFrame(result.runs))
     result.tables = {name: _front(pd.concat(parts, ignore_index=True)) for name, parts in result.tables.items()}
