@@ -101,8 +101,8 @@ def test_one_rank_is_no_job_and_unranked_traces_have_none(tmp_path):
 
 
 def test_a_run_folder_with_a_manifest_is_one_job(tmp_path):
-    folder = write_run(tmp_path / "mlp-train-step" / "eager", None, model="mlp", world_size=2, backend="nccl",
-                       nproc=2)
+    folder = write_run(tmp_path / "mlp-train-step" / "eager", None, model="mlp",
+                       distributed={"world_size": 2, "backend": "nccl"})
     _nccl_rank(0, 400).write(folder / "rank0.1.pt.trace.json.gz")
     _nccl_rank(1, 600).write(folder / "rank1.1.pt.trace.json.gz")
     a = analyze(tmp_path)

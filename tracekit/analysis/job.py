@@ -11,7 +11,8 @@ ranked traces of one folder. Per-rank figures are the per-trace analyses
   cause the trace alone gave it, :func:`tracekit.analysis.stragglers.rank_wait_idle`),
   computation, communication, overlap, exposed communication, the time its collectives
   waited for later ranks, a verdict and what each remedy could save;
-* ``jobs``: per job, its ranks, the straggler, the job's verdict and remedies;
+* ``jobs``: per job, its ranks, the straggler, the job's verdict and remedies, and
+  a ``finding`` sentence;
   ``job_balance``: per job and rank figure (span, busy, idle and each idle cause,
   computation, communication, exposed communication, rank wait), the median and
   maximum over the ranks and their imbalance (max / median);
@@ -143,7 +144,25 @@ def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.D
                overlap_could_save_us_per_iter=float(ranks["overlap_could_save_us_per_iter"].median()),
                balance_could_save_us_per_iter=float(ranks["balance_could_save_us_per_iter"].max()),
                cuda_graphs_could_save_us_per_iter=float(ranks["cuda_graphs_could_save_us_per_iter"].median()))
+    row["finding"] = finding(row)
     return row
+
+
+def finding(row: dict) -> str:
+    """The job in a sentence: ranks, verdict, straggler, impossible matches (a ``jobs`` row)."""
+    text = (f"{row['job']}: {row['ranks']} ranks ({row['backend'] or 'backend unknown'}), {row['verdict']} "
+            f"({row['evidence']})")
+    if row["straggler"] is not None:
+        text += (f"; straggler rank {row['straggler']}: last at {row['straggler_times_last']} of "
+                 f"{row['collectives_matched'] - row['collectives_inconsistent']} collectives, the others waited "
+                 f"{row['straggler_wait_caused_us'] / 1e3:.3f} ms for it")
+    else:
+        text += "; no straggler"
+    if row["collectives_inconsistent"]:
+        text += (f"; {row['collectives_inconsistent']} of {row['collectives_matched']} collectives matched across "
+                 "ranks are impossible as matches (a rank finished before another arrived, or sizes differ) and "
+                 "count for no wait")
+    return text
 
 
 def analyze_jobs(runs: pd.DataFrame, calls: pd.DataFrame, pieces: pd.DataFrame) -> dict[str, pd.DataFrame]:

@@ -18,6 +18,7 @@ from tracekit.analysis import job
 from tracekit.analysis.backends import launch_vs_fusion
 from tracekit.analysis.pertrace import analyze_trace
 from tracekit.errors import ExitCode
+from tracekit.manifest import Manifest
 from tracekit.peaks import peaks
 from tracekit.trace import NotATrace, Run, TraceError, discover, load
 
@@ -74,34 +75,36 @@ class Analysis:
                 "skipped": [{"path": p, "why": w} for p, w in self.skipped]}
 
 
-def _manifest_fields(manifest: dict | None) -> dict:
-    if not manifest:
+def _nan(value) -> float:
+    return math.nan if value is None else value
+
+
+def _manifest_fields(manifest: Manifest | None) -> dict:
+    if manifest is None:
         return {"status": "trace only", "reason": ""}
-    spec = manifest.get("spec", {})
-    env = manifest.get("environment", {})
-    lat = manifest.get("latency_ms") or {}
+    spec = manifest.spec
     row = {
-        "model": manifest.get("model"), "mode": manifest.get("mode"), "batch": spec.get("batch"),
-        "dtype": spec.get("dtype"), "phase": spec.get("phase", "inference"), "op": manifest.get("op"),
-        "device_type": manifest.get("device_type"), "requested_device": spec.get("device"),
-        "device_name": manifest.get("device_name") or env.get("device_name"),  # where the work ran
-        "requested_device_name": env.get("device_name"),  # the spec's device (the machine's GPU)
-        "status": manifest.get("status", "unknown"),
-        "reason": manifest.get("reason", ""), "note": manifest.get("note", ""),
-        "compile_s": manifest.get("compile_s", math.nan),
-        "peak_memory_MB": manifest.get("peak_memory_MB", math.nan),
-        "max_abs_diff": manifest.get("max_abs_diff", math.nan),
-        "latency_timer": lat.get("timer"),
+        "model": manifest.model, "mode": manifest.mode, "batch": spec.get("batch"),
+        "dtype": spec.get("dtype"), "phase": manifest.phase, "op": manifest.op,
+        "device_type": manifest.device_type, "requested_device": spec.get("device"),
+        "device_name": manifest.ran_on_name,  # where the work ran
+        "requested_device_name": (manifest.environment or {}).get("device_name"),  # the spec's device (the machine's GPU)
+        "status": manifest.status or "unknown",
+        "reason": manifest.reason or "", "note": manifest.note or "",
+        "compile_s": _nan(manifest.compile_s),
+        "peak_memory_MB": _nan(manifest.peak_memory_MB),
+        "max_abs_diff": _nan(manifest.max_abs_diff),
+        "latency_timer": (manifest.latency_ms or {}).get("timer"),
     }
-    row.update({f"latency_{k}_ms": lat.get(k, math.nan) for k in _LATENCY_FIELDS})
+    row.update({f"latency_{k}_ms": manifest.latency(k) for k in _LATENCY_FIELDS})
     row.update(_achieved(manifest, row["latency_median_ms"], row["device_name"]))
     return row
 
 
-def _achieved(manifest: dict, latency_ms: float, device_name: str | None) -> dict:
+def _achieved(manifest: Manifest, latency_ms: float, device_name: str | None) -> dict:
     """Achieved TFLOP/s and GB/s of a single-op run (its minimum work over its median
     latency), and their share of the device's datasheet peak (tracekit.peaks)."""
-    flop, nbytes = manifest.get("flop_per_iter"), manifest.get("bytes_per_iter")
+    flop, nbytes = manifest.flop_per_iter, manifest.bytes_per_iter
     if not flop or not latency_ms or latency_ms != latency_ms:
         return {}
     seconds = latency_ms / 1e3
@@ -109,7 +112,7 @@ def _achieved(manifest: dict, latency_ms: float, device_name: str | None) -> dic
     peak = peaks(device_name)
     if peak:
         bw, compute = peak
-        dtype = manifest.get("spec", {}).get("dtype", "fp32")
+        dtype = manifest.spec.get("dtype", "fp32")
         # fp32 matmuls may use TF32 tensor cores; the fp32 (CUDA-core) peak is the stricter yardstick
         out["pct_peak_compute"] = 100 * out["achieved_TFLOPs"] / compute.get(dtype, compute["fp32"])
         out["pct_peak_bw"] = 100 * out["achieved_GBps"] / bw
@@ -143,8 +146,9 @@ def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | Non
                        distributed=tables.meta.get("distributed") or {})
 
 
-def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis, scanned: bool) -> None:
-    base = {"run": run.name, **_manifest_fields(run.manifest)}
+def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_FileResult], result: Analysis,
+             scanned: bool) -> None:
+    base = {"run": run.name, **_manifest_fields(manifest)}
     if run.problem:
         result.errors.append((str(root / run.name / "run.json"), run.problem, int(ExitCode.BAD_CONTENT)))
     if not run.traces:
@@ -153,7 +157,7 @@ def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis,
     for path, r in zip(run.traces, results):
         if r.error:
             # Found by scanning a folder, a JSON that is no trace is passed over, not an error.
-            if r.not_a_trace and scanned and run.manifest is None:
+            if r.not_a_trace and scanned and manifest is None:
                 result.skipped.append((str(path), r.error[0]))
             else:
                 result.errors.append((str(path), *r.error))
@@ -164,10 +168,11 @@ def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis,
         rel = str(full.relative_to(top)) if full.is_relative_to(top) else str(path)
         if base.get("device_type") is None:
             base = {**base, "device_type": "cuda" if metrics["has_gpu"] else "cpu", "device_name": r.device_name}
-        in_job = None if r.rank is None else job.job_name(run.name, rel, bool(run.manifest), root)
+        in_job = None if r.rank is None else job.job_name(run.name, rel, manifest is not None, root)
+        launched = (manifest.distributed if manifest else None) or {}
         ranked = {"rank": r.rank, "job": in_job,
-                  "world_size": r.distributed.get("world_size") or (run.manifest or {}).get("world_size"),
-                  "backend": r.distributed.get("backend") or (run.manifest or {}).get("backend")}
+                  "world_size": r.distributed.get("world_size") or launched.get("world_size"),
+                  "backend": r.distributed.get("backend") or launched.get("backend")}
         result.runs.append({**base, "trace": rel, **ranked, **metrics, "note": "; ".join(n for n in notes if n),
                             "trace_problems": len(r.problems)})
         for name, df in r.tables.items():
@@ -209,7 +214,8 @@ def _on_dask(address: str, jobs: list[tuple]) -> list[_FileResult]:
             cluster.close()
 
 
-def _analyze_files(runs: list[Run], iterations: int | None, dask: str | None = None) -> list[list[_FileResult]]:
+def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations: int | None,
+                   dask: str | None = None) -> list[list[_FileResult]]:
     """Analyze every trace of ``runs``: where the files are read is chosen here, once.
 
     On a Dask cluster when ``dask`` names one (a scheduler address such as
@@ -221,8 +227,8 @@ def _analyze_files(runs: list[Run], iterations: int | None, dask: str | None = N
     Raises:
         ClusterError: ``dask`` given, and dask is missing or its scheduler unreachable.
     """
-    jobs = [(p.absolute(), (r.manifest or {}).get("profile", {}).get("iterations", iterations),
-             ((r.manifest or {}).get("latency_ms") or {}).get("median")) for r in runs for p in r.traces]
+    jobs = [(p.absolute(), ((m and m.profile) or {}).get("iterations", iterations),
+             ((m and m.latency_ms) or {}).get("median")) for r, m in zip(runs, manifests) for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
     if dask and jobs:
         flat = _on_dask(dask, jobs)
@@ -279,10 +285,11 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
         runs, base = _discover_all(paths)
         scanned = True
     runs = [r for r in runs if only is None or r.name in only]
+    manifests = [Manifest.from_dict(r.manifest) if r.manifest else None for r in runs]
     # Collect rows in lists first, then turn them into tables.
     result = Analysis(runs=[], tables={}, root=base)
-    for run, files in zip(runs, _analyze_files(runs, iterations, dask)):
-        _collect(run, base, files, result, scanned)
+    for run, manifest, files in zip(runs, manifests, _analyze_files(runs, manifests, iterations, dask)):
+        _collect(run, manifest, base, files, result, scanned)
     result.runs = _ordered(pd.DataFrame(result.runs))
     result.tables = {name: _front(pd.concat(parts, ignore_index=True)) for name, parts in result.tables.items()}
     if len(control := launch_vs_fusion(result.runs)):

@@ -1,10 +1,29 @@
-"""The headline columns shown in the terminal and in summary.md, with their units."""
+"""Shared by the report formats: the tables they show (columns, headers, units, number
+formats), how a table is drawn (markdown, rich), and the texts and views every report
+of an analysis carries (findings per run, evidence, notes, where figures come from,
+links to the trace files). A table spec is a list of (column, header, format)."""
 
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import pandas as pd
+from rich.table import Table
+
+from tracekit.analysis.runs import Analysis
+
+PERFETTO_HINT = ("To look inside a run, open https://ui.perfetto.dev, choose \"Open trace file\" and pick its "
+                 "`.pt.trace.json.gz` (Perfetto reads the gzipped Kineto JSON as it is, in the browser).")
+
+SOURCES = (
+    "Where each figure comes from: **latency** and **speedup** from the unprofiled timed iterations "
+    "(`run.json`; CUDA events on a GPU, `perf_counter` on the CPU; median, range p10-p90); **kernels, "
+    "launches, GPU busy, idle by cause, profiled iter** from the profiled window's trace (per "
+    "`ProfilerStep` iteration); **Δ idle** in the speedup table = unprofiled latency minus traced GPU busy "
+    "per iteration (kernel times barely change under the profiler, host-side costs do), so Δ latency = "
+    "Δ GPU busy + Δ idle exactly. Δ = this mode minus the baseline, per iteration.")
 
 # (column in Analysis.runs, header shown, format)
 HEADLINE = [
@@ -104,6 +123,62 @@ OVERHEAD = [
 ]
 
 
+# Distributed jobs (tracekit.analysis.job): the jobs, their ranks, balance and stragglers.
+JOBS = [
+    ("job", "job", "{}"),
+    ("ranks", "ranks", "{:.0f}"),
+    ("backend", "backend", "{}"),
+    ("verdict", "verdict", "{}"),
+    ("comm_comp_overlap_median", "comm-comp overlap p50", "{:.0%}"),
+    ("collectives_matched", "collectives matched", "{:.0f}"),
+    ("straggler", "straggler", "{:.0f}"),
+    ("straggler_wait_caused_us", "wait it caused (ms)", "ms3"),
+    ("overlap_could_save_us_per_iter", "overlap could save (ms/iter)", "ms3"),
+    ("balance_could_save_us_per_iter", "balancing could save (ms/iter)", "ms3"),
+    ("cuda_graphs_could_save_us_per_iter", "CUDA graphs could save (ms/iter)", "ms3"),
+]
+
+BALANCE = [
+    ("job", "job", "{}"),
+    ("metric", "per rank", "{}"),
+    ("median_us", "median (ms)", "ms3"),
+    ("max_us", "max (ms)", "ms3"),
+    ("imbalance", "max/median", "{:.2f}"),
+]
+
+RANKS = [
+    ("job", "job", "{}"),
+    ("rank", "rank", "{:.0f}"),
+    ("verdict", "verdict", "{}"),
+    ("window_us", "window (ms)", "ms"),
+    ("active_span_us", "GPU span (ms)", "ms"),
+    ("gpu_busy_us", "GPU busy (ms)", "ms"),
+    ("computation_us", "compute (ms)", "ms"),
+    ("communication_us", "comm (ms)", "ms"),
+    ("comm_comp_overlap", "overlap", "{:.0%}"),
+    ("exposed_communication_us", "exposed comm (ms)", "ms"),
+    ("rank_wait_us", "waited for ranks (ms)", "ms"),
+    ("idle_host_wait_us", "idle: host wait (ms)", "ms"),
+    ("idle_rank_wait_us", "idle: rank wait (ms)", "ms"),
+    ("collectives", "collectives", "{:.0f}"),
+    ("overlap_could_save_us_per_iter", "overlap saves (ms/iter)", "ms3"),
+    ("balance_could_save_us_per_iter", "balancing saves (ms/iter)", "ms3"),
+    ("cuda_graphs_could_save_us_per_iter", "CUDA graphs save (ms/iter)", "ms3"),
+]
+
+STRAGGLERS = [
+    ("job", "job", "{}"),
+    ("rank", "rank", "{:.0f}"),
+    ("calls", "calls", "{:.0f}"),
+    ("times_last", "last", "{:.0f}"),
+    ("last_share", "last share", "{:.0%}"),
+    ("wait_caused_us", "wait caused (ms)", "ms3"),
+    ("mean_lateness_us", "mean lateness (ms)", "ms3"),
+    ("rank_wait_us", "waited for others (ms)", "ms3"),
+    ("flag", "straggler", "{}"),
+]
+
+
 def comparison_view(comp: pd.DataFrame) -> pd.DataFrame:
     """``comp`` for display: speedup_range ("1.38x (1.37-1.39)"); deltas and ratios
     blank on baseline rows (zero by definition); ran_on blank unless some run ran
@@ -153,6 +228,33 @@ def headline(runs: pd.DataFrame, spec: list[tuple[str, str, str]] = HEADLINE) ->
     return [cols[i][1] for i in keep], [[row[i] for i in keep] for row in rows]
 
 
+def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
+    """A GitHub markdown table (``|`` in cells escaped)."""
+    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+_TEXT_COLUMNS = ("run", "status", "device", "verdict", "workload", "mode", "job", "per rank", "backend")
+
+
+def rich_table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
+    """A rich table for the terminal: text columns left, numbers right."""
+    table = Table(title=title, show_lines=False)
+    for h in headers:
+        table.add_column(h, overflow="fold",
+                         justify="left" if h in _TEXT_COLUMNS else "right")
+    for r in rows:
+        table.add_row(*r)
+    return table
+
+
+def gpu_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of runs whose traces hold GPU activity."""
+    return runs[runs["has_gpu"].fillna(False).astype(bool)] if "has_gpu" in runs else runs.iloc[:0]
+
+
 def evidence(runs: pd.DataFrame) -> list[str]:
     """One line per run with GPU activity: ``run: verdict: the figures behind it``."""
     if "evidence" not in runs:
@@ -169,3 +271,35 @@ def notes(runs: pd.DataFrame) -> list[str]:
         if text:
             out.append(f"{r['run']}: {text}")
     return out
+
+
+def trace_links(analysis: Analysis, out: Path) -> dict[str, str]:
+    """run -> path of its first trace file relative to ``out`` (for links in reports)."""
+    runs = analysis.runs
+    if runs.empty or "trace" not in runs:
+        return {}
+    root = Path(analysis.root).absolute()
+    return {r: os.path.relpath(root / t, Path(out).absolute())
+            for r, t in zip(runs["run"], runs["trace"]) if isinstance(t, str) and t and r}
+
+
+def finding_rows(comp: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    """(workload, mode, finding, warning) of each row of a comparison
+    (:func:`tracekit.analysis.compare.compare`) with a finding or a warning."""
+    return [(r["workload"], r["mode"], r["finding"], r["warning"]) for r in comp.to_dict("records")
+            if r["finding"] or r["warning"]]
+
+
+def job_tables(analysis: Analysis) -> list[tuple[str, pd.DataFrame, list]]:
+    """(title, table, column spec) of each job table to show, in order; [] without jobs."""
+    jobs = analysis.table("jobs")
+    if jobs.empty:
+        return []
+    stragglers = analysis.table("stragglers")
+    if len(stragglers):
+        stragglers = stragglers.assign(flag=stragglers["straggler"].map({True: "yes", False: ""}))
+    return [("Distributed jobs: verdict, straggler, what each remedy could save", jobs, JOBS),
+            ("Ranks of each job: compute, communication and their overlap (HTA's definition), waits",
+             analysis.table("ranks"), RANKS),
+            ("Balance of each job over its ranks", analysis.table("job_balance"), BALANCE),
+            ("Stragglers: who arrives last at the collectives, and the wait it causes", stragglers, STRAGGLERS)]
