@@ -21,7 +21,8 @@ H100    ?= reports/h100
 KERNELS ?= 100
 COUNTERS_OUT ?= $(REPORTS)/counters
 TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
-             $(if $(ITERS),--iters $(ITERS)) $(if $(PHASE),--phase $(PHASE))
+             $(if $(ITERS),--iters $(ITERS)) $(if $(PHASE),--phase $(PHASE)) \
+             $(if $(NPROC),--nproc $(NPROC)) $(if $(PARALLEL),--parallel $(PARALLEL))
 
 # Headless Chromium checks index.html in a real browser (tests/report/test_browser.py). `make test`
 # installs Debian's package first when no Chromium is found and apt-get is there; else the test skips.
@@ -56,7 +57,7 @@ setup-browser:  ## install Chromium from Debian's packages (apt-get; root or pas
 demo: $(SETUP)  ## set up, trace the small default workload eagerly and compiled, analyze
 	$(TRACEKIT) bench workloads/demo.toml --traces $(TRACES) --reports $(REPORTS)
 
-trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead
+trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead [NPROC=2 PARALLEL=ddp|fsdp]
 	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
 
 counters: $(SETUP)  ## trace MODEL, then its hardware counters under Nsight Compute (needs ncu): make counters MODEL=mul1024 KERNELS=2

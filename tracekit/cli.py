@@ -85,7 +85,15 @@ def main(ctx: click.Context, debug: bool) -> None:
               "[default: 10].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"),
               show_default=True, help="Traces root; the run goes to OUT/<model>/<mode>/.")
-def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters, profile_iters, out) -> None:
+@click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Ranks: with N > 1 PyTorch's launcher (torch.distributed.run, as torchrun) starts N processes "
+                   "on this machine, NCCL when each has a GPU of its own, else gloo; a trace per rank.")
+@click.option("--parallel", type=click.Choice(["ddp", "fsdp"]), default="ddp", show_default=True,
+              help="With --nproc > 1: DistributedDataParallel, or FSDP2 (fully_shard on each block of the "
+                   "model's ModuleLists and on the whole). Gradients are reduced in the forward-backward and "
+                   "train-step phases.")
+def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters, profile_iters, out, nproc,
+          parallel) -> None:
     """Run one workload on one mode: compile, time, profile; write trace + run.json.
 
     The trace lands in OUT/<model>/<mode>/<worker>.<ts>.pt.trace.json.gz (the
@@ -93,6 +101,11 @@ def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters,
     manifest. A run that fails (OOM, compile error) or cannot run here (backend
     not installed, needs CUDA) still writes run.json with its status and
     reason; the exit code is then 1.
+
+    With --nproc N the folder (OUT/<model>-<phase>-<parallel>-npN/<mode>/) holds
+    a trace per rank and one run.json: world size, backend, each rank's
+    latencies, and the job's latency (the slowest rank of each iteration).
+    `tracekit analyze` reads it as one job.
     """
     from tracekit import backends, models, runner
     from tracekit.spec import RunSpec
@@ -100,7 +113,7 @@ def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters,
     given = {k: v for k, v in dict(warmup=warmup, iters=iters, profile_iters=profile_iters).items()
              if v is not None}
     spec = RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device, phase=phase,
-                   compile_only=compile_only, **given)
+                   compile_only=compile_only, nproc=nproc, parallel=parallel, **given)
     try:
         manifest = runner.run(spec, out)
     except (models.UnknownModel, backends.UnknownMode, ValueError) as exc:

@@ -30,7 +30,7 @@ from tracekit.backends import Prepared
 from tracekit.environment import default_device, describe
 from tracekit.manifest import Manifest
 from tracekit.phases import PHASES, make_step
-from tracekit.spec import RunSpec, resolve
+from tracekit.spec import PARALLEL, RunSpec, resolve
 from tracekit.trace.reader import is_trace_file
 
 Log = Callable[[str], None]
@@ -196,6 +196,9 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
         raise ValueError(f"unknown dtype {spec.dtype!r}; valid dtypes: {', '.join(models.DTYPES)}")
     if spec.phase not in PHASES:
         raise ValueError(f"unknown phase {spec.phase!r}; valid phases: {', '.join(PHASES)}")
+    if spec.nproc < 1 or spec.parallel not in PARALLEL:
+        raise ValueError(f"nproc must be at least 1 (got {spec.nproc}) and parallel one of {', '.join(PARALLEL)} "
+                         f"(got {spec.parallel!r})")
     device_default = default_device()
     directory = run_dir(spec, Path(out))
     spec = resolve(spec, family_batch, device_default)
@@ -226,7 +229,12 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     try:
         with _compile_cache() as cache:
             manifest.compile_cache = cache
-            _measure(spec, backend, directory, manifest, stage)
+            if spec.nproc > 1:  # the ranks measure, each in its process; this one launches and gathers
+                from tracekit import distributed
+
+                distributed.launch(spec, directory, manifest, stage, log)
+            else:
+                _measure(spec, backend, directory, manifest, stage)
         manifest.status, manifest.stage = "ok", "done"
     except Exception as exc:  # noqa: BLE001 - every failure becomes a status row
         manifest.status = _classify(exc)
@@ -238,19 +246,26 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     return manifest
 
 
-def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage) -> None:
+def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
+             wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
+             worker: str | None = None) -> list[float]:
+    """The stages of :func:`run` in this process; fills ``manifest``, writes the trace into
+    ``directory`` (file name ``worker``.<ts>...) and returns the timed latencies (ms).
+    ``wrap``: applied to the module after the eager reference output and before the backend
+    (a rank of a distributed run wraps it in DDP or FSDP, :mod:`tracekit.distributed`)."""
     build_on = backend.device(spec)
     stage("build")
     module, inputs = models.build(spec.model, spec.batch, spec.dtype, build_on, spec.seed)
     with torch.no_grad():
         reference = _clone(module(*inputs))
         _sync(build_on)
+    shared = wrap(module) if wrap else module
 
     stage("prepare")
     if build_on.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(torch.device(build_on))
     t0 = time.perf_counter()
-    prepared = backend.prepare(module, inputs, spec)
+    prepared = backend.prepare(shared, inputs, spec)
     if not isinstance(prepared, Prepared):
         prepared = Prepared(prepared, build_on.split(":")[0])
     device = build_on if prepared.device_type == build_on.split(":")[0] else prepared.device_type
@@ -299,7 +314,7 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage)
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.startswith("cuda"):
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    worker = f"{socket.gethostname()}_{os.getpid()}"
+    worker = worker or f"{socket.gethostname()}_{os.getpid()}"
     own_profiler = prepared.profile(directory, worker) if prepared.profile else nullcontext()
     with own_profiler, torch.profiler.profile(
         activities=activities, record_shapes=True,
@@ -314,3 +329,4 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage)
             prof.step()
     traces = sorted(p.name for p in directory.iterdir() if is_trace_file(p))
     manifest.profile = {"iterations": spec.profile_iters, "traces": traces}
+    return samples

@@ -7,6 +7,10 @@ from dataclasses import asdict, dataclass, fields, replace
 DEFAULT_WARMUP = 5       # calls after the first; covers Inductor's and CUDA-graph recording's warm-up runs
 DEFAULT_ITERS = 50       # unprofiled timed iterations
 DEFAULT_PROFILE_ITERS = 10  # iterations in the profiled window
+PARALLEL = ("ddp", "fsdp")  # how a run of several ranks shares the model (tracekit.distributed)
+# Fields added after run.json files existed: written only when not at their default, so a
+# finished run's spec stays equal to the spec that would redo it (the bench's "done" test).
+LATER_FIELDS = {"nproc": 1, "parallel": "ddp"}
 
 
 @dataclass(frozen=True)
@@ -28,9 +32,12 @@ class RunSpec:
     iters: int = DEFAULT_ITERS
     profile_iters: int = DEFAULT_PROFILE_ITERS
     seed: int = 0
+    nproc: int = 1           # ranks (processes) started by torch.distributed.run; 1: one process, no launcher
+    parallel: str = "ddp"    # with nproc > 1: "ddp" (DistributedDataParallel) or "fsdp" (FSDP2 fully_shard)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        return {k: v for k, v in out.items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunSpec":
@@ -42,7 +49,8 @@ class RunSpec:
         """The workload folder name: the model, plus each setting that is not the default.
 
         ``vit16x6x384`` at its default batch 8 in fp32 is ``vit16x6x384``; at batch 1
-        in bf16 it is ``vit16x6x384-b1-bf16``; a training step adds ``-train-step``.
+        in bf16 it is ``vit16x6x384-b1-bf16``; a training step adds ``-train-step``, and
+        2 ranks under DDP ``-ddp-np2``.
         """
         parts = [self.model]
         if self.batch is not None and self.batch != default_batch:
@@ -53,6 +61,8 @@ class RunSpec:
             parts.append(self.device.replace(":", ""))
         if self.phase != "inference":
             parts.append(self.phase)
+        if self.nproc > 1:
+            parts.append(f"{self.parallel}-np{self.nproc}")
         return "-".join(parts)
 
 

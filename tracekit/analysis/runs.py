@@ -86,6 +86,8 @@ def _manifest_fields(manifest: Manifest | None) -> dict:
     row = {
         "model": manifest.model, "mode": manifest.mode, "batch": spec.get("batch"),
         "dtype": spec.get("dtype"), "phase": manifest.phase, "op": manifest.op,
+        # ranks and how they share the model: "ddp x2"; "" for one process
+        "parallel": f"{spec.get('parallel', 'ddp')} x{spec['nproc']}" if spec.get("nproc", 1) > 1 else "",
         "device_type": manifest.device_type, "requested_device": spec.get("device"),
         "device_name": manifest.ran_on_name,  # where the work ran
         "requested_device_name": (manifest.environment or {}).get("device_name"),  # the spec's device (the machine's GPU)
