@@ -100,6 +100,15 @@ def test_one_rank_is_no_job_and_unranked_traces_have_none(tmp_path):
     assert a.runs.set_index("trace").loc["x/a.json", "communication_us"] == 300
 
 
+def test_traces_that_repeat_a_rank_are_no_job(tmp_path):
+    for name, rank in (("a", 0), ("b", 0), ("c", 1)):
+        _nccl_rank(rank, 400).write(tmp_path / f"{name}.json")
+    a = analyze(tmp_path)
+    jobs = a.table("jobs")
+    assert len(jobs) == 1 and "several traces claim rank 0" in jobs["finding"].iloc[0]
+    assert a.table("ranks").empty and len(a.runs) == 3
+
+
 def test_a_run_folder_with_a_manifest_is_one_job(tmp_path):
     folder = write_run(tmp_path / "mlp-train-step" / "eager", None, model="mlp",
                        distributed={"world_size": 2, "backend": "nccl"})

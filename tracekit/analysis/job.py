@@ -183,6 +183,12 @@ def analyze_jobs(runs: pd.DataFrame, calls: pd.DataFrame, pieces: pd.DataFrame) 
     for job, rows in runs[runs["job"].notna()].groupby("job", sort=True):
         if rows["rank"].nunique() < 2:
             continue
+        if rows["rank"].duplicated().any():   # two traces claim a rank: not one job's ranks
+            again = sorted(int(r) for r in rows.loc[rows["rank"].duplicated(), "rank"].unique())
+            out["jobs"].append(pd.DataFrame([{"job": job, "ranks": rows["rank"].nunique(), "finding": (
+                f"{job}: not analyzed as one job: several traces claim rank {', '.join(map(str, again))} "
+                "(traces of several runs in one folder?)")}]))
+            continue
         traces = set(rows["trace"])
         own = calls[calls["trace"].isin(traces)] if len(calls) else calls
         per_call, matched = stragglers.match(own) if len(own) else (pd.DataFrame(columns=["rank", "wait_us"]),

@@ -298,8 +298,9 @@ def job_tables(analysis: Analysis) -> list[tuple[str, pd.DataFrame, list]]:
     stragglers = analysis.table("stragglers")
     if len(stragglers):
         stragglers = stragglers.assign(flag=stragglers["straggler"].map({True: "yes", False: ""}))
-    return [("Distributed jobs: verdict, straggler, what each remedy could save", jobs, JOBS),
-            ("Ranks of each job: compute, communication and their overlap (HTA's definition), waits",
-             analysis.table("ranks"), RANKS),
-            ("Balance of each job over its ranks", analysis.table("job_balance"), BALANCE),
-            ("Stragglers: who arrives last at the collectives, and the wait it causes", stragglers, STRAGGLERS)]
+    shown = [("Distributed jobs: verdict, straggler, what each remedy could save", jobs, JOBS),
+             ("Ranks of each job: compute, communication and their overlap (HTA's definition), waits",
+              analysis.table("ranks"), RANKS),
+             ("Balance of each job over its ranks", analysis.table("job_balance"), BALANCE),
+             ("Stragglers: who arrives last at the collectives, and the wait it causes", stragglers, STRAGGLERS)]
+    return [(title, df, spec) for title, df, spec in shown if len(df)]
