@@ -207,7 +207,8 @@ def compare(paths, baseline, out) -> None:
 
 def _analysis(path, iterations, dask=None):
     """Analyze PATH (or several) for analyze/compare; bad input becomes a UserError."""
-    from tracekit.analysis.runs import ClusterError, analyze as run_analysis
+    from tracekit.analysis.cluster import ClusterError
+    from tracekit.analysis.runs import analyze as run_analysis
     from tracekit.trace import TraceError
 
     try:

@@ -3,7 +3,8 @@
 import pandas as pd
 import pytest
 
-from tracekit.analysis.runs import ClusterError, analyze
+from tracekit.analysis.cluster import ClusterError
+from tracekit.analysis.runs import analyze
 
 distributed = pytest.importorskip("dask.distributed", reason="dask[distributed] is not installed "
                                   "(make setup installs it: the dist extra)")

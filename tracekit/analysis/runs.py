@@ -16,6 +16,7 @@ import pandas as pd
 
 from tracekit.analysis import job
 from tracekit.analysis.backends import launch_vs_fusion
+from tracekit.analysis.cluster import on_dask
 from tracekit.analysis.pertrace import analyze_trace
 from tracekit.errors import ExitCode
 from tracekit.manifest import Manifest
@@ -185,37 +186,6 @@ def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_Fil
 PARALLEL_FILES_MIN_BYTES = 16 << 20  # several files totalling more than this are analyzed in parallel
 
 
-class ClusterError(Exception):
-    """--dask cannot be used: dask is not installed, or its scheduler cannot be reached."""
-
-
-def _on_dask(address: str, jobs: list[tuple]) -> list[_FileResult]:
-    """Analyze each file as one task on a Dask cluster (``"local"``: a LocalCluster of one
-    single-threaded worker process per core here), results in the order of ``jobs``.
-    Each task reads its file in its worker (decoding in that process only), so a worker
-    holds one file's tables at a time; the files must be readable there at the same path."""
-    try:
-        from dask.distributed import Client, LocalCluster
-    except ImportError:
-        raise ClusterError("--dask needs dask.distributed: pip install 'tracekit[dist]' "
-                           "(or pip install 'dask[distributed]')") from None
-    import logging
-
-    cluster = None
-    try:
-        if address == "local":
-            cluster = LocalCluster(n_workers=len(os.sched_getaffinity(0)), threads_per_worker=1, processes=True,
-                                   dashboard_address=None, silence_logs=logging.ERROR)
-        with Client(cluster or address, timeout=10) as client:
-            futures = client.map(_analyze_file, *zip(*jobs), [1] * len(jobs), pure=False)
-            return client.gather(futures)
-    except (OSError, TimeoutError) as exc:
-        raise ClusterError(f"cannot use the Dask scheduler at {address}: {exc}") from None
-    finally:
-        if cluster is not None:
-            cluster.close()
-
-
 def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations: int | None,
                    dask: str | None = None) -> list[list[_FileResult]]:
     """Analyze every trace of ``runs``: where the files are read is chosen here, once.
@@ -227,13 +197,14 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations
     results are the same.
 
     Raises:
-        ClusterError: ``dask`` given, and dask is missing or its scheduler unreachable.
+        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or its
+            scheduler unreachable.
     """
     jobs = [(p.absolute(), ((m and m.profile) or {}).get("iterations", iterations),
              ((m and m.latency_ms) or {}).get("median")) for r, m in zip(runs, manifests) for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
     if dask and jobs:
-        flat = _on_dask(dask, jobs)
+        flat = on_dask(dask, _analyze_file, [(*job, 1) for job in jobs])
     elif workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             flat = list(pool.map(_analyze_file, *zip(*jobs), [1] * len(jobs)))
@@ -276,7 +247,8 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
 
     Raises:
         TraceError: ``path`` does not exist.
-        ClusterError: ``dask`` given, and dask is missing or its scheduler unreachable.
+        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or its
+            scheduler unreachable.
     """
     paths = [Path(p) for p in path] if isinstance(path, (list, tuple)) else [Path(path)]
     if len(paths) == 1:
