@@ -1,14 +1,14 @@
 """tracekit trace --nproc: ranks started by torch.distributed.run under DDP or FSDP2 over gloo
 on the CPU, one run folder with a trace per rank and one manifest, analyzed as one job."""
 
-import importlib.util
 import json
+import runpy
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from tracekit import distributed, runner
+from tracekit import runner
 from tracekit.analysis.compare import workloads
 from tracekit.analysis.runs import analyze
 from tracekit.cli import main
@@ -17,6 +17,7 @@ from tracekit.spec import RunSpec
 
 QUICK = ["--iters", "3", "--warmup", "1", "--profile-iters", "2"]
 STRAGGLER = Path(__file__).parent / "data" / "distributed" / "straggler.py"
+SLEEP_S = runpy.run_path(str(STRAGGLER))["SLEEP_S"]
 
 
 def test_spec_of_several_ranks():
@@ -74,41 +75,31 @@ def test_trace_two_ranks_with_ddp_then_analyze_the_job(tmp_path):
     assert list(workloads(a.runs)["workload"]) == ["mlp b4 fp32 train-step ddp x2 cpu"]   # not one-process mlp's
 
 
-def _load_straggler():
-    spec = importlib.util.spec_from_file_location("straggler_workload", STRAGGLER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)   # registers the "straggler" workload here too
-    return module
-
-
 @pytest.mark.slow
-def test_a_rank_slowed_on_purpose_is_named_the_straggler(tmp_path, monkeypatch):
-    """Rank 1 sleeps before each forward, so it reaches DDP's all-reduce late: it is named the
-    straggler, and the wait it caused is its sleep in each profiled iteration, within 10%."""
-    workload = _load_straggler()
-    monkeypatch.setattr(distributed, "WORKER", [str(STRAGGLER)])
-    spec = RunSpec("straggler", phase="train-step", nproc=2, warmup=1, iters=3, profile_iters=3)
+def test_a_rank_slowed_on_purpose_is_named_the_straggler(tmp_path):
+    """Rank 1 sleeps before each forward (a workload file), so it reaches DDP's all-reduce
+    late: it is named the straggler, and the wait it caused is its sleep in each profiled
+    iteration, within 10%."""
+    spec = RunSpec(f"{STRAGGLER}:straggler", phase="train-step", nproc=2, warmup=1, iters=3, profile_iters=3)
     manifest = runner.run(spec, tmp_path, log=lambda m: None)
     assert manifest.status == "ok", manifest.reason
     a = analyze(tmp_path)
     job = a.table("jobs").iloc[0]
     assert job["straggler"] == 1
-    expected_us = workload.SLEEP_S * 1e6 * spec.profile_iters
+    expected_us = SLEEP_S * 1e6 * spec.profile_iters
     assert job["straggler_wait_caused_us"] == pytest.approx(expected_us, rel=0.10)
     ranks = a.table("ranks").set_index("rank")
     assert ranks.loc[0, "rank_wait_us"] == pytest.approx(expected_us, rel=0.10) and ranks.loc[1, "rank_wait_us"] < \
         0.1 * expected_us
-    assert ranks.loc[0, "balance_could_save_us_per_iter"] == pytest.approx(workload.SLEEP_S * 1e6, rel=0.10)
+    assert ranks.loc[0, "balance_could_save_us_per_iter"] == pytest.approx(SLEEP_S * 1e6, rel=0.10)
 
 
 @pytest.mark.slow
-def test_a_failing_rank_fails_the_run_with_its_reason(tmp_path, monkeypatch):
-    _load_straggler()
-    monkeypatch.setattr(distributed, "WORKER", [str(STRAGGLER)])
-    manifest = runner.run(RunSpec("broken-rank", phase="train-step", nproc=2, warmup=1, iters=2, profile_iters=1),
-                          tmp_path, log=lambda m: None)
+def test_a_failing_rank_fails_the_run_with_its_reason(tmp_path):
+    manifest = runner.run(RunSpec(f"{STRAGGLER}:broken_rank", phase="train-step", nproc=2, warmup=1, iters=2,
+                                  profile_iters=1), tmp_path, log=lambda m: None)
     assert manifest.status == "failed" and "rank 1: RuntimeError: rank 1 breaks on purpose" in manifest.reason
-    folder = tmp_path / "broken-rank-train-step-ddp-np2" / "eager"
+    folder = tmp_path / manifest.label / "eager"
     assert json.loads((folder / "run.json").read_text())["status"] == "failed"
     assert sorted(p.name for p in folder.iterdir()) == ["run.json"]      # no rank results left behind
 

@@ -5,7 +5,8 @@ The run's process (:func:`launch`) starts ``python -m torch.distributed.run --st
 program (:func:`main`). Each rank joins the process group, builds the model, wraps it
 (``--parallel ddp``: DistributedDataParallel; ``fsdp``: FSDP2's ``fully_shard`` on each
 block of a ``ModuleList`` and on the whole model), and runs the runner's stages
-(:func:`tracekit.runner._measure`: every backend mode applies per rank): first call,
+(each rank builds the model, then :func:`tracekit.runner._measure`: every backend mode
+applies per rank): first call,
 warm-up, timed iterations, the profiled window, its trace written as
 ``<host>_rank<r>.<ts>.pt.trace.json.gz`` into the one run folder, and its results into
 ``.rank<r>.json`` there. The launching process gathers them into the one ``run.json``:
@@ -27,6 +28,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections import deque
 from datetime import timedelta
 from pathlib import Path
@@ -38,12 +40,12 @@ from tracekit.environment import child_env
 from tracekit.manifest import Manifest
 from tracekit.spec import RunSpec
 
-WORKER = ["-m", "tracekit.distributed"]   # each rank's program (a test may point it at a script of its own)
+WORKER = ["-m", "tracekit.distributed"]   # each rank's program
 RANK_FILE = ".rank{}.result"  # not *.json: never taken for a trace
 # Copied from rank 0's results into the run's manifest: the stages every rank measured.
-_RANK0_FIELDS = ("device_type", "device_name", "prepare_s", "backend", "first_call_s", "compile_s", "max_abs_diff",
-                 "diff_tolerance", "diff_ok", "warmup_s", "flop_per_iter", "bytes_per_iter", "op", "peak_memory_MB",
-                 "memory_source")
+_RANK0_FIELDS = ("device_type", "device_name", "build_s", "parameters", "prepare_s", "backend", "first_call_s",
+                 "loss", "compile_s", "max_abs_diff", "diff_tolerance", "diff_ok", "warmup_s", "flop_per_iter",
+                 "bytes_per_iter", "op", "peak_memory_MB", "memory_source")
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=10)
 
 
@@ -141,7 +143,7 @@ def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module
 def main(argv: list[str] | None = None) -> int:
     """One rank (run by torch.distributed.run, which sets RANK, LOCAL_RANK, WORLD_SIZE):
     measure, write ``.rank<r>.json``; exit 0 if ok, 1 if not (the launcher then stops the others)."""
-    from tracekit import backends, runner
+    from tracekit import backends, models, runner
     from tracekit.bench import _set_parent_death_signal
 
     # torch.distributed.run starts each rank in a session of its own: a rank must not outlive
@@ -167,8 +169,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"[{args.dir} rank {rank}] {name}\n")   # one write: ranks share the pipe
         sys.stderr.flush()
 
+    backend = backends.get(spec.mode)
     try:
-        samples = runner._measure(spec, backends.get(spec.mode), args.dir, manifest, stage,
+        stage("build")
+        t0 = time.perf_counter()
+        built = models.build(spec.model, spec.batch, spec.dtype, backend.device(spec), spec.seed, spec.seq, spec.phase)
+        manifest.build_s = time.perf_counter() - t0
+        samples = runner._measure(spec, backend, args.dir, manifest, stage, *built,
                                   wrap=lambda m: wrap(m, spec.parallel, device),
                                   worker=f"{socket.gethostname()}_rank{rank}")
         manifest.status, reason = "ok", ""

@@ -34,7 +34,8 @@ class Analysis:
     runs:    one row per trace file (or per failed run without a trace):
              identity (run, trace, rank, job, world_size, backend (of a
              distributed run; rank and job None for others), model, mode, batch,
-             dtype, phase, op (the op
+             seq (token inputs' length, None for models without one), dtype,
+             phase, op (the op
              a single-op run computes), device_type (where the run really ran),
              requested_device (the spec's), device_name (where it ran), requested_device_name
              (the spec's device), status, reason, note),
@@ -86,7 +87,7 @@ def _manifest_fields(manifest: Manifest | None) -> dict:
     spec = manifest.spec
     row = {
         "model": manifest.model, "mode": manifest.mode, "batch": spec.get("batch"),
-        "dtype": spec.get("dtype"), "phase": manifest.phase, "op": manifest.op,
+        "seq": spec.get("seq"), "dtype": spec.get("dtype"), "phase": manifest.phase, "op": manifest.op,
         # ranks and how they share the model: "ddp x2"; "" for one process
         "parallel": f"{spec.get('parallel', 'ddp')} x{spec['nproc']}" if spec.get("nproc", 1) > 1 else "",
         "device_type": manifest.device_type, "requested_device": spec.get("device"),

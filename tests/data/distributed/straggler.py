@@ -1,18 +1,15 @@
-"""A rank's program for `tracekit trace --nproc` whose rank 1 is slow, or broken, on purpose.
+"""Workload files for `tracekit trace --nproc 2` (tests/test_distributed.py): ranks slow or
+broken on purpose. Plain workload functions, ``fn(batch, dtype, device) -> (module, inputs)``.
 
-It registers the workloads ``straggler`` (an MLP whose forward sleeps ``SLEEP_S`` on rank 1,
-so rank 1 arrives late at DDP's gradient all-reduce of each iteration) and ``broken-rank``
-(whose forward raises on rank 1), then runs tracekit's own rank program.
-tests/test_distributed.py points tracekit.distributed.WORKER at this file.
+* ``straggler``: an MLP whose forward sleeps ``SLEEP_S`` on rank 1, so rank 1 arrives late
+  at DDP's gradient all-reduce of each iteration;
+* ``broken_rank``: the same MLP, whose forward raises on rank 1.
 """
 
-import sys
 import time
 
 import torch
 from torch import nn
-
-from tracekit import distributed, models
 
 SLEEP_S = 0.2
 
@@ -35,17 +32,9 @@ class _Late(nn.Module):
         return self.net(x)
 
 
-@models.register("straggler", r"straggler", "straggler", default_batch=4,
-                 description=f"MLP whose rank 1 sleeps {SLEEP_S} s before each forward (tests)")
-def build(match, batch):
-    return _Late(), (torch.randn(batch, 64),)
+def straggler(batch, dtype, device):
+    return _Late().to(device, dtype), (torch.randn(batch, 64, device=device, dtype=dtype),)
 
 
-@models.register("broken-rank", r"broken-rank", "broken-rank", default_batch=4,
-                 description="MLP whose forward raises on rank 1 (tests)")
-def build_broken(match, batch):
-    return _Late(broken=True), (torch.randn(batch, 64),)
-
-
-if __name__ == "__main__":
-    sys.exit(distributed.main())
+def broken_rank(batch, dtype, device):
+    return _Late(broken=True).to(device, dtype), (torch.randn(batch, 64, device=device, dtype=dtype),)
