@@ -22,7 +22,7 @@ KERNELS ?= 100
 COUNTERS_OUT ?= $(REPORTS)/counters
 TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(SEQ),--seq $(SEQ)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
              $(if $(ITERS),--iters $(ITERS)) $(if $(PHASE),--phase $(PHASE)) $(if $(THREADS),--threads $(THREADS)) \
-             $(if $(REPEATS),--repeats $(REPEATS))
+             $(if $(REPEATS),--repeats $(REPEATS)) $(if $(NPROC),--nproc $(NPROC)) $(if $(PARALLEL),--parallel $(PARALLEL))
 
 # Headless Chromium checks index.html in a real browser (tests/report/test_browser.py). `make test`
 # installs Debian's package first when no Chromium is found and apt-get is there; else the test skips.
@@ -44,7 +44,7 @@ $(VENV)/.setup-done: pyproject.toml
 	else \
 	  $(PYTHON) -m venv $(VENV) && $(VENV)/bin/pip install -q $(TORCH_CPU); \
 	fi
-	$(VENV)/bin/pip install -q -e ".[dev,backends,models]"
+	$(VENV)/bin/pip install -q -e ".[dev,backends,models,dist]"
 	$(VENV)/bin/pip install -q --no-deps holistictraceanalysis==0.5.0
 	@touch $@
 
@@ -57,7 +57,7 @@ setup-browser:  ## install Chromium from Debian's packages (apt-get; root or pas
 demo: $(SETUP)  ## set up, trace the small default workload eagerly and compiled, analyze
 	$(TRACEKIT) bench workloads/demo.toml --traces $(TRACES) --reports $(REPORTS)
 
-trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead (MODEL=resnet50, hf:gpt2, path/to/file.py:fn...; REPEATS=3 THREADS=1)
+trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead (MODEL=resnet50, hf:gpt2, path/to/file.py:fn...; REPEATS=3 THREADS=1; NPROC=2 PARALLEL=ddp|fsdp)
 	$(TRACEKIT) trace --model '$(MODEL)' --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
 
 counters: $(SETUP)  ## trace MODEL, then its hardware counters under Nsight Compute (needs ncu): make counters MODEL=mul1024 KERNELS=2

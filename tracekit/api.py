@@ -56,8 +56,9 @@ class Result:
     overhead:   profiled vs unprofiled iteration time of each run
                 (:func:`tracekit.analysis.compare.profiler_overhead`).
     tables:     the per-trace tables by name: iterations, kernels, kernel_classes,
-                idle_histogram, launch_apis, streams, transfers, timeline...
-                (:class:`tracekit.analysis.runs.Analysis`).
+                idle_histogram, launch_apis, streams, transfers, timeline,
+                collectives...; and of distributed jobs: jobs, ranks, job_balance,
+                collective_calls, stragglers (:class:`tracekit.analysis.runs.Analysis`).
     errors:     (path, problem, exit code) of each file that could not be read.
     manifests:  the run.json of each run :func:`profile` made, in mode order ([] from :func:`analyze`).
     baseline:   the mode the comparison is against.
@@ -97,7 +98,7 @@ class Result:
 
 
 def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", iterations: int | None = None,
-            only: set[str] | None = None) -> Result:
+            only: set[str] | None = None, dask: str | None = None) -> Result:
     """The tables ``tracekit analyze PATH`` reports, as DataFrames (:class:`Result`).
 
     Args:
@@ -108,15 +109,19 @@ def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", it
         iterations: iterations each trace holds, for traces with neither
             ProfilerStep markers nor a run.json.
         only: analyze just the runs with these names (``"<label>/<mode>"``, relative to ``path``).
+        dask: analyze the files on this Dask cluster (a scheduler address, or ``"local"``);
+            the same tables as without it.
 
     Raises:
         tracekit.trace.TraceError: ``path`` does not exist (``code`` 3), holds no
             traces (4), or no file in it could be read (the first file's problem
             and code; the others are in its message). A folder where some files
             are unreadable is analyzed, and they are in ``errors``.
+        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or
+            its scheduler unreachable.
     """
     analysis = run_analysis(list(path) if isinstance(path, (list, tuple)) else path, only=only,
-                            iterations=iterations)
+                            iterations=iterations, dask=dask)
     if analysis.runs.empty:
         if not analysis.errors:
             raise TraceError(path, "no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Table
@@ -43,7 +44,7 @@ from tracekit.analysis.compare import Tables
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.runs import analyze as run_analysis
 from tracekit.analysis.suite import SuiteTables
-from tracekit.environment import default_device
+from tracekit.environment import child_env, default_device
 from tracekit.manifest import Manifest
 from tracekit.report import write_reports
 from tracekit.runner import run_dir
@@ -258,7 +259,7 @@ def run_cell(p: Planned, root: Path, timeout_s: float | None = None, deadline: f
     with open(log, "w") as logf:
         # Its own session: a timeout can kill the child's whole group (Inductor's compile workers).
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                start_new_session=True, env=child_env(PYTHONUNBUFFERED="1"))
         try:
             while True:
                 try:
@@ -341,7 +342,7 @@ def run_planned(suite: Suite, planned: list[Planned], traces: Path | str, timeou
 
         def show(p: Planned, stage: str = "") -> None:
             limit = "" if deadline is None else f"(time limit in {max(0, deadline - time.monotonic()) / 60:.1f} min)"
-            progress.update(task, description=f"{suite.name}: {p.name}" + (f" · {stage}" if stage else ""),
+            progress.update(task, description=escape(f"{suite.name}: {p.name}" + (f" · {stage}" if stage else "")),
                             limit=limit)
 
         current = ""

@@ -98,8 +98,15 @@ def main(ctx: click.Context, debug: bool) -> None:
               "spread across them (host speed varies between processes).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"),
               show_default=True, help="Traces root; the run goes to OUT/<model>/<mode>/.")
+@click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Ranks: with N > 1 PyTorch's launcher (torch.distributed.run, as torchrun) starts N processes "
+                   "on this machine, NCCL when each has a GPU of its own, else gloo; a trace per rank.")
+@click.option("--parallel", type=click.Choice(["ddp", "fsdp"]), default="ddp", show_default=True,
+              help="With --nproc > 1: DistributedDataParallel, or FSDP2 (fully_shard on each block of the "
+                   "model's ModuleLists and on the whole). Gradients are reduced in the forward-backward and "
+                   "train-step phases.")
 def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, iters, profile_iters, threads,
-          repeats, out) -> None:
+          repeats, out, nproc, parallel) -> None:
     """Run one workload on one mode: compile, time, profile; write trace + run.json.
 
     The trace lands in OUT/<model>/<mode>/<worker>.<ts>.pt.trace.json.gz (the
@@ -122,6 +129,11 @@ def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, i
       def my_model(batch, dtype, device):
           return MyNet().to(device, dtype), (torch.randn(batch, 64, device=device, dtype=dtype),)
     runs with: tracekit trace --model my_file.py:my_model --mode default
+
+    With --nproc N the folder (OUT/<model>-<phase>-<parallel>-npN/<mode>/) holds
+    a trace per rank and one run.json: world size, backend, each rank's
+    latencies, and the job's latency (the slowest rank of each iteration).
+    `tracekit analyze` reads it as one job.
     """
     from tracekit import backends, models, runner, timing
     from tracekit.spec import RunSpec
@@ -129,7 +141,8 @@ def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, i
     given = {k: v for k, v in dict(warmup=warmup, iters=iters, profile_iters=profile_iters).items()
              if v is not None}
     spec = RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device, phase=phase,
-                   compile_only=compile_only, seq=seq, threads=threads, repeats=repeats, **given)
+                   compile_only=compile_only, seq=seq, threads=threads, repeats=repeats, nproc=nproc,
+                   parallel=parallel, **given)
     try:
         manifest = runner.run(spec, out)
     except (models.UnknownModel, backends.UnknownMode, ValueError) as exc:
@@ -162,7 +175,11 @@ def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, i
               help="Iterations each trace holds, for traces without ProfilerStep markers or run.json.")
 @click.option("--baseline", default="eager", show_default=True,
               help="The mode every other mode of a workload is compared with.")
-def analyze(path, out, as_json, iterations, baseline) -> None:
+@click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
+              help="Analyze the files on a Dask cluster, one task per file: a scheduler address "
+                   "(tcp://host:8786; the files must be readable by its workers at the same paths), or "
+                   "'local' for a LocalCluster of one worker per core here. Same results as without it.")
+def analyze(path, out, as_json, iterations, baseline, dask_address) -> None:
     """Analyze the traces under PATH (a folder, searched recursively, or one file).
 
     Per run: kernels executed, host launches (distinct correlation ids: one
@@ -173,6 +190,10 @@ def analyze(path, out, as_json, iterations, baseline) -> None:
     gpu-bound or mixed, with the evidence; per iteration where markers exist.
     Runs of one workload (model, batch, seq, dtype, phase, device) are compared with
     the BASELINE mode: speedup, and its split into Δ GPU busy and Δ idle.
+    Per-rank traces of a distributed run (rank from distributedInfo or the file
+    name) are one job: per rank computation, communication, their overlap and
+    exposed communication, collectives matched across ranks, stragglers, and a
+    verdict per rank and per job.
     Writes OUT/summary.md, OUT/index.html, OUT/plots/*.png, OUT/runs.csv,
     OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
     """
@@ -180,7 +201,7 @@ def analyze(path, out, as_json, iterations, baseline) -> None:
     from tracekit.io import jsonable
     from tracekit.report import print_reports, write_reports
 
-    result = _analysis(path, iterations)
+    result = _analysis(path, iterations, dask_address)
     tables = Tables.of(result, baseline)
     written = write_reports(tables, out, source=str(path))
     if as_json:
@@ -222,15 +243,18 @@ def compare(paths, baseline, out) -> None:
     _exit_if_partial(tables.analysis)
 
 
-def _analysis(path, iterations):
+def _analysis(path, iterations, dask=None):
     """Analyze PATH (or several) for analyze/compare; bad input becomes a UserError."""
+    from tracekit.analysis.cluster import ClusterError
     from tracekit.analysis.runs import analyze as run_analysis
     from tracekit.trace import TraceError
 
     try:
-        result = run_analysis(path, iterations=iterations)
+        result = run_analysis(path, iterations=iterations, dask=dask)
     except TraceError as exc:
         raise UserError(str(exc), exc.code) from None
+    except ClusterError as exc:
+        raise UserError(str(exc), ExitCode.USAGE) from None
     if result.runs.empty:
         if not result.errors:
             raise UserError(f"{path}: no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)

@@ -85,6 +85,7 @@ class Manifest:
     peak_memory_MB: float | None = None
     memory_source: str | None = None       # cuda_max_memory_allocated or process_max_rss
     profile: dict | None = None            # the profiled window: iterations, trace file names
+    distributed: dict | None = None        # tracekit trace --nproc: world_size, backend, parallel, per-rank latencies
     finished_at: str | None = None         # ISO 8601, UTC
     extra: dict = field(default_factory=dict)  # fields of a newer tracekit, kept as read
 

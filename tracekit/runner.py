@@ -172,6 +172,8 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
             something else than (nn.Module, tuple of tensors) (nothing written).
         ValueError: invalid dtype, phase, device, batch, seq, iteration, thread or
             process counts (:func:`tracekit.spec.validate`; nothing written).
+    With ``spec.nproc > 1`` the ranks build the model (:mod:`tracekit.distributed`): a
+    workload function that raises there fails the run (run.json says why).
     A mode or workload that cannot run here (not installed, needs CUDA, phase not
     supported, ``models.Unavailable``) is recorded as status "skipped" with the
     reason; any other failure as "oom" or "failed"; either way run.json is
@@ -200,7 +202,9 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
         torch.set_num_threads(spec.threads)
     reason = backends.why_not(backend, spec) or family.missing
     workload, failure, t0 = None, None, time.perf_counter()
-    if not reason:  # built before the folder exists (and before any output): a bad workload file writes nothing
+    # Built before the folder exists (and before any output): a bad workload file writes nothing.
+    # The ranks of a distributed run build their own (lookup above checked a workload file's import).
+    if not reason and spec.nproc == 1:
         try:
             workload = models.build(spec.model, spec.batch, spec.dtype, backend.device(spec), spec.seed, spec.seq,
                                     spec.phase)
@@ -236,7 +240,12 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
             raise failure
         with _compile_cache() as cache:
             manifest.compile_cache = cache
-            _measure(spec, backend, directory, manifest, stage, *workload)
+            if spec.nproc > 1:  # the ranks build and measure, each in its process; this one launches and gathers
+                from tracekit import distributed
+
+                distributed.launch(spec, directory, manifest, stage, log)
+            else:
+                _measure(spec, backend, directory, manifest, stage, *workload)
         manifest.status, manifest.stage = "ok", "done"
     except Exception as exc:  # noqa: BLE001 - every failure becomes a status row
         manifest.status = _classify(exc)
@@ -251,19 +260,26 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
 
 
 def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage, module: torch.nn.Module,
-             inputs: tuple) -> None:
+             inputs: tuple, wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
+             worker: str | None = None) -> list[float]:
+    """The measuring stages of :func:`run` in this process, on the built ``module`` and
+    ``inputs``; fills ``manifest``, writes the trace into ``directory`` (named ``worker``.<ts>...)
+    and returns the timed latencies (ms). ``wrap``: applied to the module after the eager
+    reference output and before the backend (a rank of a distributed run wraps it in DDP or
+    FSDP, :mod:`tracekit.distributed`)."""
     build_on = backend.device(spec)
     stage("reference output")
     manifest.parameters = sum(p.numel() for p in module.parameters())
     with torch.no_grad():
         reference = outputs.clone(module(*inputs))
         _sync(build_on)
+    shared = wrap(module) if wrap else module
 
     stage("prepare")
     if build_on.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(torch.device(build_on))
     t0 = time.perf_counter()
-    prepared = backend.prepare(module, inputs, spec)
+    prepared = backend.prepare(shared, inputs, spec)
     if not isinstance(prepared, Prepared):
         prepared = Prepared(prepared, build_on.split(":")[0])
     device = build_on if prepared.device_type == build_on.split(":")[0] else prepared.device_type
@@ -317,7 +333,7 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.startswith("cuda"):
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    worker = f"{socket.gethostname()}_{os.getpid()}"
+    worker = worker or f"{socket.gethostname()}_{os.getpid()}"
     own_profiler = prepared.profile(directory, worker) if prepared.profile else nullcontext()
     with _without_kineto_usdt_lines(), own_profiler, torch.profiler.profile(
         activities=activities, record_shapes=True,
@@ -332,3 +348,4 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
             prof.step()
     traces = sorted(p.name for p in directory.iterdir() if is_trace_file(p))
     manifest.profile = {"iterations": spec.profile_iters, "traces": traces}
+    return samples

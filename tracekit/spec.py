@@ -9,7 +9,10 @@ from pathlib import PurePath
 DEFAULT_WARMUP = 5       # calls after the first; covers Inductor's and CUDA-graph recording's warm-up runs
 DEFAULT_ITERS = 50       # unprofiled timed iterations
 DEFAULT_PROFILE_ITERS = 10  # iterations in the profiled window
-_LATER = {"seq": None, "threads": None, "repeats": 1}  # fields added after the first run.json files
+PARALLEL = ("ddp", "fsdp")  # how a run of several ranks shares the model (tracekit.distributed)
+# Fields added after run.json files existed: written only when not at their default, so a
+# finished run's spec stays equal to the spec that would redo it (the bench's "done" test).
+LATER_FIELDS = {"seq": None, "threads": None, "repeats": 1, "nproc": 1, "parallel": "ddp"}
 
 
 @dataclass(frozen=True)
@@ -40,12 +43,14 @@ class RunSpec:
     seq: int | None = None
     threads: int | None = None
     repeats: int = 1
+    nproc: int = 1           # ranks (processes) started by torch.distributed.run; 1: one process, no launcher
+    parallel: str = "ddp"    # with nproc > 1: "ddp" (DistributedDataParallel) or "fsdp" (FSDP2 fully_shard)
 
     def to_dict(self) -> dict:
-        """The spec as run.json records it; fields added after run.json files were first
-        written (``_LATER``) only where they differ from their default, so the spec of an
-        older run still equals the same spec now (the bench's "done" check)."""
-        return {k: v for k, v in asdict(self).items() if k not in _LATER or v != _LATER[k]}
+        """The spec as run.json records it; fields added later (``LATER_FIELDS``) only when
+        not at their default, so the specs of runs that do not use them equal those written
+        before they existed (a finished suite cell stays done)."""
+        return {k: v for k, v in asdict(self).items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunSpec":
@@ -60,7 +65,7 @@ class RunSpec:
         ``vit16x6x384`` at its default batch 8 in fp32 is ``vit16x6x384``; at batch 1
         in bf16 it is ``vit16x6x384-b1-bf16``; ``hf:gpt2`` at sequence 512 is
         ``hf-gpt2-s512``; a training step adds ``-train-step``; a set thread count
-        ``-t1`` (the number of processes is no part of it).
+        ``-t1`` (the number of processes is no part of it); 2 ranks under DDP ``-ddp-np2``.
         """
         parts = [folder_name(self.model)]
         if self.batch is not None and self.batch != default_batch:
@@ -75,6 +80,8 @@ class RunSpec:
             parts.append(self.phase)
         if self.threads is not None:
             parts.append(f"t{self.threads}")
+        if self.nproc > 1:
+            parts.append(f"{self.parallel}-np{self.nproc}")
         return "-".join(parts)
 
 
@@ -100,13 +107,16 @@ def validate(spec: RunSpec) -> None:
     Raises:
         ValueError: a batch or sequence length below 1 (0 is not "the default":
             None is), fewer than 1 timed or profiled iteration, thread or
-            process, or negative warm-up calls.
+            process or rank, negative warm-up calls, or a ``parallel`` not in
+            :data:`PARALLEL`.
     """
     for name, least in (("batch", 1), ("seq", 1), ("iters", 1), ("profile_iters", 1), ("warmup", 0),
-                        ("threads", 1), ("repeats", 1)):
+                        ("threads", 1), ("repeats", 1), ("nproc", 1)):
         value = getattr(spec, name)
         if value is not None and value < least:
             raise ValueError(f"{name} must be at least {least}, got {value}")
+    if spec.parallel not in PARALLEL:
+        raise ValueError(f"parallel must be one of {', '.join(PARALLEL)}, got {spec.parallel!r}")
 
 
 def resolve(spec: RunSpec, default_batch: int, default_device: str, default_seq: int | None = None) -> RunSpec:

@@ -93,3 +93,29 @@ def test_write_run_helper_is_read_like_a_runner_manifest(tmp_path):
     write_run(tmp_path / "r", eager_trace(), mode="eager")
     row = analyze(tmp_path).runs.iloc[0]
     assert (row["model"], row["batch"], row["phase"], row["requested_device"]) == ("vit16x6x384", 8, "inference", "cuda")
+
+
+def test_job_section_in_every_format(fixtures, tmp_path, capsys):
+    """The real 2-rank NCCL job: summary.md, index.html, the terminal and runs.json show its
+    job, rank, balance and straggler tables."""
+    from rich.console import Console
+
+    from tracekit.report import print_reports
+
+    a = analyze(fixtures / "dist")
+    out = tmp_path / "reports"
+    write_reports(Tables.of(a), out, source="dist")
+    md = (out / "summary.md").read_text()
+    assert "## Distributed jobs" in md and "hta-trace-filter-sampled-2rank: 2 ranks (nccl)" in md
+    assert md.count("| hta-trace-filter-sampled-2rank | 0 |") == 2          # ranks and stragglers tables
+    html = (out / "index.html").read_text()
+    assert html.count('<table class="sortable">') == 2 + 4                 # runs, idle + the 4 job tables
+    assert "Distributed jobs: verdict, straggler" in html
+    data = json.loads((out / "runs.json").read_text())
+    assert len(data["jobs"]) == 1 and len(data["ranks"]) == 2 and {r["rank"] for r in data["runs"]} == {0, 1}
+    print_reports(Tables.of(a), console=Console(width=250, record=True))
+    shown = capsys.readouterr().out
+    job = a.table("jobs").iloc[0]
+    assert "Ranks of each job" in shown and 0 < job["collectives_inconsistent"] < job["collectives_matched"]
+    assert (f"{job['collectives_inconsistent']} of {job['collectives_matched']} collectives matched across ranks "
+            "are impossible as matches") in shown

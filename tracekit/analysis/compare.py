@@ -1,7 +1,8 @@
 """Compare each mode with a baseline mode on the same workload: how much faster, and why.
 
-A *workload* is the set of runs that share model, batch, seq, dtype, phase and the
-requested device (type and name), read from the run rows (``run.json``),
+A *workload* is the set of runs that share model, batch, seq, dtype, phase, ranks and
+parallelism (``parallel``: "ddp x2"; "" for one process) and the requested device
+(type and name), read from the run rows (``run.json``),
 never from file names. In each workload every run is compared with the run of
 the baseline mode (``eager`` unless told otherwise):
 
@@ -54,7 +55,7 @@ from tracekit.analysis import trust
 from tracekit.analysis.idle import CAUSES
 from tracekit.analysis.runs import Analysis
 
-WORKLOAD_KEYS = ("model", "batch", "seq", "dtype", "phase", "device", "device_name")
+WORKLOAD_KEYS = ("model", "batch", "seq", "dtype", "phase", "parallel", "device", "device_name")
 PROFILER_OVERHEAD_FLAG = trust.PROFILER_OVERHEAD_FLAG
 # Readable names of the idle causes of tracekit.analysis.idle, for tables and plots.
 CAUSE_LABELS = {"host_wait": "host wait", "launch_latency": "launch latency", "sync": "sync", "other": "other idle"}
@@ -91,6 +92,7 @@ def workloads(runs: pd.DataFrame) -> pd.DataFrame:
     name = r["requested_device_name"] if "requested_device_name" in r else pd.Series(None, index=r.index, dtype=object)
     name = name.fillna(r["device_name"] if "device_name" in r else None).replace("", None)
     r["dtype"] = r["dtype"].fillna("") if "dtype" in r else ""
+    r["parallel"] = r["parallel"].fillna("") if "parallel" in r else ""
     batch = r["batch"] if "batch" in r else pd.Series(math.nan, index=r.index)
     r["batch"] = batch
     seq = r["seq"] if "seq" in r else pd.Series(math.nan, index=r.index)  # token inputs' length (hf: models)
@@ -98,7 +100,7 @@ def workloads(runs: pd.DataFrame) -> pd.DataFrame:
     label = (r["model"].astype(str) + batch.map(lambda b: "" if pd.isna(b) else f" b{int(b)}")
              + seq.map(lambda s: "" if pd.isna(s) else f" s{int(s)}")
              + " " + r["dtype"] + r["phase"].map(lambda p: "" if p == "inference" else f" {p}")
-             + " " + r["device"])
+             + r["parallel"].map(lambda p: f" {p}" if p else "") + " " + r["device"])
     # A run without a device name (a status row written without a process: backend missing)
     # joins its label's runs when they name one device.
     names = name.dropna().groupby(label[name.notna()]).unique()

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import cpu_ops, idle, kernels, launches, summary, timeline, transfers, verdict
+from tracekit.analysis import (collectives, communication, cpu_ops, idle, kernels, launches, summary, timeline,
+                               transfers, verdict)
 from tracekit.trace.reader import EventTables
 
 QUANTILES = np.linspace(0, 1, 101)
@@ -56,6 +57,12 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
           (:func:`timeline.iteration_timeline`).
         * cpu_ops: CPU ops by name: calls and self time, per iteration
           (:func:`cpu_ops.by_op`).
+        * collectives: one row per collective call, numbered by ``call``
+          (:func:`collectives.calls`); collective_idle: the GPU idle gaps inside
+          them (:func:`communication.idle_in_calls`), for the job analysis.
+
+        The row also has the rank's communication, computation, their overlap and
+        exposed communication (:func:`communication.breakdown`) and ``collectives``.
     """
     row = summary.summarize(tables, iterations)
     gaps = idle.gaps(tables)
@@ -72,6 +79,9 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
     if len(per_iter):  # a typical iteration's GPU work, for the verdict's unprofiled check
         row["iteration_busy_us"] = float(per_iter["gpu_busy_us"].median())
     row.update(verdict.verdict(row, latency_ms))
+    row.update(communication.breakdown(tables))
+    calls = collectives.calls(tables)
+    row["collectives"] = len(calls)
     n_iter = row["iterations"]
 
     if len(per_iter):
@@ -100,4 +110,6 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         "transfer_iterations": transfers.per_iteration(tables),
         "timeline": timeline.iteration_timeline(tables),
         "cpu_ops": cpu_ops.by_op(tables, n_iter),
+        "collectives": calls.assign(call=np.arange(len(calls))),
+        "collective_idle": communication.idle_in_calls(gaps, calls),
     })

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from tracekit.analysis import job
 from tracekit.analysis.backends import launch_vs_fusion
+from tracekit.analysis.cluster import on_dask
 from tracekit.analysis.pertrace import analyze_trace
 from tracekit.errors import ExitCode
 from tracekit.manifest import Manifest
@@ -31,8 +33,10 @@ class Analysis:
     """What ``analyze`` found.
 
     runs:    one row per trace file (or per failed run without a trace):
-             identity (run, trace, model, mode, batch, seq (token inputs' length, None
-             for models without one), dtype, phase, op (the op
+             identity (run, trace, rank, job, world_size, backend (of a
+             distributed run; rank and job None for others), model, mode, batch,
+             seq (token inputs' length, None for models without one), dtype,
+             phase, op (the op
              a single-op run computes), device_type (where the run really ran),
              requested_device (the spec's), device_name (where it ran), requested_device_name
              (the spec's device), status, reason, note),
@@ -44,12 +48,15 @@ class Analysis:
              trace metrics of :func:`tracekit.analysis.pertrace.analyze_trace`
              (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
     tables:  name -> one DataFrame over all traces, each row tagged with its
-             run and trace: iterations, devices, streams, idle_histogram,
+             run, trace and rank: iterations, devices, streams, idle_histogram,
              verdict_evidence, launch_apis, kernels, kernel_classes,
-             kernel_quantiles, transfers, transfer_iterations, timeline (see
-             :func:`tracekit.analysis.pertrace.analyze_trace`); and, across runs
+             kernel_quantiles, transfers, transfer_iterations, timeline,
+             collectives, collective_idle (see
+             :func:`tracekit.analysis.pertrace.analyze_trace`); across runs
              (no run/trace columns), launch_vs_fusion
-             (:func:`tracekit.analysis.backends.launch_vs_fusion`).
+             (:func:`tracekit.analysis.backends.launch_vs_fusion`); and per
+             job of two ranks or more (a ``job`` column): jobs, ranks,
+             collective_calls, stragglers (:mod:`tracekit.analysis.job`).
     errors:  (path, problem, exit code) for each file that could not be read.
     skipped: (path, why) for JSON files found in a folder that are not
              traces (a summary.json, an ONNX Runtime profile).
@@ -85,6 +92,8 @@ def _manifest_fields(manifest: Manifest | None) -> dict:
     row = {
         "model": manifest.model, "mode": manifest.mode, "batch": spec.get("batch"),
         "seq": spec.get("seq"), "dtype": spec.get("dtype"), "phase": manifest.phase, "op": manifest.op,
+        # ranks and how they share the model: "ddp x2"; "" for one process
+        "parallel": f"{spec.get('parallel', 'ddp')} x{spec['nproc']}" if spec.get("nproc", 1) > 1 else "",
         "device_type": manifest.device_type, "requested_device": spec.get("device"),
         "device_name": manifest.ran_on_name,  # where the work ran
         "requested_device_name": (manifest.environment or {}).get("device_name"),  # the spec's device (the machine's GPU)
@@ -148,6 +157,8 @@ class _FileResult:
     problems: list[str] = field(default_factory=list)
     error: tuple[str, int] | None = None    # (problem, exit code)
     not_a_trace: bool = False
+    rank: int | None = None                 # distributedInfo.rank, else from the file name
+    distributed: dict = field(default_factory=dict)   # Kineto's distributedInfo
 
 
 def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None,
@@ -159,7 +170,8 @@ def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | Non
     result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms)
     return _FileResult(metrics=result.row, tables=result.tables,
                        device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
-                       problems=tables.meta.get("problems", []))
+                       problems=tables.meta.get("problems", []), rank=job.rank_of(tables.meta, path),
+                       distributed=tables.meta.get("distributed") or {})
 
 
 def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_FileResult], result: Analysis,
@@ -184,24 +196,41 @@ def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_Fil
         rel = str(full.relative_to(top)) if full.is_relative_to(top) else str(path)
         if base.get("device_type") is None:
             base = {**base, "device_type": "cuda" if metrics["has_gpu"] else "cpu", "device_name": r.device_name}
-        result.runs.append({**base, "trace": rel, **metrics, "note": "; ".join(n for n in notes if n),
+        in_job = None if r.rank is None else job.job_name(run.name, rel, manifest is not None, root)
+        launched = (manifest.distributed if manifest else None) or {}
+        ranked = {"rank": r.rank, "job": in_job,
+                  "world_size": r.distributed.get("world_size") or launched.get("world_size"),
+                  "backend": r.distributed.get("backend") or launched.get("backend")}
+        result.runs.append({**base, "trace": rel, **ranked, **metrics, "note": "; ".join(n for n in notes if n),
                             "trace_problems": len(r.problems)})
         for name, df in r.tables.items():
             if len(df):
-                result.tables.setdefault(name, []).append(df.assign(run=run.name, trace=rel))
+                result.tables.setdefault(name, []).append(df.assign(run=run.name, trace=rel, rank=r.rank))
 
 
 PARALLEL_FILES_MIN_BYTES = 16 << 20  # several files totalling more than this are analyzed in parallel
 
 
-def _analyze_files(runs: list[Run], manifests: list[Manifest | None],
-                   iterations: int | None) -> list[list[_FileResult]]:
-    """Analyze every trace of ``runs``: one file at a time (each decoded in parallel
-    if large), or, for several files of some size, one worker process per core."""
-    jobs = [(p, ((m and m.profile) or {}).get("iterations", iterations), ((m and m.latency_ms) or {}).get("median"))
-            for r, m in zip(runs, manifests) for p in r.traces]
+def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations: int | None,
+                   dask: str | None = None) -> list[list[_FileResult]]:
+    """Analyze every trace of ``runs``: where the files are read is chosen here, once.
+
+    On a Dask cluster when ``dask`` names one (a scheduler address such as
+    ``tcp://host:8786``, or ``"local"``): one task per file. Otherwise here: one file at a
+    time (each decoded in parallel if large), or, for several files of some size, one
+    worker process per core. Every way runs :func:`_analyze_file` on each file, so the
+    results are the same.
+
+    Raises:
+        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or its
+            scheduler unreachable.
+    """
+    jobs = [(p.absolute(), ((m and m.profile) or {}).get("iterations", iterations),
+             ((m and m.latency_ms) or {}).get("median")) for r, m in zip(runs, manifests) for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
-    if workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
+    if dask and jobs:
+        flat = on_dask(dask, _analyze_file, [(*job, 1) for job in jobs])
+    elif workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             flat = list(pool.map(_analyze_file, *zip(*jobs), [1] * len(jobs)))
     else:
@@ -223,7 +252,7 @@ def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
-            iterations: int | None = None) -> Analysis:
+            iterations: int | None = None, dask: str | None = None) -> Analysis:
     """Analyze a trace file or every run under a folder (recursively), or several of them.
 
     Args:
@@ -233,6 +262,9 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
             relative to ``path``, e.g. ``"vit16x6x384/eager"``).
         iterations: iterations each trace holds, for traces with neither
             ProfilerStep markers nor a run.json (per-iteration figures).
+        dask: analyze the files on this Dask cluster (a scheduler address, or
+            ``"local"``), one task per file; None analyzes them here. The result is
+            the same either way.
 
     Returns:
         An :class:`Analysis`; unreadable files are listed in ``errors`` and do
@@ -240,6 +272,8 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
 
     Raises:
         TraceError: ``path`` does not exist.
+        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or its
+            scheduler unreachable.
     """
     paths = [Path(p) for p in path] if isinstance(path, (list, tuple)) else [Path(path)]
     if len(paths) == 1:
@@ -253,12 +287,13 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
     manifests = [Manifest.from_dict(r.manifest) if r.manifest else None for r in runs]
     # Collect rows in lists first, then turn them into tables.
     result = Analysis(runs=[], tables={}, root=base)
-    for run, manifest, files in zip(runs, manifests, _analyze_files(runs, manifests, iterations)):
+    for run, manifest, files in zip(runs, manifests, _analyze_files(runs, manifests, iterations, dask)):
         _collect(run, manifest, base, files, result, scanned)
     result.runs = _ordered(pd.DataFrame(result.runs))
     result.tables = {name: _front(pd.concat(parts, ignore_index=True)) for name, parts in result.tables.items()}
     if len(control := launch_vs_fusion(result.runs)):
         result.tables["launch_vs_fusion"] = control
+    result.tables.update(job.analyze_jobs(result.runs, result.table("collectives"), result.table("collective_idle")))
     return result
 
 
@@ -276,5 +311,5 @@ def _discover_all(paths: list[Path]) -> tuple[list[Run], Path]:
 
 
 def _front(df: pd.DataFrame) -> pd.DataFrame:
-    """run and trace as the first columns."""
-    return df[["run", "trace"] + [c for c in df.columns if c not in ("run", "trace")]]
+    """run, trace and rank as the first columns."""
+    return df[["run", "trace", "rank"] + [c for c in df.columns if c not in ("run", "trace", "rank")]]

@@ -29,6 +29,7 @@ SOURCES = (
 # (column in Analysis.runs, header shown, format)
 HEADLINE = [
     ("run", "run", "{}"),
+    ("rank", "rank", "{:.0f}"),
     ("source", "trace", "{}"),
     ("status", "status", "{}"),
     ("device_type", "device", "{}"),
@@ -50,6 +51,7 @@ HEADLINE = [
 # The idle-time table: where the GPU's idle time went, and what a CUDA graph could recover.
 IDLE = [
     ("run", "run", "{}"),
+    ("rank", "rank", "{:.0f}"),
     ("verdict", "verdict", "{}"),
     ("utilization", "util", "{:.2f}"),
     ("idle_host_wait_share", "host wait", "{:.1%}"),
@@ -155,6 +157,62 @@ OVERHEAD = [
 ]
 
 
+# Distributed jobs (tracekit.analysis.job): the jobs, their ranks, balance and stragglers.
+JOBS = [
+    ("job", "job", "{}"),
+    ("ranks", "ranks", "{:.0f}"),
+    ("backend", "backend", "{}"),
+    ("verdict", "verdict", "{}"),
+    ("comm_comp_overlap_median", "comm-comp overlap p50", "{:.0%}"),
+    ("collectives_matched", "collectives matched", "{:.0f}"),
+    ("straggler", "straggler", "{:.0f}"),
+    ("straggler_wait_caused_us", "wait it caused (ms)", "ms3"),
+    ("overlap_could_save_us_per_iter", "overlap could save (ms/iter)", "ms3"),
+    ("balance_could_save_us_per_iter", "balancing could save (ms/iter)", "ms3"),
+    ("cuda_graphs_could_save_us_per_iter", "CUDA graphs could save (ms/iter)", "ms3"),
+]
+
+BALANCE = [
+    ("job", "job", "{}"),
+    ("metric", "per rank", "{}"),
+    ("median_us", "median (ms)", "ms3"),
+    ("max_us", "max (ms)", "ms3"),
+    ("imbalance", "max/median", "{:.2f}"),
+]
+
+RANKS = [
+    ("job", "job", "{}"),
+    ("rank", "rank", "{:.0f}"),
+    ("verdict", "verdict", "{}"),
+    ("window_us", "window (ms)", "ms"),
+    ("active_span_us", "GPU span (ms)", "ms"),
+    ("gpu_busy_us", "GPU busy (ms)", "ms"),
+    ("computation_us", "compute (ms)", "ms"),
+    ("communication_us", "comm (ms)", "ms"),
+    ("comm_comp_overlap", "overlap", "{:.0%}"),
+    ("exposed_communication_us", "exposed comm (ms)", "ms"),
+    ("rank_wait_us", "waited for ranks (ms)", "ms"),
+    ("idle_host_wait_us", "idle: host wait (ms)", "ms"),
+    ("idle_rank_wait_us", "idle: rank wait (ms)", "ms"),
+    ("collectives", "collectives", "{:.0f}"),
+    ("overlap_could_save_us_per_iter", "overlap saves (ms/iter)", "ms3"),
+    ("balance_could_save_us_per_iter", "balancing saves (ms/iter)", "ms3"),
+    ("cuda_graphs_could_save_us_per_iter", "CUDA graphs save (ms/iter)", "ms3"),
+]
+
+STRAGGLERS = [
+    ("job", "job", "{}"),
+    ("rank", "rank", "{:.0f}"),
+    ("calls", "calls", "{:.0f}"),
+    ("times_last", "last", "{:.0f}"),
+    ("last_share", "last share", "{:.0%}"),
+    ("wait_caused_us", "wait caused (ms)", "ms3"),
+    ("mean_lateness_us", "mean lateness (ms)", "ms3"),
+    ("rank_wait_us", "waited for others (ms)", "ms3"),
+    ("flag", "straggler", "{}"),
+]
+
+
 def comparison_view(comp: pd.DataFrame) -> pd.DataFrame:
     """``comp`` for display: speedup_range ("1.38x (1.37-1.39)", or "inconclusive
     (0.95-1.08x)" where the p10-p90 latency ranges overlap); deltas and ratios
@@ -233,12 +291,15 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+_TEXT_COLUMNS = ("run", "status", "device", "verdict", "workload", "mode", "job", "per rank", "backend")
+
+
 def rich_table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
     """A rich table for the terminal: text columns left, numbers right."""
     table = Table(title=title, show_lines=False)
     for h in headers:
         table.add_column(h, overflow="fold",
-                         justify="left" if h in ("run", "status", "device", "verdict", "workload", "mode") else "right")
+                         justify="left" if h in _TEXT_COLUMNS else "right")
     for r in rows:
         table.add_row(*r)
     return table
@@ -282,3 +343,19 @@ def finding_rows(comp: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     (:func:`tracekit.analysis.compare.compare`) with a finding or a warning."""
     return [(r["workload"], r["mode"], r["finding"], r["warning"]) for r in comp.to_dict("records")
             if r["finding"] or r["warning"]]
+
+
+def job_tables(analysis: Analysis) -> list[tuple[str, pd.DataFrame, list]]:
+    """(title, table, column spec) of each job table to show, in order; [] without jobs."""
+    jobs = analysis.table("jobs")
+    if jobs.empty:
+        return []
+    stragglers = analysis.table("stragglers")
+    if len(stragglers):
+        stragglers = stragglers.assign(flag=stragglers["straggler"].map({True: "yes", False: ""}))
+    shown = [("Distributed jobs: verdict, straggler, what each remedy could save", jobs, JOBS),
+             ("Ranks of each job: compute, communication and their overlap (HTA's definition), waits",
+              analysis.table("ranks"), RANKS),
+             ("Balance of each job over its ranks", analysis.table("job_balance"), BALANCE),
+             ("Stragglers: who arrives last at the collectives, and the wait it causes", stragglers, STRAGGLERS)]
+    return [(title, df, spec) for title, df, spec in shown if len(df)]

@@ -46,6 +46,13 @@ HOST_COLUMNS = ["api", "name", "pid", "tid", "ts", "dur", "correlation", "extern
 CPU_COLUMNS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id"]
 MARKER_COLUMNS = ["step", "ts", "dur"]
 FLOW_COLUMNS = ["id", "ph", "pid", "tid", "ts"]
+# Events that are, or may carry the metadata of, a collective: NCCL/RCCL kernels, torch's
+# record_param_comms, nccl:*/gloo:* annotations, c10d::* ops. Checked on distinct names only.
+COMM_EVENT = re.compile(r"nccl|rccl|gloo|c10d::|record_param_comms", re.I)
+COMM_ARGS = ["collective", "in_msg_nelems", "out_msg_nelems", "group_size", "dtype", "pg_name", "pg_desc",
+             "pg_ranks", "seq"]
+_COMM_TEXT = {"collective", "dtype", "pg_name", "pg_desc", "pg_ranks"}
+COMM_COLUMNS = ["table", "name", "pid", "tid", "ts", "dur", "correlation", "external_id", *COMM_ARGS]
 
 # Two events equal on these (numeric, so cheap to hash) columns are one event
 # written twice (a trace merged with itself, a buffer flushed twice): Kineto gives
@@ -54,6 +61,7 @@ DEDUP_KEYS = {
     "gpu": ["ts", "dur", "device", "stream", "correlation"],
     "host": ["ts", "dur", "correlation", "external_id"],
     "cpu": ["ts", "dur", "external_id"],
+    "comms": ["ts", "dur", "correlation", "external_id", "name"],
 }
 
 _NO_ARGS = Args()
@@ -194,6 +202,26 @@ class TableBuilder:
         args = [e.args or _NO_ARGS for e in evs]
         names = strings([e.name for e in evs])
         self.parts[table].append(build(label, evs, args, names, ts, dur))
+        if table in ("gpu", "cpu"):
+            self._comms(table, evs, args, names, ts, dur)
+
+    def _comms(self, table, evs, args, names, ts, dur) -> None:
+        """Rows of the ``comms`` table: the events named like a collective, with its metadata args."""
+        comm = [n for n in names.categories if COMM_EVENT.search(n)]
+        if not comm:
+            return
+        hit = np.flatnonzero(names.isin(comm))
+        evs, args = [evs[i] for i in hit], [args[i] for i in hit]
+        cols = {"table": "gpu_ops" if table == "gpu" else "cpu_ops", "name": names[hit].remove_unused_categories(),
+                "pid": labels([e.pid for e in evs]), "tid": labels([e.tid for e in evs]), "ts": ts[hit],
+                "dur": dur[hit], "correlation": ints([a.correlation for a in args]),
+                "external_id": ints([a.external_id for a in args])}
+        for col in COMM_ARGS:
+            values = [getattr(a, col) for a in args]
+            cols[col] = (np.array([None if v is None else str(v) for v in values], dtype=object)
+                         if col in _COMM_TEXT else floats([v if isinstance(v, (int, float, str)) else None
+                                                           for v in values]))
+        self.parts["comms"].append(pd.DataFrame(cols))
 
     def _gpu(self, kind, evs, args, names, ts, dur) -> pd.DataFrame:
         device = ints([a.device for a in args])
@@ -286,7 +314,8 @@ def _objects(parts: list[pd.Series]) -> np.ndarray:
 _DTYPES = {"step": np.int64, "ts": np.float64, "dur": np.float64, "device": np.int64, "stream": np.int64,
            "correlation": np.int64, "external_id": np.int64, "id": np.int64,
            **{c: np.float64 for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                                      "registers", "shared_memory", "occupancy_pct", "bytes")}}
+                                      "registers", "shared_memory", "occupancy_pct", "bytes",
+                                      "in_msg_nelems", "out_msg_nelems", "group_size", "seq")}}
 
 
 def build_chunk(data: bytes | tuple) -> tuple[dict[str, list[pd.DataFrame]], int, int]:

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from tracekit.errors import ExitCode
-from tracekit.trace.columns import (CPU_COLUMNS, FLOW_COLUMNS, GPU_COLUMNS, HOST_COLUMNS, MARKER_COLUMNS,
-                                    TableBuilder, build_chunk)
+from tracekit.trace.columns import (COMM_COLUMNS, CPU_COLUMNS, FLOW_COLUMNS, GPU_COLUMNS, HOST_COLUMNS,
+                                    MARKER_COLUMNS, TableBuilder, build_chunk)
 from tracekit.trace.schema import Trace
 from tracekit.trace import ort, stream
 from tracekit.trace.stream import StreamError, iter_events, read_ends, split_file
@@ -62,6 +62,14 @@ class EventTables:
     markers:    iteration markers: step, ts, dur, end (µs); sorted by ts.
     flows:      ac2g flow events: id, ph ('s'|'f'), pid, tid, ts (µs).
     devices:    one row per GPU in ``deviceProperties``: id, name, numSms, ...
+    comms:      the kernels and CPU ops named like a collective (NCCL/RCCL kernels,
+                record_param_comms, nccl:*, gloo:*, c10d::*), also in gpu_ops/cpu_ops,
+                with their collective metadata: table ('gpu_ops'|'cpu_ops'), name, pid,
+                tid, ts, dur, end (µs), correlation, external_id, collective, in_msg_nelems,
+                out_msg_nelems, group_size, dtype, pg_name, pg_desc, pg_ranks, seq (NaN or
+                None where the event has no such arg); sorted by ts.
+    meta:       trace_name, source, versions, events, problems, and ``distributed``
+                (Kineto's distributedInfo: rank, world_size, backend, ...; {} if absent).
     """
 
     path: Path
@@ -73,6 +81,7 @@ class EventTables:
     flows: pd.DataFrame
     devices: pd.DataFrame
     meta: dict = field(default_factory=dict)
+    comms: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COMM_COLUMNS + ["end"]))
 
     @property
     def has_gpu(self) -> bool:
@@ -267,9 +276,10 @@ def _tables(path: Path, builder: TableBuilder, header: Trace) -> EventTables:
     markers = builder.table("markers", MARKER_COLUMNS).drop_duplicates("step").reset_index(drop=True)
     meta = {"trace_name": header.traceName, "source": ort.SOURCE if header.traceName == ort.SOURCE else "pytorch", "cuda_runtime_version": header.cuda_runtime_version,
             "cuda_driver_version": header.cuda_driver_version, "events": builder.events,
-            "problems": [f"{n} {what}" for what, n in sorted(builder.problems.items()) if n]}
+            "problems": [f"{n} {what}" for what, n in sorted(builder.problems.items()) if n],
+            "distributed": header.distributedInfo if isinstance(header.distributedInfo, dict) else {}}
     return EventTables(path=path, gpu_ops=gpu_ops, host_calls=host_calls, cpu_ops=cpu_ops,
                        syncs=builder.table("syncs", GPU_COLUMNS),
                        markers=markers, flows=flows,
                        devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),
-                       meta=meta)
+                       meta=meta, comms=builder.table("comms", COMM_COLUMNS))

@@ -15,7 +15,8 @@ from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.tables import (CPU_OPS, DETAILS, HEADLINE, IDLE, OVERHEAD, PERFETTO_HINT, PROFILED, SOURCES,
                                     SPEEDUP, TIMING, comparison_view, cpu_op_view, evidence, finding_rows, gpu_runs,
-                                    headline, notes, overhead_view, timing_view, trace_links)
+                                    headline, job_tables, notes, overhead_view, timing_view, trace_links)
+
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -68,6 +69,8 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) 
         "idle": _table(gpu, IDLE, "GPU idle time by cause (share of the active span) and verdict")
         if len(gpu) else None,
         "evidence": evidence(gpu) if len(gpu) else [],
+        "jobs": [_table(df, spec, title) for title, df, spec in job_tables(a)],
+        "job_lines": list(a.table("jobs").get("finding", [])),
         "notes": notes(a.runs),
         "errors": [(p, why) for p, why, _ in a.errors],
         "skipped": [p for p, _ in a.skipped],

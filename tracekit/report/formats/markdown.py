@@ -11,7 +11,8 @@ from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.tables import (CPU_OPS, CPU_OPS_SHOWN, DETAILS, IDLE, OVERHEAD, PERFETTO_HINT, PROFILED,
                                     SOURCES, SPEEDUP, TIMING, comparison_view, cpu_op_view, evidence, finding_rows,
-                                    gpu_runs, headline, markdown_table, notes, overhead_view, timing_view, trace_links)
+                                    gpu_runs, headline, job_tables, markdown_table, notes, overhead_view, timing_view,
+                                    trace_links)
 
 
 TIMING_TEXT = ("Each run's latency is timed twice: per call (CUDA events on a GPU, perf_counter on the CPU) and "
@@ -31,7 +32,8 @@ def _linked(headers: list[str], rows: list[list[str]], links: dict[str, str]) ->
 
 def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None = None,
                      out: Path | None = None) -> str:
-    """summary.md: the comparison, profiler overhead, plots and every run, as GitHub markdown."""
+    """summary.md: the comparison, profiler overhead, plots, every run and the distributed
+    jobs, as GitHub markdown."""
     a, comp = t.analysis, comparison_view(t.comparison)
     out = Path(out) if out else Path(".")
     plots = plots or {}
@@ -80,6 +82,11 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
         parts.append(markdown_table(*headline(gpu, IDLE)))
         parts.append("")
         parts += [f"- {line}" for line in evidence(gpu)]
+    if jobs := job_tables(a):
+        parts.append("\n## Distributed jobs\n")
+        parts += [f"- {line}" for line in a.table("jobs")["finding"]]
+        for title, df, spec in jobs:
+            parts += [f"\n### {title}\n", markdown_table(*headline(df, spec))]
     if len(control := a.table("launch_vs_fusion")):
         parts.append("\n## Launch removal alone (plain CUDA graphs) vs reduce-overhead\n")
         parts += [f"- {finding}" for finding in control["finding"]]

@@ -14,12 +14,14 @@ from rich.console import Console
 from tracekit.analysis.compare import Tables
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.tables import (CPU_OPS, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING, comparison_view, cpu_op_view,
-                                    evidence, finding_rows, gpu_runs, headline, notes, rich_table, timing_view)
+                                    evidence, finding_rows, gpu_runs, headline, job_tables, notes, rich_table,
+                                    timing_view)
+
 
 
 def print_runs(t: Tables, console: Console) -> None:
-    """The run table, the idle-time table with each verdict's evidence, then notes and
-    any unreadable files."""
+    """The run table, the idle-time table with each verdict's evidence, the distributed
+    jobs (their tables and findings), then notes and any unreadable files."""
     analysis = t.analysis
     console.print(rich_table("tracekit: runs", *headline(analysis.runs)))
     gpu = gpu_runs(analysis.runs)
@@ -27,6 +29,10 @@ def print_runs(t: Tables, console: Console) -> None:
         console.print(rich_table("GPU idle time by cause (share of the active span)", *headline(gpu, IDLE)))
         for line in evidence(gpu):
             console.print(f"  {line}", highlight=False)
+    for title, df, spec in job_tables(analysis):
+        console.print(rich_table(title, *headline(df, spec)))
+    for line in analysis.table("jobs").get("finding", []):
+        console.print(f"  {line}", highlight=False)
     for line in notes(analysis.runs):
         console.print(f"  note: {line}", highlight=False)
     for path, problem, _ in analysis.errors:
