@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from tracekit import __version__, backends, models
+from tracekit import __version__, backends, models, recording
 from tracekit.backends import Prepared
 from tracekit.environment import default_device, describe
 from tracekit.io import write_json
@@ -228,10 +228,10 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> dict:
         log(f"[{directory}] unavailable: {reason}")
         return manifest
     try:
-        with _compile_cache() as cache:
+        with _compile_cache() as cache, recording.Recorder(backend) as recorder:
             manifest["compile_cache"] = cache
-            _measure(spec, backend, directory, manifest, stage)
-        manifest.update(status="ok", stage="done")
+            _measure(spec, backend, directory, manifest, stage, recorder)
+        manifest.update(status="ok", stage="done", attribution=recorder.result())
     except Exception as exc:  # noqa: BLE001 - every failure becomes a status row
         manifest.update(status=_classify(exc), reason=f"{type(exc).__name__}: {str(exc).strip()[:2000]}")
         log(f"[{directory}] {manifest['status']} during {manifest['stage']}: {manifest['reason'][:300]}")
@@ -241,7 +241,7 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> dict:
     return manifest
 
 
-def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage) -> None:
+def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage, recorder) -> None:
     build_on = backend.device(spec)
     stage("build")
     module, inputs = models.build(spec.model, spec.batch, spec.dtype, build_on, spec.seed)
@@ -253,7 +253,8 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage) -> 
     if build_on.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(torch.device(build_on))
     t0 = time.perf_counter()
-    prepared = backend.prepare(module, inputs, spec)
+    with recorder.capture("prepare", build_on, module):
+        prepared = backend.prepare(module, inputs, spec)
     if not isinstance(prepared, Prepared):
         prepared = Prepared(prepared, build_on.split(":")[0])
     device = build_on if prepared.device_type == build_on.split(":")[0] else prepared.device_type
@@ -285,9 +286,10 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage) -> 
 
     stage(f"warm-up ({spec.warmup} calls)")
     t0 = time.perf_counter()
-    for _ in range(spec.warmup):
-        step(inputs)
-    _sync(device)
+    with recorder.capture("warmup", device, module):
+        for _ in range(spec.warmup):
+            step(inputs)
+        _sync(device)
     manifest["warmup_s"] = time.perf_counter() - t0
     _stop_compile_workers()
 
@@ -305,7 +307,7 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage) -> 
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     worker = f"{socket.gethostname()}_{os.getpid()}"
     own_profiler = prepared.profile(directory, worker) if prepared.profile else nullcontext()
-    with own_profiler, torch.profiler.profile(
+    with own_profiler, recorder.scopes(module), torch.profiler.profile(
         activities=activities, record_shapes=True,
         schedule=torch.profiler.schedule(wait=0, warmup=1, active=spec.profile_iters, repeat=1),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(str(directory), worker_name=worker,
