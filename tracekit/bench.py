@@ -39,12 +39,13 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 from rich.table import Table
 
 from tracekit import __version__, backends, models
+from tracekit.analysis.compare import Tables
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.runs import analyze as run_analysis
+from tracekit.analysis.suite import SuiteTables
 from tracekit.environment import default_device
-from tracekit.io import write_atomic, write_json
+from tracekit.manifest import Manifest
 from tracekit.report import write_reports
-from tracekit.report.findings import suite_report
 from tracekit.runner import run_dir
 from tracekit.spec import RunSpec, resolve
 from tracekit.suite import SPEC_FIELDS, Cell, Suite, SuiteError
@@ -80,15 +81,20 @@ class Planned:
 
 @dataclass
 class SuiteResult:
-    """A suite after a bench run: its plan, the cells' final manifests and the analysis of its runs."""
+    """A suite after a bench run: its plan, the cells' final manifests and the analysis
+    of its runs with their comparison."""
 
     suite: Suite
     planned: list[Planned]
-    manifests: dict[str, dict]
-    analysis: Analysis
+    manifests: dict[str, Manifest]
+    tables: Tables
     report_dir: Path
     elapsed_s: float = 0.0
     ran: list[str] = field(default_factory=list)
+
+    @property
+    def analysis(self) -> Analysis:
+        return self.tables.analysis
 
 
 class Interrupted(Exception):
@@ -98,15 +104,6 @@ class Interrupted(Exception):
 def suite_traces(traces: Path | str, suite: Suite) -> Path:
     """The folder a suite's runs go to: ``traces/<suite name>``."""
     return Path(traces) / suite.name
-
-
-def read_manifest(folder: Path) -> dict:
-    """The run.json in ``folder`` as a dict ({} when missing or unreadable)."""
-    try:
-        data = json.loads((folder / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _identify(cell: Cell, device: str) -> tuple[str, dict, str | None]:
@@ -159,30 +156,29 @@ def plan(suite: Suite, traces: Path | str, only: tuple[str, ...] = (), force: bo
             raise SuiteError(f"{suite.path or suite.name}: two different cells write {name}: {seen[name]} "
                              f"and {spec}")
         seen[name] = spec
-        manifest = read_manifest(root / name)
-        done = (not force and problem is None and manifest.get("status") in FINAL
-                and manifest.get("spec") == spec)
+        manifest = Manifest.read(root / name)
+        done = (not force and problem is None and manifest is not None and manifest.status in FINAL
+                and manifest.spec == spec)
         selected = not only or any(fnmatch(name, p) for p in only)
         out.append(Planned(cell, name, spec, problem, selected, done))
     return out
 
 
-def _write_status(folder: Path, p: Planned, status: str, reason: str) -> dict:
+def _write_status(folder: Path, p: Planned, status: str, reason: str) -> Manifest:
     """Record a status the bench decided (not the run): keeps what the run wrote for this
     spec (environment, start time), drops any trace file (partial or stale)."""
-    manifest = read_manifest(folder)
-    if manifest.get("spec") != p.spec:
+    manifest = Manifest.read(folder)
+    if manifest is None or manifest.spec != p.spec:
         values = p.cell.values
         device = str(p.spec.get("device") or default_device())
-        manifest = {"tracekit": __version__, "spec": p.spec, "label": p.name.rsplit("/", 1)[0],
-                    "model": values["model"], "mode": values.get("mode", "eager"),
-                    "device_type": device.split(":")[0], "stage": "not started"}
-    manifest.update(status=status, reason=reason)
+        manifest = Manifest(tracekit=__version__, spec=p.spec, label=p.name.rsplit("/", 1)[0], model=values["model"],
+                            mode=values.get("mode", "eager"), device_type=device.split(":")[0], stage="not started")
+    manifest.status, manifest.reason = status, reason
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.iterdir():
         if old.is_file() and is_trace_file(old):
             old.unlink()
-    write_json(folder / "run.json", manifest)
+    manifest.write(folder)
     return manifest
 
 
@@ -235,7 +231,7 @@ def _exit_text(rc: int) -> str:
 
 
 def run_cell(p: Planned, root: Path, timeout_s: float | None = None, deadline: float | None = None,
-             on_stage=lambda stage: None) -> dict:
+             on_stage=lambda stage: None) -> Manifest:
     """Run one cell in a child process; return its final manifest (also on disk).
 
     The child (``python -m tracekit.bench --cell ...``) writes the trace and
@@ -281,9 +277,9 @@ def run_cell(p: Planned, root: Path, timeout_s: float | None = None, deadline: f
             _kill(proc)
             raise
     elapsed = time.monotonic() - t0
-    manifest = read_manifest(folder)
-    if manifest.get("spec") == p.spec and (manifest.get("status") in FINAL or (
-            manifest.get("status") == "skipped" and _written_since(folder / "run.json", started))):
+    manifest = Manifest.read(folder)
+    if manifest is not None and manifest.spec == p.spec and (manifest.status in FINAL or (
+            manifest.status == "skipped" and _written_since(folder / "run.json", started))):
         return manifest  # a result, or the run's own "cannot run here" (FP8 on a model without eligible linears)
     stage = _last_stage(log) or "start-up"
     if stopped == "timeout":
@@ -311,16 +307,14 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _outcome(manifest: dict) -> str:
-    status = manifest.get("status", "?")
-    if status == "ok":
-        lat = manifest.get("latency_ms") or {}
-        return f"ok  p50 {lat.get('median', float('nan')):.3f} ms, first call {manifest.get('compile_s', 0):.1f} s"
-    return f"{status}: {str(manifest.get('reason', ''))[:200]}"
+def _outcome(manifest: Manifest) -> str:
+    if manifest.status == "ok":
+        return f"ok  p50 {manifest.latency('median'):.3f} ms, first call {manifest.compile_s or 0:.1f} s"
+    return f"{manifest.status or '?'}: {str(manifest.reason or '')[:200]}"
 
 
 def run_planned(suite: Suite, planned: list[Planned], traces: Path | str, timeout_s: float | None = None,
-                deadline: float | None = None, console: Console | None = None) -> tuple[dict[str, dict], list[str]]:
+                deadline: float | None = None, console: Console | None = None) -> tuple[dict[str, Manifest], list[str]]:
     """Run the cells of ``planned`` that are to run, with a progress bar; record the others' states.
 
     Cells that cannot run here and cells left when ``deadline`` passes get a
@@ -332,7 +326,7 @@ def run_planned(suite: Suite, planned: list[Planned], traces: Path | str, timeou
     """
     root = suite_traces(traces, suite)
     console = console or Console(stderr=True)
-    manifests: dict[str, dict] = {}
+    manifests: dict[str, Manifest] = {}
     for p in planned:
         if p.selected and p.problem is not None:
             manifests[p.name] = _write_status(root / p.name, p, "skipped", p.problem)
@@ -368,7 +362,7 @@ def run_planned(suite: Suite, planned: list[Planned], traces: Path | str, timeou
             raise Interrupted(f"interrupted during {current or suite.name}; the {len(ran)} cells finished in this "
                               "run are kept: run the same command again to go on") from None
     for p in planned:
-        if p.name not in manifests and (manifest := read_manifest(root / p.name)):
+        if p.name not in manifests and (manifest := Manifest.read(root / p.name)):
             manifests[p.name] = manifest
     return manifests, ran
 
@@ -405,19 +399,19 @@ def bench(suites: list[Suite], traces: Path | str = "traces", reports: Path | st
     return results
 
 
-def write_suite_report(suite: Suite, planned: list[Planned], manifests: dict[str, dict], traces: Path | str,
+def write_suite_report(suite: Suite, planned: list[Planned], manifests: dict[str, Manifest], traces: Path | str,
                        reports: Path | str, command: str = "", elapsed_s: float = 0.0,
                        ran: list[str] | None = None, rewritten_by: str = "") -> SuiteResult:
     """Analyze the suite's runs and write its report folder; return the :class:`SuiteResult`.
-    (``command``, ``rewritten_by``: see :func:`tracekit.report.findings.suite_report`.)"""
+    (``command``, ``rewritten_by``: see :class:`tracekit.analysis.suite.SuiteTables`.)"""
     root = suite_traces(traces, suite)
     root.mkdir(parents=True, exist_ok=True)
-    analysis = run_analysis(root, only={p.name for p in planned if p.name in manifests})
+    tables = Tables.of(run_analysis(root, only={p.name for p in planned if p.name in manifests}))
     out = Path(reports) / suite.name
-    write_reports(analysis, out, source=str(root))
-    write_atomic(out / "report.md", suite_report(suite, planned, analysis, manifests, command=command,
-                                                 rewritten_by=rewritten_by))
-    return SuiteResult(suite, planned, manifests, analysis, out, elapsed_s, ran or [])
+    write_reports(tables, out, source=str(root))
+    write_reports(SuiteTables.of(suite, [p.name for p in planned], manifests, tables.analysis.runs, command,
+                                 rewritten_by), out)
+    return SuiteResult(suite, planned, manifests, tables, out, elapsed_s, ran or [])
 
 
 def recorded_device(traces: Path | str, suite: Suite) -> str | None:
@@ -425,7 +419,7 @@ def recorded_device(traces: Path | str, suite: Suite) -> str | None:
     files: "cuda" if it had a CUDA driver, else "cpu"; None before any cell ran."""
     found = None
     for path in sorted(suite_traces(traces, suite).glob("**/run.json")):
-        env = read_manifest(path.parent).get("environment")
+        env = (Manifest.read(path) or Manifest()).environment
         if env:
             if env.get("cuda_driver"):
                 return "cuda"
@@ -446,7 +440,7 @@ def report_only(suites: list[Suite], traces: Path | str = "traces", reports: Pat
     for suite in suites:
         planned = plan(suite, traces, device=recorded_device(traces, suite))
         root = suite_traces(traces, suite)
-        manifests = {p.name: m for p in planned if (m := read_manifest(root / p.name))}
+        manifests = {p.name: m for p in planned if (m := Manifest.read(root / p.name))}
         results.append(write_suite_report(suite, planned, manifests, traces, reports, rewritten_by=command))
     return results
 
@@ -492,7 +486,7 @@ def _cell_main(argv: list[str] | None = None) -> int:
     except (models.UnknownModel, backends.UnknownMode, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return 0 if manifest["status"] == "ok" else 1
+    return 0 if manifest.status == "ok" else 1
 
 
 if __name__ == "__main__":

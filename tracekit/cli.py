@@ -105,13 +105,12 @@ def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters,
         manifest = runner.run(spec, out)
     except (models.UnknownModel, backends.UnknownMode, ValueError) as exc:
         raise UserError(str(exc), ExitCode.USAGE) from None
-    lat = manifest.get("latency_ms", {})
-    click.echo(f"{manifest['label']}/{mode}: {manifest['status']}"
-               + (f", latency p50 {lat['median']:.3f} ms, first call {manifest['compile_s']:.2f} s"
-                  if manifest["status"] == "ok" else f": {manifest['reason'][:500]}"))
-    if manifest["note"]:
-        click.echo(f"note: {manifest['note']}")
-    if manifest["status"] != "ok":
+    click.echo(f"{manifest.label}/{mode}: {manifest.status}"
+               + (f", latency p50 {manifest.latency('median'):.3f} ms, first call {manifest.compile_s:.2f} s"
+                  if manifest.status == "ok" else f": {manifest.reason[:500]}"))
+    if manifest.note:
+        click.echo(f"note: {manifest.note}")
+    if manifest.status != "ok":
         sys.exit(ExitCode.RUN_FAILED)
 
 
@@ -139,16 +138,17 @@ def analyze(path, out, as_json, iterations, baseline) -> None:
     Writes OUT/summary.md, OUT/index.html, OUT/plots/*.png, OUT/runs.csv,
     OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
     """
+    from tracekit.analysis.compare import Tables
     from tracekit.io import jsonable
-    from tracekit.report import Tables, print_comparison, print_runs, write_reports
+    from tracekit.report import print_reports, write_reports
 
     result = _analysis(path, iterations)
-    written = write_reports(result, out, source=str(path), baseline=baseline)
+    tables = Tables.of(result, baseline)
+    written = write_reports(tables, out, source=str(path))
     if as_json:
         click.echo(json.dumps(jsonable(result.to_dict()), default=str))
     else:
-        print_runs(result)
-        print_comparison(Tables.of(result, baseline))
+        print_reports(tables)
         click.echo(f"wrote {out}/: " + ", ".join(p.name for p in written if p.suffix != ".png")
                    + f"; plots/: {sum(p.suffix == '.png' for p in written)} PNG", err=True)
     _exit_if_partial(result)
@@ -173,14 +173,15 @@ def compare(paths, baseline, out) -> None:
     \b
     Example: tracekit compare traces/vit16x6x384/eager traces/vit16x6x384/reduce-overhead
     """
-    from tracekit.report import Tables, print_comparison, write_reports
+    from tracekit.analysis.compare import Tables
+    from tracekit.report import print_reports, write_reports
 
-    result = _analysis(list(paths), None)
-    print_comparison(Tables.of(result, baseline), detail=True)
+    tables = Tables.of(_analysis(list(paths), None), baseline)
+    print_reports(tables, runs=False, detail=True)
     if out is not None:
-        write_reports(result, out, source=" ".join(str(p) for p in paths), baseline=baseline)
+        write_reports(tables, out, source=" ".join(str(p) for p in paths))
         click.echo(f"report in {out}/", err=True)
-    _exit_if_partial(result)
+    _exit_if_partial(tables.analysis)
 
 
 def _analysis(path, iterations):
@@ -245,7 +246,7 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry
     from rich.console import Console
 
     from tracekit import bench as bench_lib
-    from tracekit.report import print_runs
+    from tracekit.report import print_reports
     from tracekit.suite import SuiteError, load_suite
 
     console = Console(stderr=True)
@@ -267,7 +268,7 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry
         click.echo(f"tracekit bench: {exc}", err=True)
         sys.exit(130)
     for result in results:
-        print_runs(result.analysis)
+        print_reports(result.tables, comparison=False)
         click.echo(f"{result.suite.name}: {len(result.ran)} cells run in {result.elapsed_s:.0f} s; "
                    f"report in {result.report_dir}/report.md", err=True)
 
@@ -312,7 +313,7 @@ def counters(model, mode, batch, dtype, device, phase, warmup, kernels, iters, t
     Needs ncu and a GPU, except with --csv.
     """
     from tracekit import counters as hw
-    from tracekit.report.counters import print_counters, write_counters
+    from tracekit.report import print_reports, write_reports
     from tracekit.spec import RunSpec
     from tracekit.trace import TraceError
 
@@ -332,8 +333,8 @@ def counters(model, mode, batch, dtype, device, phase, warmup, kernels, iters, t
         raise UserError(str(exc), ExitCode.USAGE) from None
     except TraceError as exc:
         raise UserError(str(exc), exc.code) from None
-    written = write_counters(result, folder, title)
-    print_counters(result, title)
+    written = write_reports(result, folder, source=title)
+    print_reports(result, source=title)
     click.echo("wrote " + ", ".join(str(p) for p in written), err=True)
 
 

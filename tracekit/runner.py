@@ -28,7 +28,7 @@ import torch
 from tracekit import __version__, backends, models, recording
 from tracekit.backends import Prepared
 from tracekit.environment import default_device, describe
-from tracekit.io import write_json
+from tracekit.manifest import Manifest
 from tracekit.phases import PHASES, make_step
 from tracekit.spec import RunSpec, resolve
 from tracekit.trace.reader import is_trace_file
@@ -172,8 +172,8 @@ def run_dir(spec: RunSpec, out: Path, device: str | None = None) -> Path:
     return Path(out) / label / spec.mode
 
 
-def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> dict:
-    """Run ``spec``, write its trace and run.json under ``out``; return the manifest.
+def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manifest:
+    """Run ``spec``, write its trace and run.json under ``out``; return the :class:`~tracekit.manifest.Manifest`.
 
     Stages: build the model and the eager reference output; prepare the backend;
     first call (``compile_s``: compilation happens here for compiled modes);
@@ -207,41 +207,38 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> dict:
     for old in directory.iterdir():
         if old.is_file() and is_trace_file(old):
             old.unlink()
-    manifest = {
-        "tracekit": __version__, "spec": spec.to_dict(), "label": directory.parent.name,
-        "model": spec.model, "mode": spec.mode, "device_type": device_type,
-        "status": "running", "reason": "", "stage": "start",
-        "note": backend.note(device_type), "environment": describe(spec.device),
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-    manifest_path = directory / "run.json"
-    write_json(manifest_path, manifest)
+    manifest = Manifest(
+        tracekit=__version__, spec=spec.to_dict(), label=directory.parent.name, model=spec.model, mode=spec.mode,
+        device_type=device_type, status="running", reason="", stage="start", note=backend.note(device_type),
+        environment=describe(spec.device), started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    manifest.write(directory)
 
     def stage(name: str) -> None:
-        manifest["stage"] = name
+        manifest.stage = name
         log(f"[{directory}] {name}")
 
     reason = backends.why_not(backend, spec)
     if reason:
-        manifest.update(status="skipped", reason=reason)
-        write_json(manifest_path, manifest)
+        manifest.status, manifest.reason = "skipped", reason
+        manifest.write(directory)
         log(f"[{directory}] unavailable: {reason}")
         return manifest
     try:
         with _compile_cache() as cache, recording.Recorder(backend) as recorder:
-            manifest["compile_cache"] = cache
+            manifest.compile_cache = cache
             _measure(spec, backend, directory, manifest, stage, recorder)
-        manifest.update(status="ok", stage="done", attribution=recorder.result())
+        manifest.status, manifest.stage, manifest.attribution = "ok", "done", recorder.result()
     except Exception as exc:  # noqa: BLE001 - every failure becomes a status row
-        manifest.update(status=_classify(exc), reason=f"{type(exc).__name__}: {str(exc).strip()[:2000]}")
-        log(f"[{directory}] {manifest['status']} during {manifest['stage']}: {manifest['reason'][:300]}")
+        manifest.status = _classify(exc)
+        manifest.reason = f"{type(exc).__name__}: {str(exc).strip()[:2000]}"
+        log(f"[{directory}] {manifest.status} during {manifest.stage}: {manifest.reason[:300]}")
     finally:
-        manifest["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        write_json(manifest_path, manifest)
+        manifest.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        manifest.write(directory)
     return manifest
 
 
-def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage, recorder) -> None:
+def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage, recorder) -> None:
     build_on = backend.device(spec)
     stage("build")
     module, inputs = models.build(spec.model, spec.batch, spec.dtype, build_on, spec.seed)
@@ -258,31 +255,29 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage, rec
     if not isinstance(prepared, Prepared):
         prepared = Prepared(prepared, build_on.split(":")[0])
     device = build_on if prepared.device_type == build_on.split(":")[0] else prepared.device_type
-    manifest["prepare_s"] = time.perf_counter() - t0
-    manifest["device_type"] = prepared.device_type
-    manifest["backend"] = prepared.info
+    manifest.prepare_s = time.perf_counter() - t0
+    manifest.device_type = prepared.device_type
+    manifest.backend = prepared.info
     if prepared.device_type != spec.device.split(":")[0]:
         # The name of the device that did the work (the CPU's, for ONNX Runtime's CPU provider on a
         # GPU machine), so the run is never shown, or held to peaks, as the GPU's.
-        manifest["device_name"] = describe(device)["device_name"]
-        manifest["note"] = "; ".join(n for n in (manifest["note"], (
-            f"ran on {prepared.device_type}, not {spec.device}: compare it only with {prepared.device_type} runs"))
-            if n)
+        manifest.device_name = describe(device)["device_name"]
+        manifest.add_note(f"ran on {prepared.device_type}, not {spec.device}: compare it only with "
+                          f"{prepared.device_type} runs")
     step = make_step(prepared.fn, module, spec.phase)
 
     stage("compile (first call)")
     t0 = time.perf_counter()
     first = _clone(step(inputs))
     _sync(device)
-    manifest["first_call_s"] = time.perf_counter() - t0
-    manifest["compile_s"] = manifest["prepare_s"] + manifest["first_call_s"]
+    manifest.first_call_s = time.perf_counter() - t0
+    manifest.compile_s = manifest.prepare_s + manifest.first_call_s
     diff = _max_abs_diff(first, reference)
     rtol = FP8_RTOL if "fp8" in spec.mode else DIFF_RTOL[spec.dtype]
     tolerance = rtol * max(1.0, _max_abs(reference))
-    manifest.update(max_abs_diff=diff, diff_tolerance=tolerance, diff_ok=diff <= tolerance)
+    manifest.max_abs_diff, manifest.diff_tolerance, manifest.diff_ok = diff, tolerance, diff <= tolerance
     if diff > tolerance:
-        manifest["note"] = "; ".join(n for n in (manifest["note"], (
-            f"output differs from eager by {diff:.3g}, above the {spec.dtype} tolerance {tolerance:.3g}")) if n)
+        manifest.add_note(f"output differs from eager by {diff:.3g}, above the {spec.dtype} tolerance {tolerance:.3g}")
 
     stage(f"warm-up ({spec.warmup} calls)")
     t0 = time.perf_counter()
@@ -290,16 +285,17 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage, rec
         for _ in range(spec.warmup):
             step(inputs)
         _sync(device)
-    manifest["warmup_s"] = time.perf_counter() - t0
+    manifest.warmup_s = time.perf_counter() - t0
     _stop_compile_workers()
 
     stage(f"timing ({spec.iters} iterations)")
     timer = _Timer(device)
     samples = timer.time(lambda: step(inputs), spec.iters)
-    manifest["latency_ms"] = {**latency_stats(samples), "timer": timer.name}
+    manifest.latency_ms = {**latency_stats(samples), "timer": timer.name}
     if work := models.cost(spec.model, spec.batch, spec.dtype):  # single ops: the minimum work of a call
-        manifest.update(flop_per_iter=work["flop"], bytes_per_iter=work["bytes"], op=work.get("op", spec.model))
-    manifest["peak_memory_MB"], manifest["memory_source"] = _peak_memory(device)
+        manifest.flop_per_iter, manifest.bytes_per_iter = work["flop"], work["bytes"]
+        manifest.op = work.get("op", spec.model)
+    manifest.peak_memory_MB, manifest.memory_source = _peak_memory(device)
 
     stage(f"profiling ({spec.profile_iters} iterations)")
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -319,4 +315,4 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage, rec
                 _sync(device)  # let the last kernels finish inside the window
             prof.step()
     traces = sorted(p.name for p in directory.iterdir() if is_trace_file(p))
-    manifest["profile"] = {"iterations": spec.profile_iters, "traces": traces}
+    manifest.profile = {"iterations": spec.profile_iters, "traces": traces}

@@ -107,7 +107,7 @@ def test_launch_removal_share_from_latencies():
     import pandas as pd
 
     from tracekit.analysis.backends import launch_vs_fusion
-    from tracekit.report.files import launch_removal_sentence
+    from tracekit.analysis.backends import launch_removal_sentence
 
     runs = pd.DataFrame({
         "run": ["v-b1/eager", "v-b1/cudagraphs", "v-b1/default", "v-b1/reduce-overhead", "mlp/eager", "mlp/default"],

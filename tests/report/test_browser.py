@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from chromium import Chromium, find_browser
 
+from tracekit.analysis.compare import Tables
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 
@@ -25,7 +26,7 @@ STUDY = Path(__file__).resolve().parents[2] / "reports" / "h100" / "vit-study" /
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("reports")
-    write_reports(analyze(STUDY), out, source="reports/h100/vit-study/traces")
+    write_reports(Tables.of(analyze(STUDY)), out, source="reports/h100/vit-study/traces")
     return out / "index.html"
 
 

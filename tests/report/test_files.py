@@ -5,17 +5,17 @@ import re
 import pandas as pd
 from tracebuilder import TraceBuilder, eager_trace, write_run
 
-from tracekit.analysis.compare import compare
+from tracekit.analysis.compare import Tables, compare
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
-from tracekit.report.plots import busy_idle_axes, _figure
+from tracekit.report.figures import busy_idle_axes, _figure
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def test_report_files(study, tmp_path):
     out = tmp_path / "reports"
-    written = write_reports(analyze(study), out, source=str(study))
+    written = write_reports(Tables.of(analyze(study)), out, source=str(study))
     names = {p.relative_to(out).as_posix() for p in written}
     assert {"summary.md", "index.html", "runs.csv", "comparison.csv", "runs.json",
             "plots/overview-busy-idle.png", "plots/vit16x6x384-b8-fp32-cuda.png",
@@ -37,7 +37,7 @@ def test_report_files(study, tmp_path):
 
 def test_index_html_is_self_contained(study, tmp_path):
     out = tmp_path / "reports"
-    write_reports(analyze(study), out, source=str(study))
+    write_reports(Tables.of(analyze(study)), out, source=str(study))
     html = (out / "index.html").read_text()
     srcs = re.findall(r'src="([^"]*)"', html)
     assert len(srcs) == 3                                  # overview, panels, timeline
@@ -59,7 +59,7 @@ def test_cpu_only_runs_still_report(tmp_path):
         write_run(tmp_path / "t" / mode, t, model="mlp", mode=mode, latency_ms=(dur / 1e3, dur / 1e3, dur / 1e3),
                   device_type="cpu", requested_device="cpu")
     out = tmp_path / "r"
-    written = write_reports(analyze(tmp_path / "t"), out, source="t")
+    written = write_reports(Tables.of(analyze(tmp_path / "t")), out, source="t")
     assert not (out / "plots" / "overview-busy-idle.png").exists()      # no GPU: no busy/idle overview
     assert [p.name for p in written if p.suffix == ".png"] == ["mlp-b8-fp32-cpu.png"]  # no GPU: no timeline
     md = (out / "summary.md").read_text()
@@ -70,7 +70,7 @@ def test_cpu_only_runs_still_report(tmp_path):
         manifest = json.loads((tmp_path / "t" / run / "run.json").read_text())
         manifest["spec"]["batch"] = 4
         (tmp_path / "t" / run / "run.json").write_text(json.dumps(manifest))
-    write_reports(analyze(tmp_path / "t"), out, source="t")
+    write_reports(Tables.of(analyze(tmp_path / "t")), out, source="t")
     assert sorted(p.name for p in (out / "plots").iterdir()) == ["mlp-b4-fp32-cpu.png"]
     assert (out / "notes.txt").read_text() == "mine"
 

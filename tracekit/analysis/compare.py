@@ -36,11 +36,13 @@ the comparison warns that their Δ idle is inflated.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from tracekit.analysis.idle import CAUSES
+from tracekit.analysis.runs import Analysis
 
 WORKLOAD_KEYS = ("model", "batch", "dtype", "phase", "device", "device_name")
 PROFILER_OVERHEAD_FLAG = 0.10
@@ -204,9 +206,7 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     m["rest_per_iter_ms"] = m["profiled_iter_ms"] - m["busy_per_iter_ms"] - m["idle_per_iter_ms"]
     m["idle_est_ms"] = m["latency_median_ms"] - m["busy_per_iter_ms"]
 
-    ok = m[(m["mode"] == baseline) & (m["status"] == "ok")].sort_values("run")
-    first = ok.drop_duplicates("workload").set_index("workload")
-    base = first.reindex(m["workload"]).reset_index(drop=True)
+    base = baseline_rows(m, m["mode"] == baseline)
     m["baseline_mode"] = baseline
     m["baseline_run"] = base["run"].fillna("")
     m["baseline_ran_on"] = base["ran_on"].fillna("")
@@ -232,11 +232,43 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     m["overhead"] = m["run"].map(overhead).fillna(0.0)
     m["baseline_overhead"] = m["baseline_run"].map(overhead).fillna(0.0)
     m["finding"] = [_finding(r) for r in m.to_dict("records")]
+    ok = m[(m["mode"] == baseline) & (m["status"] == "ok")]
     m["baseline_runs"] = m["workload"].map(ok.groupby("workload")["run"].count()).fillna(0)
     m["warning"] = [_warnings(r) for r in m.to_dict("records")]
     m = m.drop(columns=["baseline_problem", "baseline_runs", "latency_std_ms", "overhead", "baseline_overhead"])
     order = pd.DataFrame({"w": m["workload"], "b": m["mode"] != baseline, "r": m["run"]})
     return m.loc[order.sort_values(["w", "b", "r"]).index].reset_index(drop=True)
+
+
+def baseline_rows(rows: pd.DataFrame, is_baseline: pd.Series) -> pd.DataFrame:
+    """The baseline run of each row's workload: the first ok run by name among those
+    ``is_baseline`` marks in that workload.
+
+    Args:
+        rows: one row per run, with ``workload``, ``run`` and ``status`` columns.
+        is_baseline: one bool per row of ``rows``.
+
+    Returns:
+        The baseline's row for each row of ``rows`` (same index; all NaN where its
+        workload has no ok baseline run).
+    """
+    ok = rows[is_baseline & (rows["status"] == "ok")].sort_values("run")
+    return ok.drop_duplicates("workload").set_index("workload").reindex(rows["workload"]).set_axis(rows.index)
+
+
+@dataclass
+class Tables:
+    """What every report of an analysis shows: the analysis, its comparison with
+    ``baseline`` (:func:`compare`) and each run's profiler overhead (:func:`profiler_overhead`)."""
+
+    analysis: Analysis
+    comparison: pd.DataFrame
+    overhead: pd.DataFrame
+    baseline: str
+
+    @classmethod
+    def of(cls, analysis: Analysis, baseline: str = "eager") -> "Tables":
+        return cls(analysis, compare(analysis.runs, baseline), profiler_overhead(analysis.runs), baseline)
 
 
 def profiler_overhead(runs: pd.DataFrame, threshold: float = PROFILER_OVERHEAD_FLAG) -> pd.DataFrame:

@@ -17,6 +17,7 @@ import pandas as pd
 from tracekit.analysis.backends import launch_vs_fusion
 from tracekit.analysis.pertrace import analyze_trace
 from tracekit.errors import ExitCode
+from tracekit.manifest import Manifest
 from tracekit.peaks import peaks
 from tracekit.trace import NotATrace, Run, TraceError, discover, load
 
@@ -68,34 +69,36 @@ class Analysis:
                 "skipped": [{"path": p, "why": w} for p, w in self.skipped]}
 
 
-def _manifest_fields(manifest: dict | None) -> dict:
-    if not manifest:
+def _nan(value) -> float:
+    return math.nan if value is None else value
+
+
+def _manifest_fields(manifest: Manifest | None) -> dict:
+    if manifest is None:
         return {"status": "trace only", "reason": ""}
-    spec = manifest.get("spec", {})
-    env = manifest.get("environment", {})
-    lat = manifest.get("latency_ms") or {}
+    spec = manifest.spec
     row = {
-        "model": manifest.get("model"), "mode": manifest.get("mode"), "batch": spec.get("batch"),
-        "dtype": spec.get("dtype"), "phase": spec.get("phase", "inference"), "op": manifest.get("op"),
-        "device_type": manifest.get("device_type"), "requested_device": spec.get("device"),
-        "device_name": manifest.get("device_name") or env.get("device_name"),  # where the work ran
-        "requested_device_name": env.get("device_name"),  # the spec's device (the machine's GPU)
-        "status": manifest.get("status", "unknown"),
-        "reason": manifest.get("reason", ""), "note": manifest.get("note", ""),
-        "compile_s": manifest.get("compile_s", math.nan),
-        "peak_memory_MB": manifest.get("peak_memory_MB", math.nan),
-        "max_abs_diff": manifest.get("max_abs_diff", math.nan),
-        "latency_timer": lat.get("timer"),
+        "model": manifest.model, "mode": manifest.mode, "batch": spec.get("batch"),
+        "dtype": spec.get("dtype"), "phase": manifest.phase, "op": manifest.op,
+        "device_type": manifest.device_type, "requested_device": spec.get("device"),
+        "device_name": manifest.ran_on_name,  # where the work ran
+        "requested_device_name": (manifest.environment or {}).get("device_name"),  # the spec's device (the machine's GPU)
+        "status": manifest.status or "unknown",
+        "reason": manifest.reason or "", "note": manifest.note or "",
+        "compile_s": _nan(manifest.compile_s),
+        "peak_memory_MB": _nan(manifest.peak_memory_MB),
+        "max_abs_diff": _nan(manifest.max_abs_diff),
+        "latency_timer": (manifest.latency_ms or {}).get("timer"),
     }
-    row.update({f"latency_{k}_ms": lat.get(k, math.nan) for k in _LATENCY_FIELDS})
+    row.update({f"latency_{k}_ms": manifest.latency(k) for k in _LATENCY_FIELDS})
     row.update(_achieved(manifest, row["latency_median_ms"], row["device_name"]))
     return row
 
 
-def _achieved(manifest: dict, latency_ms: float, device_name: str | None) -> dict:
+def _achieved(manifest: Manifest, latency_ms: float, device_name: str | None) -> dict:
     """Achieved TFLOP/s and GB/s of a single-op run (its minimum work over its median
     latency), and their share of the device's datasheet peak (tracekit.peaks)."""
-    flop, nbytes = manifest.get("flop_per_iter"), manifest.get("bytes_per_iter")
+    flop, nbytes = manifest.flop_per_iter, manifest.bytes_per_iter
     if not flop or not latency_ms or latency_ms != latency_ms:
         return {}
     seconds = latency_ms / 1e3
@@ -103,7 +106,7 @@ def _achieved(manifest: dict, latency_ms: float, device_name: str | None) -> dic
     peak = peaks(device_name)
     if peak:
         bw, compute = peak
-        dtype = manifest.get("spec", {}).get("dtype", "fp32")
+        dtype = manifest.spec.get("dtype", "fp32")
         # fp32 matmuls may use TF32 tensor cores; the fp32 (CUDA-core) peak is the stricter yardstick
         out["pct_peak_compute"] = 100 * out["achieved_TFLOPs"] / compute.get(dtype, compute["fp32"])
         out["pct_peak_bw"] = 100 * out["achieved_GBps"] / bw
@@ -134,8 +137,9 @@ def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | Non
                        problems=tables.meta.get("problems", []))
 
 
-def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis, scanned: bool) -> None:
-    base = {"run": run.name, **_manifest_fields(run.manifest)}
+def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_FileResult], result: Analysis,
+             scanned: bool) -> None:
+    base = {"run": run.name, **_manifest_fields(manifest)}
     if run.problem:
         result.errors.append((str(root / run.name / "run.json"), run.problem, int(ExitCode.BAD_CONTENT)))
     if not run.traces:
@@ -144,7 +148,7 @@ def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis,
     for path, r in zip(run.traces, results):
         if r.error:
             # Found by scanning a folder, a JSON that is no trace is passed over, not an error.
-            if r.not_a_trace and scanned and run.manifest is None:
+            if r.not_a_trace and scanned and manifest is None:
                 result.skipped.append((str(path), r.error[0]))
             else:
                 result.errors.append((str(path), *r.error))
@@ -165,11 +169,12 @@ def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis,
 PARALLEL_FILES_MIN_BYTES = 16 << 20  # several files totalling more than this are analyzed in parallel
 
 
-def _analyze_files(runs: list[Run], iterations: int | None) -> list[list[_FileResult]]:
+def _analyze_files(runs: list[Run], manifests: list[Manifest | None],
+                   iterations: int | None) -> list[list[_FileResult]]:
     """Analyze every trace of ``runs``: one file at a time (each decoded in parallel
     if large), or, for several files of some size, one worker process per core."""
-    jobs = [(p, (r.manifest or {}).get("profile", {}).get("iterations", iterations),
-             ((r.manifest or {}).get("latency_ms") or {}).get("median")) for r in runs for p in r.traces]
+    jobs = [(p, ((m and m.profile) or {}).get("iterations", iterations), ((m and m.latency_ms) or {}).get("median"))
+            for r, m in zip(runs, manifests) for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
     if workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
@@ -220,10 +225,11 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
         runs, base = _discover_all(paths)
         scanned = True
     runs = [r for r in runs if only is None or r.name in only]
+    manifests = [Manifest.from_dict(r.manifest) if r.manifest else None for r in runs]
     # Collect rows in lists first, then turn them into tables.
     result = Analysis(runs=[], tables={}, root=base)
-    for run, files in zip(runs, _analyze_files(runs, iterations)):
-        _collect(run, base, files, result, scanned)
+    for run, manifest, files in zip(runs, manifests, _analyze_files(runs, manifests, iterations)):
+        _collect(run, manifest, base, files, result, scanned)
     result.runs = _ordered(pd.DataFrame(result.runs))
     result.tables = {name: _front(pd.concat(parts, ignore_index=True)) for name, parts in result.tables.items()}
     if len(control := launch_vs_fusion(result.runs)):

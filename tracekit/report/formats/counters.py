@@ -1,6 +1,8 @@
-"""Reports of hardware counters: summary.md, kernels.csv, classes.csv, counters.json and roofline.png.
+"""The counters report format: summary.md, kernels.csv, classes.csv, counters.json and
+roofline.png of hardware counters, and their terminal tables.
 
-Takes a :class:`tracekit.counters.CountersResult`; never re-reads ncu's CSV.
+Takes a :class:`tracekit.counters.CountersResult` (``Report.source``: the run's title);
+never re-reads ncu's CSV.
 """
 
 from __future__ import annotations
@@ -12,9 +14,8 @@ from rich.console import Console
 
 from tracekit.counters.analysis import BOUND_PCT, CountersResult
 from tracekit.io import write_atomic, write_json
-from tracekit.report.columns import headline
-from tracekit.report.files import _markdown_table
-from tracekit.report.terminal import _table
+from tracekit.report.base import Renderer, Report, register
+from tracekit.report.tables import headline, markdown_table, rich_table
 
 RUN = [("device", "device", "{}"), ("kernels", "kernels", "{:.0f}"), ("matched", "joined to trace", "{:.0f}"),
        ("weight_ms", "kernel time (ms)", "{:.3f}"), ("dram_GB", "DRAM GB", "{:.3f}"),
@@ -56,15 +57,15 @@ def summary_markdown(result: CountersResult, title: str) -> str:
              + (f" (joined by {run['join']})" if run["join"] else "") + ". "
              "GB/s and TFLOP/s are DRAM bytes and FLOPs over ncu's kernel time; shares of time weight each "
              "kernel by its duration in the trace where joined, else by ncu's time.\n",
-             _markdown_table(*headline(_run_frame(result), RUN)),
-             "\n## By kernel class\n", _markdown_table(*headline(_display(result.classes), CLASSES)),
-             f"\n## Kernels (top {TOP_KERNELS} by time)\n", _markdown_table(*headline(_top(result), KERNELS)),
+             markdown_table(*headline(_run_frame(result), RUN)),
+             "\n## By kernel class\n", markdown_table(*headline(_display(result.classes), CLASSES)),
+             f"\n## Kernels (top {TOP_KERNELS} by time)\n", markdown_table(*headline(_top(result), KERNELS)),
              f"\nA kernel is memory-bound (compute-bound) when its DRAM bandwidth (FLOP/s, or tensor-pipe busy "
              f"percent) reaches {BOUND_PCT:.0f}% of the device's peak and exceeds the other; below "
              f"{BOUND_PCT:.0f}% on both it is neither (latency- or launch-dominated). Threshold: Nsight Compute's "
              "SpeedOfLight rule.\n"]
     if result.peaks:
-        parts += ["## Peaks used\n", _markdown_table(["figure", "value", "unit", "source"],
+        parts += ["## Peaks used\n", markdown_table(["figure", "value", "unit", "source"],
                                                      [[r["figure"], f"{r['value']:g}", r["unit"], r["source"]]
                                                       for r in result.peaks.table()])]
     if result.notes:
@@ -115,21 +116,25 @@ def roofline_png(result: CountersResult, path: Path, title: str) -> Path:
     return path
 
 
-def write_counters(result: CountersResult, out: Path | str, title: str) -> list[Path]:
-    """Write summary.md, kernels.csv, classes.csv, counters.json and roofline.png under ``out``."""
-    out = Path(out)
-    return [write_atomic(out / "summary.md", summary_markdown(result, title)),
-            write_atomic(out / "kernels.csv", result.kernels.to_csv(index=False)),
-            write_atomic(out / "classes.csv", result.classes.to_csv(index=False)),
-            write_json(out / "counters.json", result.to_dict()),
-            roofline_png(result, out / "roofline.png", title)]
+@register
+class Counters(Renderer):
+    name = "counters"
+    takes = CountersResult
 
+    def write(self, report: Report) -> list[Path]:
+        """summary.md, kernels.csv, classes.csv, counters.json and roofline.png under ``report.out``."""
+        result, out, title = report.data, report.out, report.source
+        return [write_atomic(out / "summary.md", summary_markdown(result, title)),
+                write_atomic(out / "kernels.csv", result.kernels.to_csv(index=False)),
+                write_atomic(out / "classes.csv", result.classes.to_csv(index=False)),
+                write_json(out / "counters.json", result.to_dict()),
+                roofline_png(result, out / "roofline.png", title)]
 
-def print_counters(result: CountersResult, title: str, console: Console | None = None) -> None:
-    """The run row, the class table and the top kernels on the terminal, then the notes."""
-    console = console or Console(width=None if Console().is_terminal else 220)
-    console.print(_table(f"counters: {title}", *headline(_run_frame(result), RUN)))
-    console.print(_table("by kernel class", *headline(_display(result.classes), CLASSES)))
-    console.print(_table("top kernels by time", *headline(_top(result).head(15), KERNELS)))
-    for note in result.notes:
-        console.print(f"  note: {note}", highlight=False)
+    def show(self, report: Report, console: Console) -> None:
+        """The run row, the class table and the top kernels, then the notes."""
+        result = report.data
+        console.print(rich_table(f"counters: {report.source}", *headline(_run_frame(result), RUN)))
+        console.print(rich_table("by kernel class", *headline(_display(result.classes), CLASSES)))
+        console.print(rich_table("top kernels by time", *headline(_top(result).head(15), KERNELS)))
+        for note in result.notes:
+            console.print(f"  note: {note}", highlight=False)

@@ -1,5 +1,5 @@
-"""index.html: the whole report in one self-contained file (plots inline as data
-URIs, sortable tables, each run linked to its trace), from a Jinja2 template."""
+"""The HTML format: ``index.html``, the whole report in one self-contained page (plots
+inline as data URIs, sortable tables, each run linked to its trace), from a Jinja2 template."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from pathlib import Path
 import jinja2
 
 from tracekit import __version__
-from tracekit.report.columns import (DETAILS, HEADLINE, IDLE, OVERHEAD, PROFILED, SPEEDUP, comparison_view, evidence,
-                                     headline, notes, overhead_view)
-from tracekit.report.content import PERFETTO_HINT, SOURCES, Tables, findings, trace_links
+from tracekit.analysis.compare import Tables
+from tracekit.io import write_atomic
+from tracekit.report.base import Renderer, Report, register
+from tracekit.report.tables import (DETAILS, HEADLINE, IDLE, OVERHEAD, PERFETTO_HINT, PROFILED, SOURCES, SPEEDUP,
+                                    comparison_view, evidence, finding_rows, gpu_runs, headline, notes, overhead_view,
+                                    trace_links)
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -42,7 +45,7 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) 
     and every run with a link to its trace file."""
     a, comp = t.analysis, comparison_view(t.comparison)
     gpu_comp = comp[comp["busy_per_iter_ms"].notna()] if len(comp) else comp
-    gpu_runs = a.runs[a.runs["has_gpu"].fillna(False).astype(bool)] if "has_gpu" in a.runs else a.runs.iloc[:0]
+    gpu = gpu_runs(a.runs)
     tables = []
     if len(comp):
         tables.append(_table(comp, SPEEDUP, f"Speedup over {t.baseline}, and why"))
@@ -50,7 +53,7 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) 
         "version": __version__, "source": source, "baseline": t.baseline,
         "sources": _markdown_bold(SOURCES), "perfetto_hint": _markdown_bold(PERFETTO_HINT),
         "speedup": tables[0] if tables else None,
-        "findings": findings(comp) if len(comp) else [],
+        "findings": finding_rows(comp) if len(comp) else [],
         "overview": data_uri(plots[""][0]) if "" in plots else None,
         "profiled": _table(gpu_comp, PROFILED, "Inside the profiled window: GPU busy and idle by cause "
                            "(ms per iteration)") if len(gpu_comp) else None,
@@ -58,11 +61,22 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) 
         "overhead": _table(overhead_view(t.overhead), OVERHEAD, "Profiler overhead") if len(t.overhead) else None,
         "workloads": [(w, [data_uri(p) for p in ps]) for w, ps in plots.items() if w],
         "runs": _table(a.runs, HEADLINE, "All runs", trace_links(a, out)),
-        "idle": _table(gpu_runs, IDLE, "GPU idle time by cause (share of the active span) and verdict")
-        if len(gpu_runs) else None,
-        "evidence": evidence(gpu_runs) if len(gpu_runs) else [],
+        "idle": _table(gpu, IDLE, "GPU idle time by cause (share of the active span) and verdict")
+        if len(gpu) else None,
+        "evidence": evidence(gpu) if len(gpu) else [],
         "notes": notes(a.runs),
         "errors": [(p, why) for p, why, _ in a.errors],
         "skipped": [p for p, _ in a.skipped],
     }
     return _ENV.get_template("index.html.j2").render(**context)
+
+
+@register
+class Html(Renderer):
+    name = "index.html"
+    takes = Tables
+    order = 20
+
+    def write(self, report: Report) -> list[Path]:
+        return [write_atomic(report.out / "index.html", index_html(report.data, report.source, report.plots,
+                                                                   report.out))]

@@ -3,7 +3,8 @@ import math
 import pandas as pd
 import pytest
 
-from tracekit.report.findings import check_claims, comparison, findings
+from tracekit.analysis.findings import suite_findings
+from tracekit.analysis.suite import check_claims, comparison
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -53,7 +54,7 @@ def test_rates_of_a_forward_call_only():
 
 
 def test_findings_are_sentences_from_the_numbers():
-    lines = findings(comparison(RUNS))
+    lines = suite_findings(comparison(RUNS))
     text = "\n".join(lines)
     assert "reduce-overhead vs eager: faster on 1 of 1 workloads, speedup 1.25x" in text
     assert "default vs eager: faster on 0 of 1 workloads" in text and "slower than eager on 1: vit b8 fp32 cuda (0.8x)" in text
@@ -74,7 +75,7 @@ def test_cpu_only_rows_have_no_gpu_figures():
     cpu = RUNS.assign(device_type="cpu", device_name="AMD EPYC", has_gpu=False)
     cmp = comparison(cpu)
     assert cmp["kernels_per_iter"].isna().all() and cmp["host_wait_per_iter_us"].isna().all()
-    assert findings(cmp)[0].startswith("All 7 finished runs ran on the CPU (AMD EPYC)")
+    assert suite_findings(cmp)[0].startswith("All 7 finished runs ran on the CPU (AMD EPYC)")
 
 
 def test_claims_are_checked_against_measured_values():
@@ -98,7 +99,7 @@ def test_a_run_on_another_device_than_asked_is_said_and_not_compared():
                 requested_device="cuda")
     cmp = comparison(pd.concat([RUNS, pd.DataFrame([onnx])], ignore_index=True)).set_index("run")
     assert math.isnan(cmp.loc["vit/onnx", "speedup_vs_eager"])
-    said = [line for line in findings(cmp.reset_index()) if line.startswith("onnx ran on")]
+    said = [line for line in suite_findings(cmp.reset_index()) if line.startswith("onnx ran on")]
     assert said == ["onnx ran on the cpu (Intel Xeon) although cuda was asked, on 1 workloads (latency 50 ms): "
                     "not compared with the cuda eager runs, since that speedup would compare devices, not modes."]
-    assert not any("ran on the" in line for line in findings(comparison(RUNS)))
+    assert not any("ran on the" in line for line in suite_findings(comparison(RUNS)))

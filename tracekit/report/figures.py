@@ -1,4 +1,5 @@
-"""PNG plots from metric tables (matplotlib, Agg; no pyplot state, safe in any process).
+"""The figures of an analysis' report, drawn from metric tables (matplotlib, Agg; no pyplot
+state, safe in any process); :mod:`tracekit.report.formats.plots` writes them.
 
 Per workload (the rows of :func:`tracekit.analysis.compare.compare` for it):
 
@@ -14,6 +15,7 @@ workload side by side. The plots take metric tables, never traces.
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from tracekit.analysis.timeline import CPU_LANE
+from tracekit.io import write_atomic
 
 DPI = 100
 MODE_COLORS = {"eager": "#7f7f7f", "default": "#1f77b4", "reduce-overhead": "#2ca02c",
@@ -187,7 +190,7 @@ def workload_figure(comp: pd.DataFrame, quantiles: pd.DataFrame, title: str) -> 
     return fig
 
 
-def _with_gpu_ops(timeline: pd.DataFrame) -> set[str]:
+def with_gpu_ops(timeline: pd.DataFrame) -> set[str]:
     """The runs whose timeline holds GPU ops."""
     if "run" not in timeline:
         return set()
@@ -197,7 +200,7 @@ def _with_gpu_ops(timeline: pd.DataFrame) -> set[str]:
 def timeline_figure(comp: pd.DataFrame, timeline: pd.DataFrame, title: str) -> Figure:
     """One marked iteration per mode: GPU lanes above the CPU's CUDA API lane, one
     shared time axis (ms since the iteration's marker began)."""
-    runs = [(run, mode) for run, mode in zip(comp["run"], comp["mode"]) if run in _with_gpu_ops(timeline)]
+    runs = [(run, mode) for run, mode in zip(comp["run"], comp["mode"]) if run in with_gpu_ops(timeline)]
     fig = _figure(12, 1.0 + 1.45 * max(len(runs), 1))
     if not runs:
         _no_data(fig.subplots(), "no marked iterations with GPU activity in these traces")
@@ -273,41 +276,7 @@ def overview_figure(comp: pd.DataFrame, baseline: str) -> Figure:
 
 
 def save(fig: Figure, path: Path) -> Path:
-    """Write ``fig`` as PNG (folders created)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=DPI)
-    return path
-
-
-def write_plots(comp: pd.DataFrame, quantiles: pd.DataFrame, timeline: pd.DataFrame, out: Path | str,
-                baseline: str) -> dict[str, list[Path]]:
-    """Every plot of a report as PNG files under ``out``.
-
-    Args:
-        comp: :func:`tracekit.analysis.compare.compare`'s table.
-        quantiles: ``Analysis.table("kernel_quantiles")`` (run, quantile, dur_us).
-        timeline: ``Analysis.table("timeline")`` (run, lane, kind, start_us, dur_us...).
-        out: the plots folder.
-        baseline: the baseline mode (for titles).
-
-    Returns:
-        workload -> [its panels PNG, its timeline PNG (when a run of it has GPU
-        ops in a marked iteration)]; key "" -> [the overview PNG] when some
-        workload has GPU activity. PNGs of an earlier report in ``out`` that this
-        one does not draw (workloads since renamed or gone) are removed.
-    """
-    out = Path(out)
-    old = set(out.glob("*.png"))
-    written: dict[str, list[Path]] = {}
-    if comp["busy_per_iter_ms"].notna().any():
-        written[""] = [save(overview_figure(comp, baseline), out / "overview-busy-idle.png")]
-    for workload, g in comp.groupby("workload", sort=False):
-        name = slug(workload)
-        written[workload] = [save(workload_figure(g, quantiles, f"{workload}: modes vs {baseline}"),
-                                  out / f"{name}.png")]
-        if _with_gpu_ops(timeline) & set(g["run"]):
-            written[workload].append(save(timeline_figure(g, timeline, f"{workload}: one profiled iteration per mode"),
-                                          out / f"{name}-timeline.png"))
-    for stale in old - {p for ps in written.values() for p in ps}:
-        stale.unlink(missing_ok=True)
-    return written
+    """Write ``fig`` as PNG, atomically (folders created)."""
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=DPI)
+    return write_atomic(path, png.getvalue())

@@ -1,10 +1,29 @@
-"""The headline columns shown in the terminal and in summary.md, with their units."""
+"""Shared by the report formats: the tables they show (columns, headers, units, number
+formats), how a table is drawn (markdown, rich), and the texts and views every report
+of an analysis carries (findings per run, evidence, notes, where figures come from,
+links to the trace files). A table spec is a list of (column, header, format)."""
 
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import pandas as pd
+from rich.table import Table
+
+from tracekit.analysis.runs import Analysis
+
+PERFETTO_HINT = ("To look inside a run, open https://ui.perfetto.dev, choose \"Open trace file\" and pick its "
+                 "`.pt.trace.json.gz` (Perfetto reads the gzipped Kineto JSON as it is, in the browser).")
+
+SOURCES = (
+    "Where each figure comes from: **latency** and **speedup** from the unprofiled timed iterations "
+    "(`run.json`; CUDA events on a GPU, `perf_counter` on the CPU; median, range p10-p90); **kernels, "
+    "launches, GPU busy, idle by cause, profiled iter** from the profiled window's trace (per "
+    "`ProfilerStep` iteration); **Δ idle** in the speedup table = unprofiled latency minus traced GPU busy "
+    "per iteration (kernel times barely change under the profiler, host-side costs do), so Δ latency = "
+    "Δ GPU busy + Δ idle exactly. Δ = this mode minus the baseline, per iteration.")
 
 # (column in Analysis.runs, header shown, format)
 HEADLINE = [
@@ -151,6 +170,30 @@ def headline(runs: pd.DataFrame, spec: list[tuple[str, str, str]] = HEADLINE) ->
     return [cols[i][1] for i in keep], [[row[i] for i in keep] for row in rows]
 
 
+def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
+    """A GitHub markdown table (``|`` in cells escaped)."""
+    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def rich_table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
+    """A rich table for the terminal: text columns left, numbers right."""
+    table = Table(title=title, show_lines=False)
+    for h in headers:
+        table.add_column(h, overflow="fold",
+                         justify="left" if h in ("run", "status", "device", "verdict", "workload", "mode") else "right")
+    for r in rows:
+        table.add_row(*r)
+    return table
+
+
+def gpu_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of runs whose traces hold GPU activity."""
+    return runs[runs["has_gpu"].fillna(False).astype(bool)] if "has_gpu" in runs else runs.iloc[:0]
+
+
 def evidence(runs: pd.DataFrame) -> list[str]:
     """One line per run with GPU activity: ``run: verdict: the figures behind it``."""
     if "evidence" not in runs:
@@ -167,3 +210,20 @@ def notes(runs: pd.DataFrame) -> list[str]:
         if text:
             out.append(f"{r['run']}: {text}")
     return out
+
+
+def trace_links(analysis: Analysis, out: Path) -> dict[str, str]:
+    """run -> path of its first trace file relative to ``out`` (for links in reports)."""
+    runs = analysis.runs
+    if runs.empty or "trace" not in runs:
+        return {}
+    root = Path(analysis.root).absolute()
+    return {r: os.path.relpath(root / t, Path(out).absolute())
+            for r, t in zip(runs["run"], runs["trace"]) if isinstance(t, str) and t and r}
+
+
+def finding_rows(comp: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    """(workload, mode, finding, warning) of each row of a comparison
+    (:func:`tracekit.analysis.compare.compare`) with a finding or a warning."""
+    return [(r["workload"], r["mode"], r["finding"], r["warning"]) for r in comp.to_dict("records")
+            if r["finding"] or r["warning"]]

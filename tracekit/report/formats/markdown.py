@@ -1,0 +1,88 @@
+"""The markdown summary format: ``summary.md``, the comparison, profiler overhead, plots
+and every run (each linked to its trace), as GitHub markdown, fit for a PR."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tracekit.analysis.compare import Tables
+from tracekit.io import write_atomic
+from tracekit.report.base import Renderer, Report, register
+from tracekit.report.tables import (DETAILS, IDLE, OVERHEAD, PERFETTO_HINT, PROFILED, SOURCES, SPEEDUP,
+                                    comparison_view, evidence, finding_rows, gpu_runs, headline, markdown_table,
+                                    notes, overhead_view, trace_links)
+
+
+def _linked(headers: list[str], rows: list[list[str]], links: dict[str, str]) -> list[list[str]]:
+    """Rows whose "run" cell links to its trace file (markdown)."""
+    if "run" not in headers:
+        return rows
+    i = headers.index("run")
+    return [r[:i] + [f"[{r[i]}]({links[r[i]]})" if r[i] in links else r[i]] + r[i + 1:] for r in rows]
+
+
+def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None = None,
+                     out: Path | None = None) -> str:
+    """summary.md: the comparison, profiler overhead, plots and every run, as GitHub markdown."""
+    a, comp = t.analysis, comparison_view(t.comparison)
+    out = Path(out) if out else Path(".")
+    plots = plots or {}
+    link = lambda p: os.path.relpath(Path(p).absolute(), out.absolute())  # noqa: E731
+    parts = [f"# tracekit report\n\nTraces: `{source}`. Baseline mode: `{t.baseline}`.\n", SOURCES + "\n"]
+    if len(comp):
+        parts += [f"## Speedup over {t.baseline}, and why\n", markdown_table(*headline(comp, SPEEDUP)), ""]
+        parts += [f"- **{w} {m}**: {f}" + (f" **Warning**: {warn}." if warn else "")
+                  for w, m, f, warn in finding_rows(comp)]
+        if "" in plots:
+            parts.append(f"\n![GPU busy and idle per iteration, all workloads]({link(plots[''][0])})\n")
+        gpu = comp[comp["busy_per_iter_ms"].notna()]
+        if len(gpu):
+            parts += ["\n## Inside the profiled window: GPU busy and idle by cause (ms per iteration)\n",
+                      markdown_table(*headline(gpu, PROFILED))]
+        parts += ["\n## Work, compile time, memory, accuracy\n", markdown_table(*headline(comp, DETAILS))]
+    if len(t.overhead):
+        parts += ["\n## Profiler overhead\n",
+                  "The profiler records every op and launch, which slows the host: a profiled iteration is "
+                  "longer than an unprofiled one. Runs where the two differ by more than 10% are flagged; "
+                  "their profiled idle time (host wait above all) is inflated by the profiler.\n",
+                  markdown_table(*headline(overhead_view(t.overhead), OVERHEAD))]
+    per_workload = [(w, ps) for w, ps in plots.items() if w]
+    if per_workload:
+        parts.append("\n## Plots\n")
+        for w, ps in per_workload:
+            parts.append(f"### {w}\n")
+            parts += [f"![{w}]({link(p)})\n" for p in ps]
+    links = trace_links(a, out)
+    headers, rows = headline(a.runs)
+    parts += ["\n## All runs\n", PERFETTO_HINT + "\n",
+              markdown_table(headers, _linked(headers, rows, links)) if rows else "No runs found."]
+    gpu = gpu_runs(a.runs)
+    if len(gpu):
+        parts.append("\n### GPU idle time by cause (share of the active span) and verdict\n")
+        parts.append(markdown_table(*headline(gpu, IDLE)))
+        parts.append("")
+        parts += [f"- {line}" for line in evidence(gpu)]
+    if len(control := a.table("launch_vs_fusion")):
+        parts.append("\n## Launch removal alone (plain CUDA graphs) vs reduce-overhead\n")
+        parts += [f"- {finding}" for finding in control["finding"]]
+    if run_notes := notes(a.runs):
+        parts.append("\nNotes:\n")
+        parts += [f"- {line}" for line in run_notes]
+    if a.errors:
+        parts.append("\n## Unreadable files\n")
+        parts += [f"- `{p}`: {why}" for p, why, _ in a.errors]
+    if a.skipped:
+        parts.append("\nSkipped (not traces): " + ", ".join(f"`{p}`" for p, _ in a.skipped))
+    return "\n".join(parts) + "\n"
+
+
+@register
+class Summary(Renderer):
+    name = "summary.md"
+    takes = Tables
+    order = 10  # the pages first among the files
+
+    def write(self, report: Report) -> list[Path]:
+        return [write_atomic(report.out / "summary.md", summary_markdown(report.data, report.source, report.plots,
+                                                                         report.out))]
