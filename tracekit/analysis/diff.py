@@ -13,11 +13,14 @@ per iteration. Rows are sorted by contribution: |Δ busy|, then |Δ launches|.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.modules import DEFAULT_DEPTH, SUMS, cut
+from tracekit.analysis.modules import DEFAULT_DEPTH, KEYS, SUMS, cut
+from tracekit.trace import TraceError
 
 PER_ITER = ["busy_us", "kernels", "launches", "launch_cpu_us", "idle_us", "idle_host_wait_us"]
 
@@ -99,10 +102,10 @@ def _describe(ka: pd.DataFrame | None, kb: pd.DataFrame | None, r: dict) -> tupl
     empty = pd.DataFrame(columns=["kernel", "op", "gpu_ops", "kernels", "busy_us"])
     ka, kb = (empty if k is None else k for k in (ka, kb))
     na, nb = ka.groupby("kernel")["gpu_ops"].sum(), kb.groupby("kernel")["gpu_ops"].sum()
-    fmt = lambda s: ", ".join(f"{name} x{_count(n)}" for name, n in s.items())  # noqa: E731
+    fmt = lambda s: ", ".join(f"{name} x{_count(n)}" for name, n in sorted(s.items(), key=lambda i: (-i[1], i[0])))  # noqa: E731
     appeared, vanished = nb[~nb.index.isin(na.index)], na[~na.index.isin(nb.index)]
-    fused = ", ".join(f"{k} ({o})" for k, o in kb.drop_duplicates("kernel")[["kernel", "op"]].itertuples(index=False)
-                      if "+" in o)
+    by_busy = kb.sort_values("busy_us", ascending=False, kind="stable").drop_duplicates("kernel")
+    fused = ", ".join(f"{k} ({o})" for k, o in by_busy[["kernel", "op"]].itertuples(index=False) if "+" in o)
     ga, gb = float(ka["kernels"].sum()), float(kb["kernels"].sum())
     if len(appeared) or len(vanished) or abs(ga - gb) > 1e-9:
         triton = float(kb.loc[kb["kernel"].str.startswith("triton_"), "kernels"].sum()) if len(kb) else 0.0
@@ -127,3 +130,63 @@ def totals(long_a: pd.DataFrame, long_b: pd.DataFrame, iterations_a: float | Non
     b = _per_iter(long_b, iterations_b, 1)[PER_ITER].sum()
     return {**{f"{c}_a": float(a[c]) for c in PER_ITER}, **{f"{c}_b": float(b[c]) for c in PER_ITER},
             **{f"d_{c}": float(b[c] - a[c]) for c in PER_ITER}}
+
+
+@dataclass
+class RunDiff:
+    """Two runs compared module by module (``tracekit diff``).
+
+    a, b: the runs' names (paths as given); iterations_a/b: their profiled
+    iterations; coverage_a/b: share of GPU busy time attributed to a module;
+    modules, ops: :func:`diff` by module and by (module, op) at ``depth``;
+    totals: :func:`totals`.
+    """
+
+    a: str
+    b: str
+    depth: int
+    iterations_a: float
+    iterations_b: float
+    coverage_a: float
+    coverage_b: float
+    modules: pd.DataFrame
+    ops: pd.DataFrame
+    totals: dict = field(default_factory=dict)
+
+
+def _one_run(path: Path | str, iterations: int | None) -> tuple[pd.DataFrame, float, float]:
+    """(attribution rows, iterations, coverage) of the single trace at ``path``.
+
+    Raises:
+        TraceError: the path is missing or its trace unreadable (the error's code).
+        ValueError: ``path`` holds no trace or more than one.
+    """
+    from tracekit.analysis.runs import analyze
+
+    result = analyze(path, iterations=iterations)
+    if result.errors:
+        p, problem, code = result.errors[0]
+        raise TraceError(p, problem, code)
+    traces = result.runs[result.runs.get("trace", pd.Series(dtype=object)).fillna("") != ""] \
+        if len(result.runs) else result.runs
+    if len(traces) != 1:
+        raise ValueError(f"{path}: holds {len(traces)} traces; give one run folder or one trace file")
+    run = traces.iloc[0]
+    long = result.table("attribution")
+    long = long[long["trace"] == run["trace"]].drop(columns=["run", "trace"]) if len(long) else \
+        pd.DataFrame(columns=KEYS + SUMS)
+    return long, float(run["iterations"]), float(run["attributed_busy_share"])
+
+
+def diff_runs(path_a: Path | str, path_b: Path | str, depth: int = DEFAULT_DEPTH,
+              iterations: int | None = None) -> RunDiff:
+    """Analyze two runs (run folders or trace files) and diff them (:func:`diff`).
+    ``iterations``: iterations of a trace with neither markers nor run.json.
+
+    Raises:
+        TraceError: a path is missing or its trace unreadable.
+        ValueError: a path holds no trace or several.
+    """
+    (la, na, ca), (lb, nb, cb) = _one_run(path_a, iterations), _one_run(path_b, iterations)
+    return RunDiff(str(path_a), str(path_b), depth, na, nb, ca, cb, modules=diff(la, lb, na, nb, depth),
+                   ops=diff(la, lb, na, nb, depth, by=("module", "op")), totals=totals(la, lb, na, nb))

@@ -8,7 +8,7 @@ From the per-op attribution of :func:`tracekit.analysis.attribution.attribute`:
 * An idle gap of the device (:func:`tracekit.analysis.idle.gaps`, streams merged)
   belongs to the op that ends it (the GPU was waiting to run it), with its cause,
   so module idle times sum to the run's ``idle_<cause>_us``.
-* A launch (a correlation id) counts once, for the innermost module holding all the
+* A launch (a correlation id of GPU ops) counts once, for the innermost module holding all the
   ops it enqueued: an eager kernel's own module; a ``cudaGraphLaunch`` replaying the
   whole model, the model (""). So module launches sum to ``host_launches``, and the
   launches a CUDA graph absorbed leave their modules. ``launch_cpu_us`` is the launch
@@ -36,10 +36,11 @@ SUMS = ["gpu_ops", "kernels", "busy_us", "launches", "launch_cpu_us",
 DEFAULT_DEPTH = 3
 
 
-def attributed_ops(tables: EventTables, record: dict | None = None) -> pd.DataFrame:
+def attributed_ops(tables: EventTables, record: dict | None = None, gaps: pd.DataFrame | None = None) -> pd.DataFrame:
     """:func:`attribute`'s rows plus busy_us (share of busy time), idle_<cause>_us
     (the gap before the op), and, on the first op of each launch, launches (1),
-    launch_cpu_us and the launch's own keys (launch_module, launch_op, launch_kernel)."""
+    launch_cpu_us and the launch's own keys (launch_module, launch_op, launch_kernel).
+    ``gaps``: :func:`idle.gaps` of ``tables`` if already computed."""
     att = attribute(tables, record)
     att["busy_us"] = 0.0
     for _device, idx in att.groupby("device").indices.items():
@@ -47,7 +48,7 @@ def attributed_ops(tables: EventTables, record: dict | None = None) -> pd.DataFr
         att.loc[rows, "busy_us"] = busy_shares(att.loc[rows, "ts"].to_numpy(), (att.loc[rows, "ts"]
                                                                                + att.loc[rows, "dur"]).to_numpy())
     idle_us = {c: np.zeros(len(att)) for c in idle.CAUSES}
-    for device, g in idle.gaps(tables).groupby("device"):
+    for device, g in (idle.gaps(tables) if gaps is None else gaps).groupby("device"):
         ops = att[att["device"] == device].sort_values("ts", kind="stable")
         at = ops.index[np.minimum(np.searchsorted(ops["ts"].to_numpy(), g["end"].to_numpy()), len(ops) - 1)]
         for cause, part in g.assign(op=at).groupby("cause"):
@@ -58,17 +59,17 @@ def attributed_ops(tables: EventTables, record: dict | None = None) -> pd.DataFr
     calls = tables.host_calls.drop_duplicates("correlation").set_index("correlation")
     att["launches"], att["launch_cpu_us"] = 0, 0.0
     att["launch_module"], att["launch_op"], att["launch_kernel"] = att["module"], att["op"], att["kernel"]
-    launched = att[att["correlation"].isin(calls.index[calls.index >= 0])]
+    launched = att[att["correlation"] >= 0]   # a launch is a correlation id, as summary.summarize counts them
     first = launched.sort_values("ts", kind="stable").drop_duplicates("correlation")
     att.loc[first.index, "launches"] = 1
-    att.loc[first.index, "launch_cpu_us"] = first["correlation"].map(calls["dur"]).to_numpy()
+    att.loc[first.index, "launch_cpu_us"] = first["correlation"].map(calls["dur"]).fillna(0.0).to_numpy()
     kinds = launched.groupby("correlation")[["module", "op", "kernel"]].nunique().max(axis=1)
     many = launched[launched["correlation"].isin(kinds.index[kinds > 1])]
     for corr, g in many.groupby("correlation"):
         known = [m for m in g["module"] if m != UNATTRIBUTED]
         i = first.index[first["correlation"] == corr][0]
         att.loc[i, ["launch_module", "launch_op", "launch_kernel"]] = [
-            common_module(known) if known else UNATTRIBUTED, "", calls.loc[corr, "name"]]
+            common_module(known) if known else UNATTRIBUTED, "", calls["name"].get(corr, "launch")]
     return att
 
 
@@ -122,10 +123,13 @@ def by_module(long: pd.DataFrame, depth: int = DEFAULT_DEPTH, iterations: float 
     out = work.groupby("module")[SUMS].sum()
     total = out["busy_us"].sum()
     out["busy_share"] = out["busy_us"] / total if total > 0 else np.nan
-    if host is not None and len(host):
-        out["host_us"] = host.groupby(cut(pd.Series(host.index, index=host.index), depth).to_numpy()).sum()
+    if host is not None and len(host):  # modules with host time only get a row too
+        own = host.groupby(cut(pd.Series(host.index, index=host.index), depth).to_numpy()).sum()
+        out = out.reindex(out.index.union(own.index)).fillna({c: 0 for c in SUMS + ["busy_share"]})
+        out["host_us"] = own
     else:
         out["host_us"] = np.nan
+    out.index.name = "module"
     n = iterations if iterations and iterations == iterations else 1
     out["ops"] = work[work["gpu_ops"] > 0].groupby("module").apply(lambda rows: _ops_text(rows, n),
                                                                      include_groups=False)

@@ -125,13 +125,13 @@ class _FileResult:
     not_a_trace: bool = False
 
 
-def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None,
+def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None, attribution: dict | None,
                   workers: int | None) -> _FileResult:
     try:
         tables = load(path, workers=workers)
     except TraceError as exc:
         return _FileResult(error=(exc.problem, int(exc.code)), not_a_trace=isinstance(exc, NotATrace))
-    result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms)
+    result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution)
     return _FileResult(metrics=result.row, tables=result.tables,
                        device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
                        problems=tables.meta.get("problems", []))
@@ -173,8 +173,8 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None],
                    iterations: int | None) -> list[list[_FileResult]]:
     """Analyze every trace of ``runs``: one file at a time (each decoded in parallel
     if large), or, for several files of some size, one worker process per core."""
-    jobs = [(p, ((m and m.profile) or {}).get("iterations", iterations), ((m and m.latency_ms) or {}).get("median"))
-            for r, m in zip(runs, manifests) for p in r.traces]
+    jobs = [(p, ((m and m.profile) or {}).get("iterations", iterations), ((m and m.latency_ms) or {}).get("median"),
+             m and m.attribution) for r, m in zip(runs, manifests) for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
     if workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
