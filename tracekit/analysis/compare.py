@@ -36,7 +36,7 @@ the comparison warns that their Δ idle is inflated.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -259,16 +259,36 @@ def baseline_rows(rows: pd.DataFrame, is_baseline: pd.Series) -> pd.DataFrame:
 @dataclass
 class Tables:
     """What every report of an analysis shows: the analysis, its comparison with
-    ``baseline`` (:func:`compare`) and each run's profiler overhead (:func:`profiler_overhead`)."""
+    ``baseline`` (:func:`compare`), each run's profiler overhead (:func:`profiler_overhead`),
+    each run against its baseline module by module (``modules``:
+    :func:`tracekit.analysis.diff.versus_baseline`) and busy time per kind of module
+    per run (``module_busy``: :func:`tracekit.analysis.diff.busy_by_kind`)."""
 
     analysis: Analysis
     comparison: pd.DataFrame
     overhead: pd.DataFrame
     baseline: str
+    modules: pd.DataFrame = field(default_factory=pd.DataFrame)
+    module_busy: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @classmethod
     def of(cls, analysis: Analysis, baseline: str = "eager") -> "Tables":
-        return cls(analysis, compare(analysis.runs, baseline), profiler_overhead(analysis.runs), baseline)
+        """The tables of ``analysis``; the comparison's findings name the modules that
+        contribute most to each run's Δ busy (``top_modules``)."""
+        from tracekit.analysis.diff import busy_by_kind, top_modules, versus_baseline
+
+        comparison = compare(analysis.runs, baseline)
+        runs = analysis.runs.drop_duplicates("run") if "iterations" in analysis.runs else pd.DataFrame()
+        iterations = dict(zip(runs.get("run", []), pd.to_numeric(runs.get("iterations", []), errors="coerce")))
+        attribution = analysis.table("attribution")
+        modules = versus_baseline(attribution, comparison, iterations)
+        if len(modules):
+            top = comparison["run"].map({r: top_modules(g) for r, g in modules.groupby("run")}).fillna("")
+            comparison["top_modules"] = top
+            comparison["finding"] = [f + (f"; by module: {t}" if f and t else "") for f, t in
+                                     zip(comparison["finding"], top)]
+        return cls(analysis, comparison, profiler_overhead(analysis.runs), baseline, modules,
+                   busy_by_kind(attribution, comparison, iterations))
 
 
 def profiler_overhead(runs: pd.DataFrame, threshold: float = PROFILER_OVERHEAD_FLAG) -> pd.DataFrame:

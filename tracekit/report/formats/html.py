@@ -13,9 +13,9 @@ from tracekit import __version__
 from tracekit.analysis.compare import Tables
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import (DETAILS, HEADLINE, IDLE, OVERHEAD, PERFETTO_HINT, PROFILED, SOURCES, SPEEDUP,
-                                    comparison_view, evidence, finding_rows, gpu_runs, headline, notes, overhead_view,
-                                    trace_links)
+from tracekit.report.tables import (DETAILS, HEADLINE, IDLE, MODULE_DIFF, MODULES_HINT, OVERHEAD, PERFETTO_HINT,
+                                    PROFILED, SOURCES, SPEEDUP, comparison_view, evidence, finding_rows, gpu_runs,
+                                    headline, module_rows, notes, overhead_view, trace_links)
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -58,6 +58,9 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) 
         "profiled": _table(gpu_comp, PROFILED, "Inside the profiled window: GPU busy and idle by cause "
                            "(ms per iteration)") if len(gpu_comp) else None,
         "details": _table(comp, DETAILS, "Work, compile time, memory, accuracy") if len(comp) else None,
+        "modules": _table(module_rows(t.modules), MODULE_DIFF, "Where the time went, module by module")
+        if len(t.modules) else None,
+        "modules_hint": _markdown_bold(MODULES_HINT),
         "overhead": _table(overhead_view(t.overhead), OVERHEAD, "Profiler overhead") if len(t.overhead) else None,
         "workloads": [(w, [data_uri(p) for p in ps]) for w, ps in plots.items() if w],
         "runs": _table(a.runs, HEADLINE, "All runs", trace_links(a, out)),

@@ -9,9 +9,9 @@ from pathlib import Path
 from tracekit.analysis.compare import Tables
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import (DETAILS, IDLE, OVERHEAD, PERFETTO_HINT, PROFILED, SOURCES, SPEEDUP,
-                                    comparison_view, evidence, finding_rows, gpu_runs, headline, markdown_table,
-                                    notes, overhead_view, trace_links)
+from tracekit.report.tables import (DETAILS, IDLE, MODULE_DIFF, MODULES_HINT, OVERHEAD, PERFETTO_HINT, PROFILED,
+                                    SOURCES, SPEEDUP, comparison_view, evidence, finding_rows, gpu_runs, headline,
+                                    markdown_table, module_rows, notes, overhead_view, trace_links)
 
 
 def _linked(headers: list[str], rows: list[list[str]], links: dict[str, str]) -> list[list[str]]:
@@ -36,6 +36,9 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
                   for w, m, f, warn in finding_rows(comp)]
         if "" in plots:
             parts.append(f"\n![GPU busy and idle per iteration, all workloads]({link(plots[''][0])})\n")
+        if len(t.modules):
+            parts += ["\n## Where the time went, module by module\n", MODULES_HINT + "\n",
+                      markdown_table(*headline(module_rows(t.modules), MODULE_DIFF))]
         gpu = comp[comp["busy_per_iter_ms"].notna()]
         if len(gpu):
             parts += ["\n## Inside the profiled window: GPU busy and idle by cause (ms per iteration)\n",
