@@ -160,6 +160,9 @@ class InductorProvenance:
                 self._by_key[key] = self._nodes_of_last
             elif key in self._by_key:
                 graph["calls"] = _calls(graph["mapping"], self._by_key[key])
+            else:  # compiled by an earlier process: no pass ran, node metadata unknown
+                self.problem = ("FX graph cache hit on a graph compiled by another process: its kernels' "
+                                "modules are unknown (run with a cold cache: unset TORCHINDUCTOR_CACHE_DIR)")
 
     def __enter__(self) -> "InductorProvenance":
         try:
@@ -214,16 +217,25 @@ def _json(payload):
 
 def _calls(mapping: dict, nodes: dict[str, tuple[str, str]]) -> list[list]:
     """Call sites from Inductor's ``cppCodeToPost`` (``"<kernel>:<handle>" -> post-grad
-    node names``) with each one's modules and ops (view-like ops dropped unless the
-    call computes nothing else), sorted by handle."""
-    out = []
+    node names``), sorted by handle, each with the modules and ops of its nodes.
+
+    A node an earlier call site already computed is a recomputation (Inductor inlines
+    cheap pointwise producers into each kernel that reads them: every block's first
+    kernel recomputes the embedding add): it does not count for this call unless the call
+    computes nothing else. View-like ops are left out unless there is nothing else.
+    """
+    sites = []
     for site, names in (mapping.get("cppCodeToPost") or {}).items():
         kernel, _, handle = site.rpartition(":")
-        info = [nodes[n] for n in names if n in nodes]
+        sites.append((int(handle) if handle.isdigit() else -1, kernel, names))
+    out, seen = [], set()
+    for handle, kernel, names in sorted(sites, key=lambda c: c[0]):
+        own = [n for n in names if n not in seen] or names
+        seen.update(names)
+        info = [nodes[n] for n in own if n in nodes]
         real = [(m, o) for m, o in info if o and o not in VIEW_OPS] or info
-        out.append([kernel, int(handle) if handle.isdigit() else -1,
-                    sorted({m for m, _ in real}), sorted({o for _, o in real if o})])
-    return sorted(out, key=lambda c: c[1])
+        out.append([kernel, handle, sorted({m for m, _ in real}), sorted({o for _, o in real if o})])
+    return out
 
 
 @contextmanager

@@ -19,8 +19,9 @@ in the nest of CPU ops of its thread; the first rule that applies wins:
    range (a ``triton_*`` kernel's range, or ``aten::mm`` for a library call) is the
    k-th of its name in this call of the graph, and the generated code makes its
    calls in a fixed order: it is the k-th call site of that name, which lists the
-   modules and aten ops of the FX nodes it computes. A fused kernel's module is the
-   innermost module holding all its nodes (their common path prefix).
+   modules and aten ops of the FX nodes it computes (less those an earlier call
+   computed: recomputed inputs). A fused kernel's module is the innermost module
+   holding all its nodes (their common path prefix).
 4. ``module scope``: the innermost ``module::<path>`` range (the runner's scopes,
    :func:`tracekit.recording.module_scopes`) around the launch; the op is the
    innermost ``aten::`` op around it.
@@ -110,14 +111,7 @@ def kernel_ops(kernel: str) -> list[str]:
 
 
 def common_module(paths: list[str]) -> str:
-    """The innermost module holding all ``paths`` (their common dotted prefix).
-
-    Paths of the model's own code ("") are left out when there are others: Inductor
-    inlines cheap pointwise producers into the kernels that consume them, so a fused
-    kernel's nodes of the top-level forward are mostly recomputed inputs (the position
-    embedding add recomputed by each block's first kernel).
-    """
-    paths = [p for p in paths if p] or paths
+    """The innermost module holding all ``paths`` (their common dotted prefix; "" for the model)."""
     if not paths:
         return ""
     parts = [p.split(".") if p else [] for p in paths]
@@ -246,6 +240,8 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
             module[i], rule[i] = None, f"none: {name} is no call site of the graph's generated code"
         elif len(found) != count:
             module[i], rule[i] = None, "none: call count differs from the graph's call sites"
+        elif not found[k][0]:
+            module[i], rule[i] = None, "none: provenance without module paths (a cache hit)"
         else:
             paths, names_ = found[k]
             module[i] = _join(scope_path[i], common_module(paths))
