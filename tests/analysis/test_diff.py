@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from tests.tracebuilder import TraceBuilder, add_cpu_range, write_run
 from tracekit.analysis import summary
-from tracekit.analysis.diff import diff_runs
+from tracekit.analysis.rundiff import diff_runs
 from tracekit.cli import main
 from tracekit.trace import load
 

@@ -261,8 +261,8 @@ class Tables:
     """What every report of an analysis shows: the analysis, its comparison with
     ``baseline`` (:func:`compare`), each run's profiler overhead (:func:`profiler_overhead`),
     each run against its baseline module by module (``modules``:
-    :func:`tracekit.analysis.diff.versus_baseline`) and busy time per kind of module
-    per run (``module_busy``: :func:`tracekit.analysis.diff.busy_by_kind`)."""
+    :func:`tracekit.analysis.rundiff.versus_baseline`) and busy time per kind of module
+    per run (``module_busy``: :func:`tracekit.analysis.rundiff.busy_by_kind`)."""
 
     analysis: Analysis
     comparison: pd.DataFrame
@@ -275,7 +275,7 @@ class Tables:
     def of(cls, analysis: Analysis, baseline: str = "eager") -> "Tables":
         """The tables of ``analysis``; the comparison's findings name the modules that
         contribute most to each run's Δ busy (``top_modules``)."""
-        from tracekit.analysis.diff import busy_by_kind, top_modules, versus_baseline
+        from tracekit.analysis.rundiff import busy_by_kind, top_modules, versus_baseline
 
         comparison = compare(analysis.runs, baseline)
         runs = analysis.runs.drop_duplicates("run") if "iterations" in analysis.runs else pd.DataFrame()

@@ -13,15 +13,11 @@ per iteration. Rows are sorted by contribution: |Δ busy|, then |Δ launches|.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.attribution import UNATTRIBUTED
-from tracekit.analysis.modules import DEFAULT_DEPTH, KEYS, SUMS, cut
-from tracekit.trace import TraceError
+from tracekit.analysis.modules import DEFAULT_DEPTH, SUMS, cut
 
 PER_ITER = ["busy_us", "kernels", "launches", "launch_cpu_us", "idle_us", "idle_host_wait_us"]
 
@@ -131,134 +127,3 @@ def totals(long_a: pd.DataFrame, long_b: pd.DataFrame, iterations_a: float | Non
     b = _per_iter(long_b, iterations_b, 1)[PER_ITER].sum()
     return {**{f"{c}_a": float(a[c]) for c in PER_ITER}, **{f"{c}_b": float(b[c]) for c in PER_ITER},
             **{f"d_{c}": float(b[c] - a[c]) for c in PER_ITER}}
-
-
-@dataclass
-class RunDiff:
-    """Two runs compared module by module (``tracekit diff``).
-
-    a, b: the runs' names (paths as given); iterations_a/b: their profiled
-    iterations; coverage_a/b: share of GPU busy time attributed to a module;
-    modules, ops: :func:`diff` by module and by (module, op) at ``depth``;
-    totals: :func:`totals`.
-    """
-
-    a: str
-    b: str
-    depth: int
-    iterations_a: float
-    iterations_b: float
-    coverage_a: float
-    coverage_b: float
-    modules: pd.DataFrame
-    ops: pd.DataFrame
-    totals: dict = field(default_factory=dict)
-
-
-def _one_run(path: Path | str, iterations: int | None) -> tuple[pd.DataFrame, float, float]:
-    """(attribution rows, iterations, coverage) of the single trace at ``path``.
-
-    Raises:
-        TraceError: the path is missing or its trace unreadable (the error's code).
-        ValueError: ``path`` holds no trace or more than one.
-    """
-    from tracekit.analysis.runs import analyze
-
-    result = analyze(path, iterations=iterations)
-    if result.errors:
-        p, problem, code = result.errors[0]
-        raise TraceError(p, problem, code)
-    traces = result.runs[result.runs.get("trace", pd.Series(dtype=object)).fillna("") != ""] \
-        if len(result.runs) else result.runs
-    if len(traces) != 1:
-        raise ValueError(f"{path}: holds {len(traces)} traces; give one run folder or one trace file")
-    run = traces.iloc[0]
-    long = result.table("attribution")
-    long = long[long["trace"] == run["trace"]].drop(columns=["run", "trace"]) if len(long) else \
-        pd.DataFrame(columns=KEYS + SUMS)
-    return long, float(run["iterations"]), float(run["attributed_busy_share"])
-
-
-def diff_runs(path_a: Path | str, path_b: Path | str, depth: int = DEFAULT_DEPTH,
-              iterations: int | None = None) -> RunDiff:
-    """Analyze two runs (run folders or trace files) and diff them (:func:`diff`).
-    ``iterations``: iterations of a trace with neither markers nor run.json.
-
-    Raises:
-        TraceError: a path is missing or its trace unreadable.
-        ValueError: a path holds no trace or several.
-    """
-    (la, na, ca), (lb, nb, cb) = _one_run(path_a, iterations), _one_run(path_b, iterations)
-    return RunDiff(str(path_a), str(path_b), depth, na, nb, ca, cb, modules=diff(la, lb, na, nb, depth),
-                   ops=diff(la, lb, na, nb, depth, by=("module", "op")), totals=totals(la, lb, na, nb))
-
-
-def pattern(module: str) -> str:
-    """A module path with its numeric parts as ``*`` (``blocks.3.mlp`` -> ``blocks.*.mlp``):
-    the repeated layers of a model as one kind."""
-    return ".".join("*" if part.isdigit() else part for part in module.split(".")) if module else module
-
-
-def versus_baseline(attribution: pd.DataFrame, comparison: pd.DataFrame, iterations: dict[str, float],
-                    depth: int = DEFAULT_DEPTH) -> pd.DataFrame:
-    """Each compared run against its baseline, module by module (:func:`diff`).
-
-    Args:
-        attribution: ``Analysis.table("attribution")`` (rows tagged with run and trace;
-            a run's first trace is used).
-        comparison: :func:`tracekit.analysis.compare.compare`'s table (workload, mode,
-            run, baseline_run).
-        iterations: run -> profiled iterations.
-
-    Returns:
-        :func:`diff`'s rows with workload, mode, run and baseline_run first, for each
-        run that, with its baseline, has attribution rows, some attributed to a module.
-    """
-    if attribution.empty or comparison.empty:
-        return pd.DataFrame()
-    first = attribution.groupby("run")["trace"].transform("first") == attribution["trace"]
-    by_run = {r: g.drop(columns=["run", "trace"]) for r, g in attribution[first].groupby("run")}
-    parts = []
-    for r in comparison.to_dict("records"):
-        run, base = r["run"], r.get("baseline_run") or ""
-        attributed = any((by_run[r]["module"] != UNATTRIBUTED).any() for r in (run, base) if r in by_run)
-        if run != base and run in by_run and base in by_run and attributed:
-            d = diff(by_run[base], by_run[run], iterations.get(base), iterations.get(run), depth)
-            parts.append(d.assign(workload=r["workload"], mode=r["mode"], run=run, baseline_run=base))
-    if not parts:
-        return pd.DataFrame()
-    out = pd.concat(parts, ignore_index=True)
-    return out[["workload", "mode", "run", "baseline_run"] + [c for c in out.columns if c not in
-                                                               ("workload", "mode", "run", "baseline_run")]]
-
-
-def top_modules(rows: pd.DataFrame, n: int = 3) -> str:
-    """The modules that contribute most to one run's Δ busy, repeated layers together:
-    ``blocks.*.mlp (x6) busy -120.5 µs, launches -24; ...`` (per iteration)."""
-    if rows.empty:
-        return ""
-    by = rows.assign(kind=rows["module"].map(pattern)).groupby("kind").agg(
-        d_busy_us=("d_busy_us", "sum"), d_launches=("d_launches", "sum"), count=("module", "size"))
-    by = by.reindex(by["d_busy_us"].abs().sort_values(ascending=False).index).head(n)
-    return "; ".join(f"{kind or '(model)'}" + (f" (x{c})" if c > 1 else "") + f" busy {b:+.1f} µs"
-                     + (f", launches {l:+.3g}" if abs(l) > 1e-9 else "")
-                     for kind, b, l, c in by[["d_busy_us", "d_launches", "count"]].itertuples())
-
-
-def busy_by_kind(attribution: pd.DataFrame, comparison: pd.DataFrame, iterations: dict[str, float],
-                 depth: int = DEFAULT_DEPTH) -> pd.DataFrame:
-    """GPU busy time, kernels and launches per iteration of each compared run with some
-    attributed time, per kind of module (:func:`pattern` of the path cut to ``depth``):
-    workload, mode, run, module, busy_per_iter_us, kernels_per_iter, launches_per_iter."""
-    if attribution.empty or comparison.empty:
-        return pd.DataFrame()
-    first = attribution.groupby("run")["trace"].transform("first") == attribution["trace"]
-    a = attribution[first & attribution["run"].isin(comparison["run"])]
-    a = a[a.groupby("run")["module"].transform(lambda m: (m != UNATTRIBUTED).any())]
-    a = a.assign(module=cut(a["module"], depth).map(pattern), n=a["run"].map(iterations).fillna(1.0))
-    for col, name in (("busy_us", "busy_per_iter_us"), ("kernels", "kernels_per_iter"),
-                      ("launches", "launches_per_iter")):
-        a[name] = a[col] / a["n"]
-    out = a.groupby(["run", "module"], as_index=False)[["busy_per_iter_us", "kernels_per_iter",
-                                                        "launches_per_iter"]].sum()
-    return comparison[["workload", "mode", "run"]].merge(out, on="run")

@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis import idle
-from tracekit.analysis.attribution import SCOPE_PREFIX, UNATTRIBUTED, Nest, _threads, attribute, common_module
+from tracekit.analysis.attribution import SCOPE_PREFIX, UNATTRIBUTED, attribute, common_module
+from tracekit.analysis.nest import Nest, threads
 from tracekit.analysis.intervals import busy_shares
 from tracekit.trace.reader import EventTables
 
@@ -101,7 +102,7 @@ def scope_times(tables: EventTables) -> pd.Series:
     cpu = tables.cpu_ops
     if cpu.empty or not cpu["name"].str.startswith(SCOPE_PREFIX).any():
         return pd.Series(dtype=float)
-    nest = Nest(cpu, _threads(cpu)[0])
+    nest = Nest(cpu, threads(cpu)[0])
     is_scope = pd.Series(nest.names).str.startswith(SCOPE_PREFIX).to_numpy()
     at = np.flatnonzero(is_scope)
     up = nest.ancestor(np.where(nest.parent[at] >= 0, nest.parent[at], -1), is_scope)

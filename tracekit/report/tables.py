@@ -121,7 +121,7 @@ OVERHEAD = [
 ]
 
 
-# Each mode against the baseline, module by module (tracekit.analysis.diff.versus_baseline).
+# Each mode against the baseline, module by module (tracekit.analysis.rundiff.versus_baseline).
 MODULE_DIFF = [
     ("workload", "workload", "{}"),
     ("mode", "mode", "{}"),
