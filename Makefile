@@ -21,7 +21,7 @@ H100    ?= reports/h100
 KERNELS ?= 100
 OUT     ?= $(H100)/diff
 COUNTERS_OUT ?= $(REPORTS)/counters
-TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
+TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(SEQ),--seq $(SEQ)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
              $(if $(ITERS),--iters $(ITERS)) $(if $(PHASE),--phase $(PHASE))
 
 # Headless Chromium checks index.html in a real browser (tests/report/test_browser.py). `make test`
@@ -44,7 +44,7 @@ $(VENV)/.setup-done: pyproject.toml
 	else \
 	  $(PYTHON) -m venv $(VENV) && $(VENV)/bin/pip install -q $(TORCH_CPU); \
 	fi
-	$(VENV)/bin/pip install -q -e ".[dev,backends]"
+	$(VENV)/bin/pip install -q -e ".[dev,backends,models]"
 	$(VENV)/bin/pip install -q --no-deps holistictraceanalysis==0.5.0
 	@touch $@
 
@@ -57,12 +57,12 @@ setup-browser:  ## install Chromium from Debian's packages (apt-get; root or pas
 demo: $(SETUP)  ## set up, trace the small default workload eagerly and compiled, analyze
 	$(TRACEKIT) bench workloads/demo.toml --traces $(TRACES) --reports $(REPORTS)
 
-trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead
-	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
+trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead (MODEL=resnet50, hf:gpt2, path/to/file.py:fn...)
+	$(TRACEKIT) trace --model '$(MODEL)' --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
 
 counters: $(SETUP)  ## trace MODEL, then its hardware counters under Nsight Compute (needs ncu): make counters MODEL=mul1024 KERNELS=2
-	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
-	$(TRACEKIT) counters --model $(MODEL) --mode $(MODE) --traces $(TRACES) --out $(COUNTERS_OUT) --kernels $(KERNELS) \
+	$(TRACEKIT) trace --model '$(MODEL)' --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
+	$(TRACEKIT) counters --model '$(MODEL)' --mode $(MODE) --traces $(TRACES) --out $(COUNTERS_OUT) --kernels $(KERNELS) \
 	  $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE))
 
 analyze: $(SETUP)  ## analyze and compare everything under traces/: reports/summary.md, index.html, plots/

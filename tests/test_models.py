@@ -41,7 +41,7 @@ def test_dtype_and_seed():
 
 def test_unknown_model_lists_the_valid_ones():
     with pytest.raises(models.UnknownModel) as err:
-        models.build("resnet50")
+        models.build("resnet5000")
     assert "vit16x6x384" in str(err.value) and "mlp" in str(err.value)
 
 

@@ -117,11 +117,12 @@ def _identify(cell: Cell, device: str) -> tuple[str, dict, str | None]:
         label = known.label(-1, device) + "".join(f"-{values[k]}" for k in cell.unknown)
         return f"{label}/{mode}", values, str(exc)
     try:
-        family_batch = models.default_batch(spec.model)
-    except models.UnknownModel as exc:
+        family = models.lookup(spec.model)[0]
+        models.check_seq(family, spec.model, spec.seq)
+    except ValueError as exc:  # an unknown model, a workload file that cannot be used, a bad seq
         return f"{spec.label(-1, device)}/{mode}", spec.to_dict(), str(exc)
-    resolved = resolve(spec, family_batch, device)
-    return run_dir(spec, Path(), device).as_posix(), resolved.to_dict(), _problem(resolved)
+    resolved = resolve(spec, family.default_batch, device, family.default_seq)
+    return run_dir(spec, Path(), device).as_posix(), resolved.to_dict(), _problem(resolved) or family.missing
 
 
 def _problem(spec: RunSpec) -> str | None:

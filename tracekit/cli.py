@@ -68,16 +68,22 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 
 @main.command()
-@click.option("--model", "-m", required=True, help="Workload, e.g. vit16x6x384, mlp, conv, transformer "
-              "(`tracekit models` lists them).")
+@click.option("--model", "-m", required=True, help="Workload: a built-in (vit16x6x384, mlp...), a library model "
+              "(hf:gpt2, hf:llama?layers=16&hidden=2048, timm:resnet50, torchvision:resnet50), your own function "
+              "(path/to/file.py:fn, package.module:fn, or its name when workloads/*.py defines it); "
+              "`tracekit models` lists them.")
 @click.option("--mode", default="eager", show_default=True,
               help="Backend mode: eager, default, reduce-overhead, max-autotune, ... (`tracekit modes`).")
 @click.option("--batch", "-b", type=int, default=None, help="Batch size [default: the model's].")
+@click.option("--seq", type=click.IntRange(min=1), default=None,
+              help="Sequence length of token inputs (hf: text models, workload functions with a seq "
+              "parameter) [default: the model's, 128 for hf:].")
 @click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
 @click.option("--device", default=None, help="cpu, cuda or cuda:N [default: cuda if visible, else cpu].")
 @click.option("--phase", type=click.Choice(["inference", "forward", "forward-backward", "train-step"]),
               default="inference", show_default=True,
-              help="What one iteration does: no-grad forward, forward with autograd, + backward, + AdamW step.")
+              help="What one iteration does: no-grad forward, forward with autograd, + backward (the model's "
+              "own loss where it has one, as hf: models given labels), + AdamW step.")
 @click.option("--compile-only", default="", help="mode=surgical: comma-separated name patterns of the "
               "submodules to compile, e.g. '*.rope,*.qkv_reshape' [default: the model's].")
 @click.option("--warmup", type=int, default=None, help="Warm-up calls after the first (compile) call "
@@ -87,14 +93,25 @@ def main(ctx: click.Context, debug: bool) -> None:
               "[default: 10].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"),
               show_default=True, help="Traces root; the run goes to OUT/<model>/<mode>/.")
-def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters, profile_iters, out) -> None:
+def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, iters, profile_iters, out) -> None:
     """Run one workload on one mode: compile, time, profile; write trace + run.json.
 
     The trace lands in OUT/<model>/<mode>/<worker>.<ts>.pt.trace.json.gz (the
     layout TensorBoard's profiler plugin reads) beside run.json, the run's
-    manifest. A run that fails (OOM, compile error) or cannot run here (backend
-    not installed, needs CUDA) still writes run.json with its status and
-    reason; the exit code is then 1.
+    manifest; a model name that is not a plain word gets a readable folder
+    name (hf:llama?layers=16 -> hf-llama-layers16, path/to/net.py:fn -> net-fn).
+    A run that fails (OOM, compile error) or cannot run here (backend or
+    library not installed, needs CUDA) still writes run.json with its status
+    and reason; the exit code is then 1. A workload file that cannot be
+    imported, lacks the function, or whose function fails or returns something
+    else than (nn.Module, tuple of tensors) is one line, exit code 2, and no
+    run folder.
+
+    \b
+    Your own model: a file with
+      def my_model(batch, dtype, device):
+          return MyNet().to(device, dtype), (torch.randn(batch, 64, device=device, dtype=dtype),)
+    runs with: tracekit trace --model my_file.py:my_model --mode default
     """
     from tracekit import backends, models, runner
     from tracekit.spec import RunSpec
@@ -102,7 +119,7 @@ def trace(model, mode, batch, dtype, device, phase, compile_only, warmup, iters,
     given = {k: v for k, v in dict(warmup=warmup, iters=iters, profile_iters=profile_iters).items()
              if v is not None}
     spec = RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device, phase=phase,
-                   compile_only=compile_only, **given)
+                   compile_only=compile_only, seq=seq, **given)
     try:
         manifest = runner.run(spec, out)
     except (models.UnknownModel, backends.UnknownMode, ValueError) as exc:
@@ -135,7 +152,7 @@ def analyze(path, out, as_json, iterations, baseline) -> None:
     utilization = busy/span; GPU idle time by cause (host wait, launch latency,
     sync, other), launch-to-start latency, and a verdict: launch-bound,
     gpu-bound or mixed, with the evidence; per iteration where markers exist.
-    Runs of one workload (model, batch, dtype, phase, device) are compared with
+    Runs of one workload (model, batch, seq, dtype, phase, device) are compared with
     the BASELINE mode: speedup, and its split into Δ GPU busy and Δ idle.
     Writes OUT/summary.md, OUT/index.html, OUT/plots/*.png, OUT/runs.csv,
     OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
@@ -165,7 +182,7 @@ def analyze(path, out, as_json, iterations, baseline) -> None:
 def compare(paths, baseline, out) -> None:
     """Compare runs: PATHS are run folders, trace folders or trace files.
 
-    Runs are grouped by workload (model, batch, dtype, phase, device, from each
+    Runs are grouped by workload (model, batch, seq, dtype, phase, device, from each
     run.json, never from file names); each mode is compared with the BASELINE
     run of its workload: unprofiled speedup with its p10-p90 range, Δ GPU busy
     and Δ idle per iteration (which dominates), kernels and launches ratios,
@@ -399,12 +416,31 @@ def counters(model, mode, batch, dtype, device, phase, warmup, kernels, iters, t
 
 
 @main.command("models")
-def list_models() -> None:
-    """List the workload families and their name patterns."""
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def list_models(as_json) -> None:
+    """List the models: built-in families, library prefixes (hf:, timm:,
+    torchvision:, with whether each is installed), and the workload functions
+    of the files in workloads/ ($TRACEKIT_WORKLOADS), each with its source."""
     from tracekit import models
 
-    for key, fam in models.FAMILIES.items():
-        click.echo(f"{fam.example:<14} batch {fam.default_batch:<3} {fam.description}")
+    rows = models.catalog()
+    if as_json:
+        click.echo(json.dumps(rows, default=str))
+        return
+    headings = {"built-in": "built-in models:", "library": "library models (random weights, nothing downloaded):",
+                "workload file": f"workload functions ({models.workloads.folder()}/*.py):"}
+    for kind, heading in headings.items():
+        click.echo(heading)
+        for r in (r for r in rows if r["kind"] == kind):
+            if "problem" in r:
+                click.echo(f"  {r['name']:<20} cannot be used: {r['problem']}")
+                continue
+            src = r["source"]
+            where = {"library": f"{src.get('library')} {src.get('version', '')}".strip(),
+                     "workload file": f"{src.get('file', '')}"}.get(kind, "")
+            size = f"batch {r['batch']:<4}" + (f" seq {r['seq']:<4}" if r.get("seq") else "")
+            click.echo(f"  {r['name']:<20} {size} {r['description']}"
+                       + (f"  [{r['missing']}]" if r.get("missing") else f"  [{where}]" if where else ""))
 
 
 @main.command("backends")

@@ -52,19 +52,26 @@ class Manifest:
     reason: str | None = None              # why a run is not ok ("" if it is)
     stage: str | None = None               # the runner's last stage (where a failure happened)
     note: str | None = None                # caveats of the run, "; "-separated
+    source: dict | None = None             # where the model comes from: kind (built-in, library, file, module,
+                                           # python), file/module/function, library and version (models.Family)
     environment: dict | None = None        # tracekit.environment.describe(): versions, device and host
     started_at: str | None = None          # ISO 8601, UTC
+    build_s: float | None = None           # building the model and its inputs
+    parameters: int | None = None          # the model's parameter count
     compile_cache: str | None = None       # "cold" or the user's TORCHINDUCTOR_CACHE_DIR
     prepare_s: float | None = None         # the backend's preparation (trace, export, capture)
     backend: dict | None = None            # what the backend reports of itself (Prepared.info)
     device_name: str | None = None         # the device that did the work, where not the spec's
     first_call_s: float | None = None      # the first call (torch.compile compiles here)
+    loss: str | None = None                # backward phases: the model's own loss or the synthetic one
     compile_s: float | None = None         # prepare_s + first_call_s
     max_abs_diff: float | None = None      # first output vs eager's
-    diff_tolerance: float | None = None    # the largest max_abs_diff that is ok (tracekit.runner.DIFF_RTOL)
+    diff_tolerance: float | None = None    # the largest max_abs_diff that is ok (tracekit.outputs.DIFF_RTOL)
     diff_ok: bool | None = None
     warmup_s: float | None = None
     latency_ms: dict | None = None         # unprofiled iterations: runner.latency_stats() + "timer"
+    steps: int | None = None               # a recorded loop (tracekit.record): the steps it ran
+    steps_ms: list | None = None           # a recorded loop: each timed step outside the profiled window, ms
     flop_per_iter: float | None = None     # single ops: a call's minimum work (models.cost)
     bytes_per_iter: float | None = None
     op: str | None = None                  # single ops: the op a call computes

@@ -25,11 +25,12 @@ from typing import Callable
 import numpy as np
 import torch
 
-from tracekit import __version__, backends, models, recording
+from tracekit import __version__, backends, models, outputs, recording
 from tracekit.backends import Prepared
 from tracekit.environment import default_device, describe
 from tracekit.manifest import Manifest
-from tracekit.phases import PHASES, make_step
+from tracekit.models.workloads import WorkloadError
+from tracekit.phases import PHASES, TRAINING, make_step, model_loss
 from tracekit.spec import RunSpec, resolve
 from tracekit.trace.reader import is_trace_file
 
@@ -76,38 +77,6 @@ class _Timer:
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-
-
-def _max_abs_diff(out, ref) -> float:
-    if isinstance(out, (tuple, list)):
-        return max(_max_abs_diff(o, r) for o, r in zip(out, ref))
-    return float((out.detach().float().cpu() - ref.float().cpu()).abs().max().item())
-
-
-def _max_abs(ref) -> float:
-    if isinstance(ref, (tuple, list)):
-        return max(_max_abs(r) for r in ref)
-    return float(ref.float().abs().max().item())
-
-
-# Output difference allowed against eager, relative to the largest output value. Compiled
-# kernels reorder reductions and may use TF32 or other fused math; these are about 10x the
-# rtol torch.testing.assert_close uses for bit-near results (fp32 1.3e-6 is too strict for a
-# whole network), in line with the accuracy of each format: fp32 with TF32 matmuls ~1e-3,
-# fp16 (10-bit mantissa) ~1e-2, bf16 (7-bit mantissa) ~5e-2; FP8 backends get 0.25.
-# Cross-checks: PyTorch's torch.compile accuracy harness allows 1e-3 for fp32 inference of timm
-# and Hugging Face models (benchmarks/dynamo/timm_models.py, huggingface.py:
-# get_tolerance_and_cosine_flag) and 1e-2 for fp16/bf16 models that need more (torchbench.py);
-# TransformerEngine's FP8 tests allow rtol 0.125 (E4M3) and 0.25 (E5M2) for one GEMM
-# (tests/pytorch/test_fusible_ops.py, dtype_tols).
-DIFF_RTOL = {"fp32": 1e-3, "fp16": 1e-2, "bf16": 5e-2}
-FP8_RTOL = 0.25
-
-
-def _clone(out):
-    if isinstance(out, (tuple, list)):
-        return type(out)(_clone(o) for o in out)
-    return out.detach().clone()
 
 
 def _peak_memory(device: str) -> tuple[float, str]:
@@ -168,65 +137,92 @@ def run_dir(spec: RunSpec, out: Path, device: str | None = None) -> Path:
     ("cuda" or "cpu"; this machine's when None): the label names a device only
     where the spec's differs from it.
     """
-    label = spec.label(models.default_batch(spec.model), device or default_device())
+    family = models.lookup(spec.model)[0]
+    label = spec.label(family.default_batch, device or default_device(), family.default_seq)
     return Path(out) / label / spec.mode
+
+
+def new_manifest(spec: RunSpec, label: str, device_type: str, source: dict, note: str = "") -> Manifest:
+    """The manifest a run starts with (status "running"): what defines it (the resolved
+    spec, the model's source), where it runs, the environment and the start time.
+    Every way of making a run (``run``, :mod:`tracekit.api`, :mod:`tracekit.recorder`) starts here."""
+    return Manifest(
+        tracekit=__version__, spec=spec.to_dict(), label=label, model=spec.model, mode=spec.mode,
+        device_type=device_type, source=source, status="running", reason="", stage="start", note=note,
+        environment=describe(spec.device), started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
 def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manifest:
     """Run ``spec``, write its trace and run.json under ``out``; return the :class:`~tracekit.manifest.Manifest`.
 
-    Stages: build the model and the eager reference output; prepare the backend;
-    first call (``compile_s``: compilation happens here for compiled modes);
-    ``warmup`` more calls; ``iters`` timed calls (``latency_ms``); output
-    ``max_abs_diff`` against eager; then ``profile_iters`` iterations under
-    torch.profiler, one ``ProfilerStep#N`` marker each, after one profiler
-    warm-up step.
+    Stages: build the model (before anything is written) and the eager reference
+    output; prepare the backend; first call (``compile_s``: compilation happens
+    here for compiled modes); ``warmup`` more calls; ``iters`` timed calls
+    (``latency_ms``); output ``max_abs_diff`` against eager; then
+    ``profile_iters`` iterations under torch.profiler, one ``ProfilerStep#N``
+    marker each, after one profiler warm-up step.
 
     Raises:
         models.UnknownModel, backends.UnknownMode: invalid names (nothing written).
-        ValueError: invalid dtype, batch or device (nothing written).
+        tracekit.models.workloads.WorkloadError: a workload file that cannot be
+            imported, has no such function, or whose function raises or returns
+            something else than (nn.Module, tuple of tensors) (nothing written).
+        ValueError: invalid dtype, batch, seq or device (nothing written).
     A mode or workload that cannot run here (not installed, needs CUDA, phase not
     supported, ``models.Unavailable``) is recorded as status "skipped" with the
     reason; any other failure as "oom" or "failed"; either way run.json is
     written and returned.
     """
     backend = backends.get(spec.mode)
-    family_batch = models.default_batch(spec.model)
+    family = models.lookup(spec.model)[0]
     if spec.dtype not in models.DTYPES:
         raise ValueError(f"unknown dtype {spec.dtype!r}; valid dtypes: {', '.join(models.DTYPES)}")
     if spec.phase not in PHASES:
         raise ValueError(f"unknown phase {spec.phase!r}; valid phases: {', '.join(PHASES)}")
+    models.check_seq(family, spec.model, spec.seq)
     device_default = default_device()
     directory = run_dir(spec, Path(out))
-    spec = resolve(spec, family_batch, device_default)
+    spec = resolve(spec, family.default_batch, device_default, family.default_seq)
     device_type = spec.device.split(":")[0]
     if device_type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device cuda requested but torch sees no GPU (is this the CPU build of torch?)")
+
+    reason = backends.why_not(backend, spec) or family.missing
+    workload, failure, t0 = None, None, time.perf_counter()
+    if not reason:  # built before the folder exists (and before any output): a bad workload file writes nothing
+        try:
+            workload = models.build(spec.model, spec.batch, spec.dtype, backend.device(spec), spec.seed, spec.seq,
+                                    spec.phase)
+        except WorkloadError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded below as the run's status
+            failure = exc
+    build_s = time.perf_counter() - t0
 
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.iterdir():
         if old.is_file() and is_trace_file(old):
             old.unlink()
-    manifest = Manifest(
-        tracekit=__version__, spec=spec.to_dict(), label=directory.parent.name, model=spec.model, mode=spec.mode,
-        device_type=device_type, status="running", reason="", stage="start", note=backend.note(device_type),
-        environment=describe(spec.device), started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    manifest = new_manifest(spec, directory.parent.name, device_type, family.source, backend.note(device_type))
     manifest.write(directory)
 
     def stage(name: str) -> None:
         manifest.stage = name
         log(f"[{directory}] {name}")
 
-    reason = backends.why_not(backend, spec)
     if reason:
         manifest.status, manifest.reason = "skipped", reason
         manifest.write(directory)
         log(f"[{directory}] unavailable: {reason}")
         return manifest
     try:
+        stage(f"build ({build_s:.1f} s)")
+        manifest.stage, manifest.build_s = "build", build_s
+        if failure is not None:
+            raise failure
         with _compile_cache() as cache, recording.Recorder(backend) as recorder:
             manifest.compile_cache = cache
-            _measure(spec, backend, directory, manifest, stage, recorder)
+            _measure(spec, backend, directory, manifest, stage, recorder, *workload)
         manifest.status, manifest.stage, manifest.attribution = "ok", "done", recorder.result()
     except Exception as exc:  # noqa: BLE001 - every failure becomes a status row
         manifest.status = _classify(exc)
@@ -238,12 +234,13 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     return manifest
 
 
-def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage, recorder) -> None:
+def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage, recorder: recording.Recorder,
+             module: torch.nn.Module, inputs: tuple) -> None:
     build_on = backend.device(spec)
-    stage("build")
-    module, inputs = models.build(spec.model, spec.batch, spec.dtype, build_on, spec.seed)
+    stage("reference output")
+    manifest.parameters = sum(p.numel() for p in module.parameters())
     with torch.no_grad():
-        reference = _clone(module(*inputs))
+        reference = outputs.clone(module(*inputs))
         _sync(build_on)
 
     stage("prepare")
@@ -268,13 +265,16 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
 
     stage("compile (first call)")
     t0 = time.perf_counter()
-    first = _clone(step(inputs))
+    out = step(inputs)
+    if spec.phase in TRAINING - {"forward"}:
+        manifest.loss = "model's own" if model_loss(out) is not None else "synthetic (mean of squared outputs)"
+    first = outputs.clone(out)
+    del out
     _sync(device)
     manifest.first_call_s = time.perf_counter() - t0
     manifest.compile_s = manifest.prepare_s + manifest.first_call_s
-    diff = _max_abs_diff(first, reference)
-    rtol = FP8_RTOL if "fp8" in spec.mode else DIFF_RTOL[spec.dtype]
-    tolerance = rtol * max(1.0, _max_abs(reference))
+    diff = outputs.max_abs_diff(first, reference)
+    tolerance = outputs.tolerance(reference, spec.dtype, spec.mode)
     manifest.max_abs_diff, manifest.diff_tolerance, manifest.diff_ok = diff, tolerance, diff <= tolerance
     if diff > tolerance:
         manifest.add_note(f"output differs from eager by {diff:.3g}, above the {spec.dtype} tolerance {tolerance:.3g}")

@@ -1,6 +1,6 @@
 """Compare each mode with a baseline mode on the same workload: how much faster, and why.
 
-A *workload* is the set of runs that share model, batch, dtype, phase and the
+A *workload* is the set of runs that share model, batch, seq, dtype, phase and the
 requested device (type and name), read from the run rows (``run.json``),
 never from file names. In each workload every run is compared with the run of
 the baseline mode (``eager`` unless told otherwise):
@@ -44,7 +44,7 @@ import pandas as pd
 from tracekit.analysis.idle import CAUSES
 from tracekit.analysis.runs import Analysis
 
-WORKLOAD_KEYS = ("model", "batch", "dtype", "phase", "device", "device_name")
+WORKLOAD_KEYS = ("model", "batch", "seq", "dtype", "phase", "device", "device_name")
 PROFILER_OVERHEAD_FLAG = 0.10
 # Readable names of the idle causes of tracekit.analysis.idle, for tables and plots.
 CAUSE_LABELS = {"host_wait": "host wait", "launch_latency": "launch latency", "sync": "sync", "other": "other idle"}
@@ -83,7 +83,10 @@ def workloads(runs: pd.DataFrame) -> pd.DataFrame:
     r["dtype"] = r["dtype"].fillna("") if "dtype" in r else ""
     batch = r["batch"] if "batch" in r else pd.Series(math.nan, index=r.index)
     r["batch"] = batch
+    seq = r["seq"] if "seq" in r else pd.Series(math.nan, index=r.index)  # token inputs' length (hf: models)
+    r["seq"] = seq
     label = (r["model"].astype(str) + batch.map(lambda b: "" if pd.isna(b) else f" b{int(b)}")
+             + seq.map(lambda s: "" if pd.isna(s) else f" s{int(s)}")
              + " " + r["dtype"] + r["phase"].map(lambda p: "" if p == "inference" else f" {p}")
              + " " + r["device"])
     # A run without a device name (a status row written without a process: backend missing)
@@ -91,7 +94,7 @@ def workloads(runs: pd.DataFrame) -> pd.DataFrame:
     names = name.dropna().groupby(label[name.notna()]).unique()
     fill = label.map({k: v[0] for k, v in names.items() if len(v) == 1})
     r["device_name"] = name.astype(object).where(name.notna(), fill).fillna("")
-    keys = r[list(WORKLOAD_KEYS)].astype(str).agg("|".join, axis=1)
+    keys = r[list(WORKLOAD_KEYS)].astype(object).fillna("").astype(str).agg("|".join, axis=1)
     # The same label on two device names (an H100 and an A100 folder) gets the name added.
     ambiguous = keys.groupby(label).transform("nunique") > 1
     r["workload"] = label.where(~ambiguous, label + " (" + r["device_name"].replace("", "unknown device") + ")")
@@ -172,7 +175,7 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
 
     Returns:
         One row per run with a manifest, grouped by workload, baseline first:
-        identity (workload, model, batch, dtype, phase, device, device_name,
+        identity (workload, model, batch, seq, dtype, phase, device, device_name,
         mode, run, status, reason, ran_on), baseline_mode, baseline_run,
         baseline_ran_on; unprofiled latency_median/p10/p90_ms and speedup,
         speedup_low, speedup_high; profiled_iter_ms and profiled_speedup;

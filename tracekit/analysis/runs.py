@@ -30,7 +30,8 @@ class Analysis:
     """What ``analyze`` found.
 
     runs:    one row per trace file (or per failed run without a trace):
-             identity (run, trace, model, mode, batch, dtype, phase, op (the op
+             identity (run, trace, model, mode, batch, seq (token inputs' length, None
+             for models without one), dtype, phase, op (the op
              a single-op run computes), device_type (where the run really ran),
              requested_device (the spec's), device_name (where it ran), requested_device_name
              (the spec's device), status, reason, note),
@@ -79,7 +80,7 @@ def _manifest_fields(manifest: Manifest | None) -> dict:
     spec = manifest.spec
     row = {
         "model": manifest.model, "mode": manifest.mode, "batch": spec.get("batch"),
-        "dtype": spec.get("dtype"), "phase": manifest.phase, "op": manifest.op,
+        "seq": spec.get("seq"), "dtype": spec.get("dtype"), "phase": manifest.phase, "op": manifest.op,
         "device_type": manifest.device_type, "requested_device": spec.get("device"),
         "device_name": manifest.ran_on_name,  # where the work ran
         "requested_device_name": (manifest.environment or {}).get("device_name"),  # the spec's device (the machine's GPU)

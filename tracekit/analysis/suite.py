@@ -66,6 +66,8 @@ def _workload_name(row) -> str:
     parts = [str(row["op"])]
     if pd.notna(row.get("batch")):
         parts.append(f"b{int(row['batch'])}")
+    if pd.notna(row.get("seq")):
+        parts.append(f"s{int(row['seq'])}")
     parts += [str(row.get("dtype")), str(row.get("device_type"))]
     if row.get("phase") not in (None, "inference"):
         parts.append(str(row["phase"]))
