@@ -78,7 +78,7 @@ class Manifest:
     peak_memory_MB: float | None = None
     memory_source: str | None = None       # cuda_max_memory_allocated or process_max_rss
     profile: dict | None = None            # the profiled window: iterations, trace file names
-    attribution: dict | None = None        # module scopes, Inductor provenance, CUDA-graph captures (tracekit.recording)
+    attribution: dict | None = None        # module scopes, Inductor provenance, CUDA-graph captures (tracekit.attribution_record)
     finished_at: str | None = None         # ISO 8601, UTC
     extra: dict = field(default_factory=dict)  # fields of a newer tracekit, kept as read
 

@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from tracekit import __version__, backends, models, outputs, recording
+from tracekit import __version__, attribution_record, backends, models, outputs
 from tracekit.backends import Prepared
 from tracekit.environment import default_device, describe
 from tracekit.manifest import Manifest
@@ -220,7 +220,7 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
         manifest.stage, manifest.build_s = "build", build_s
         if failure is not None:
             raise failure
-        with _compile_cache() as cache, recording.Recorder(backend) as recorder:
+        with _compile_cache() as cache, attribution_record.Recorder(backend) as recorder:
             manifest.compile_cache = cache
             _measure(spec, backend, directory, manifest, stage, recorder, *workload)
         manifest.status, manifest.stage, manifest.attribution = "ok", "done", recorder.result()
@@ -234,7 +234,7 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     return manifest
 
 
-def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage, recorder: recording.Recorder,
+def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage, recorder: attribution_record.Recorder,
              module: torch.nn.Module, inputs: tuple) -> None:
     build_on = backend.device(spec)
     stage("reference output")

@@ -15,7 +15,7 @@ in the nest of CPU ops of its thread; the first rule that applies wins:
    site of that kernel in the graph's generated code.
 3. ``inductor provenance``: the launch lies in a ``## Call CompiledFxGraph <key> ##``
    range whose graph the runner recorded (run.json ``attribution.provenance``,
-   :class:`tracekit.recording.InductorProvenance`). The CPU op directly inside that
+   :class:`tracekit.attribution_record.InductorProvenance`). The CPU op directly inside that
    range (a ``triton_*`` kernel's range, or ``aten::mm`` for a library call) is the
    k-th of its name in this call of the graph, and the generated code makes its
    calls in a fixed order: it is the k-th call site of that name, which lists the
@@ -23,7 +23,7 @@ in the nest of CPU ops of its thread; the first rule that applies wins:
    computed: recomputed inputs). A fused kernel's module is the innermost module
    holding all its nodes (their common path prefix).
 4. ``module scope``: the innermost ``module::<path>`` range (the runner's scopes,
-   :func:`tracekit.recording.module_scopes`) around the launch; the op is the
+   :func:`tracekit.attribution_record.module_scopes`) around the launch; the op is the
    innermost ``aten::`` op around it.
 
 Otherwise the module is ``(unattributed)`` with the reason as the rule (``none:

@@ -1,4 +1,4 @@
-"""What runs record for attribution (tracekit.recording), on the CPU with real torch."""
+"""What runs record for attribution (tracekit.attribution_record), on the CPU with real torch."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tracekit.analysis.attribution import SCOPE_PREFIX, launch_rules
-from tracekit.recording import _calls, _scoped_modules, module_path, module_scopes
+from tracekit.attribution_record import _calls, _scoped_modules, module_path, module_scopes
 from tracekit.trace import load
 
 
@@ -68,7 +68,7 @@ def test_provenance_and_scopes_agree_on_a_real_model(tmp_path, monkeypatch):
     import torch._inductor.config as config
 
     from tracekit.models import build
-    from tracekit.recording import InductorProvenance
+    from tracekit.attribution_record import InductorProvenance
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(config.cpp, "enable_kernel_profile", True)
