@@ -90,3 +90,12 @@ def test_provenance_and_scopes_agree_on_a_real_model(tmp_path, monkeypatch):
     eager_calls = eager.cpu_ops[eager.cpu_ops["name"] == "aten::addmm"].assign(ts=lambda c: c["ts"] + 1e-3)
     assert linears == launch_rules(eager, eager_calls, None)["module"].tolist()
     assert linears[:4] == ["blocks.0.attn.qkv", "blocks.0.attn.proj", "blocks.0.mlp.0", "blocks.0.mlp.2"]
+
+
+def test_a_library_call_is_placed_by_its_own_op():
+    nodes = {"mask": ("model.transformer", "where"), "sdpa": ("model.transformer.h.0.attn",
+                                                           "_scaled_dot_product_efficient_attention"),
+             "mm": ("h.0.mlp.c_fc", "addmm")}
+    mapping = {"cppCodeToPost": {"torch.ops.aten._scaled_dot_product_efficient_attention.default:1": ["mask", "sdpa"],
+                                 "extern_kernels.mm:2": ["mm"]}}
+    assert [c[2] for c in _calls(mapping, nodes)] == [["model.transformer.h.0.attn"], ["h.0.mlp.c_fc"]]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from tracekit.analysis.attribution import SCOPE_PREFIX, VIEW_OPS, captured_launches
+from tracekit.analysis.attribution import SCOPE_PREFIX, VIEW_OPS, captured_launches, normalize_op
 
 _ROOT = re.compile(r"^(L\[['\"]\w+['\"]\]|self)")  # the compiled module: L['self'], L['mod'], self
 _PATH_PARTS = re.compile(r"\._modules\['([^']+)'\]|\[['\"]?([^'\"\]]+)['\"]?\]")
@@ -222,7 +222,10 @@ def _calls(mapping: dict, nodes: dict[str, tuple[str, str]]) -> list[list]:
     A node an earlier call site already computed is a recomputation (Inductor inlines
     cheap pointwise producers into each kernel that reads them: every block's first
     kernel recomputes the embedding add): it does not count for this call unless the call
-    computes nothing else. View-like ops are left out unless there is nothing else.
+    computes nothing else. View-like ops are left out unless there is nothing else. A
+    library call (``extern_kernels.mm``, ``torch.ops.aten.<op>``) lists the nodes that feed
+    it too (an attention mask built by the model); the node of its own op, where there is
+    one, alone places it.
     """
     sites = []
     for site, names in (mapping.get("cppCodeToPost") or {}).items():
@@ -234,6 +237,8 @@ def _calls(mapping: dict, nodes: dict[str, tuple[str, str]]) -> list[list]:
         seen.update(names)
         info = [nodes[n] for n in own if n in nodes]
         real = [(m, o) for m, o in info if o and o not in VIEW_OPS] or info
+        if not kernel.startswith(("triton_", "cpp_")):   # a library call: its own op's node says where it is
+            real = [(m, o) for m, o in real if normalize_op(o) == normalize_op(kernel)] or real
         out.append([kernel, handle, sorted({m for m, _ in real}), sorted({o for _, o in real if o})])
     return out
 
@@ -284,8 +289,12 @@ class Recorder:
         self.provenance.__exit__(*exc)
 
     def capture(self, where: str, device: str, module: torch.nn.Module):
-        """Records the CUDA-graph capture if the backend captures ``where`` ("prepare" or "warmup")."""
+        """Records the CUDA-graph capture if the backend captures ``where`` ("prepare" or "warmup"),
+        unless the environment sets ``TRACEKIT_CAPTURE_RECORD=0``."""
         if self.backend.graph_capture != where:
+            return nullcontext()
+        if os.environ.get("TRACEKIT_CAPTURE_RECORD", "1") == "0":  # a way out, should profiling a capture fail
+            self.record["captures_problem"] = "not recorded (TRACEKIT_CAPTURE_RECORD=0)"
             return nullcontext()
         return capture_recording(device, self.provenance, self.record,
                                  module if self.backend.module_scopes else None)
