@@ -71,11 +71,10 @@ def test_provenance_and_scopes_agree_on_a_real_model(tmp_path, monkeypatch):
     from tracekit.attribution_record import InductorProvenance
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(config.cpp, "enable_kernel_profile", True)
     model, inputs = build("vit16x2x64", 1, "fp32", "cpu", 0)
     (tmp_path / "e").mkdir()
     eager = _trace(model, *inputs, tmp_path / "e")
-    with InductorProvenance() as rec, torch.no_grad():
+    with config.patch({"cpp.enable_kernel_profile": True}), InductorProvenance() as rec, torch.no_grad():
         compiled = torch.compile(model)
         compiled(*inputs)
     assert rec.problem == "" and len(rec.graphs) == 1 and rec.graphs[0]["key"]

@@ -93,3 +93,12 @@ def test_cli(runs, tmp_path):
     assert {"diff.md", "diff_modules.csv", "diff_ops.csv", "diff.json"} <= {p.name for p in (tmp_path / "d").iterdir()}
     assert CliRunner().invoke(main, ["diff", str(tmp_path / "nope"), str(runs[1])]).exit_code == 3
     assert CliRunner().invoke(main, ["diff", str(tmp_path / "mlp"), str(runs[1])]).exit_code == 2  # two runs
+
+
+def test_python_api(runs):
+    import tracekit
+
+    d = tracekit.diff(*runs)
+    assert d.totals["d_launches"] == -2 and d.coverage_b == 1.0
+    pairs = tracekit.diff(runs[0].parent)
+    assert len(pairs) == 1 and pairs[0].a == "eager" and pairs[0].b == "default"

@@ -8,8 +8,8 @@ in the nest of CPU ops of its thread; the first rule that applies wins:
 1. ``graph capture``: the op is replayed by a CUDA graph (``cudaGraphLaunch``) whose
    capture the runner recorded (run.json ``attribution.captures``, from
    :func:`captured_launches`): the i-th op of the replay, by start time, is the i-th
-   launch of the capture (one capture stream replays in capture order), when the
-   counts agree.
+   launch of the capture (a graph captured on one stream replays in capture order),
+   when the counts agree and the replay runs on one stream.
 2. ``graph replay (kernel name)``: without that record, a replayed Triton kernel is
    matched by name like rule 3: its k-th occurrence in the replay is the k-th call
    site of that kernel in the graph's generated code.
@@ -279,7 +279,7 @@ def _replays(att: pd.DataFrame, graph: pd.Series, record: dict | None) -> None:
     for _corr, ops in replay.groupby("correlation", sort=False):
         key = graph[ops.index[0]]
         launches = captures.get(key)
-        if launches is not None and len(launches) == len(ops):
+        if launches is not None and len(launches) == len(ops) and ops["stream"].nunique() == 1:
             found.update({i: (m, o, r if m is None else "graph capture") for i, (m, o, r) in zip(ops.index, launches)})
             continue
         by_kernel = ops.groupby("kernel")

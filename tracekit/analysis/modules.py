@@ -66,11 +66,13 @@ def attributed_ops(tables: EventTables, record: dict | None = None, gaps: pd.Dat
     att.loc[first.index, "launch_cpu_us"] = first["correlation"].map(calls["dur"]).fillna(0.0).to_numpy()
     kinds = launched.groupby("correlation")[["module", "op", "kernel"]].nunique().max(axis=1)
     many = launched[launched["correlation"].isin(kinds.index[kinds > 1])]
-    for corr, g in many.groupby("correlation"):
-        known = [m for m in g["module"] if m != UNATTRIBUTED]
-        i = first.index[first["correlation"] == corr][0]
-        att.loc[i, ["launch_module", "launch_op", "launch_kernel"]] = [
-            common_module(known) if known else UNATTRIBUTED, "", calls["name"].get(corr, "launch")]
+    if len(many):  # a launch of several kinds of ops (a CUDA graph): the module holding them all
+        holder = many.groupby("correlation")["module"].agg(
+            lambda m: common_module(sorted(set(m) - {UNATTRIBUTED})) if (m != UNATTRIBUTED).any() else UNATTRIBUTED)
+        rows = first[first["correlation"].isin(holder.index)]
+        att.loc[rows.index, "launch_module"] = rows["correlation"].map(holder).to_numpy()
+        att.loc[rows.index, "launch_op"] = ""
+        att.loc[rows.index, "launch_kernel"] = rows["correlation"].map(calls["name"]).fillna("launch").to_numpy()
     return att
 
 
