@@ -111,6 +111,12 @@ def kernel_ops(kernel: str) -> list[str]:
     return sorted({o for o in ops if o and o not in VIEW_OPS}) or sorted(set(ops))
 
 
+def _per_name(names: pd.Series, fn) -> np.ndarray:
+    """``fn`` of each name, computed once per distinct name (traces repeat a few names many times)."""
+    codes, uniques = pd.factorize(names)
+    return np.array([fn(u) for u in uniques] + [None], dtype=object)[codes]
+
+
 def common_module(paths: list[str]) -> str:
     """The innermost module holding all ``paths`` (their common dotted prefix; "" for the model)."""
     if not paths:
@@ -153,13 +159,12 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
         return out
     t_cpu, t_calls = threads(tables.cpu_ops, calls)
     nest = Nest(tables.cpu_ops, t_cpu)
-    names = pd.Series(nest.names, dtype=object)
     inner = nest.innermost(t_calls, calls["ts"].to_numpy())
-    scope = nest.ancestor(inner, names.str.startswith(SCOPE_PREFIX).to_numpy())
-    aten = nest.ancestor(inner, names.str.startswith("aten::").to_numpy())
-    region = nest.ancestor(inner, names.str.startswith(REGION_PREFIX).to_numpy())
-    keys = names.str.extract(GRAPH_CALL, expand=False).to_numpy(dtype=object)
-    is_call = np.zeros(len(names), dtype=bool)
+    scope = nest.ancestor(inner, nest.per_name(lambda n: n.startswith(SCOPE_PREFIX)))
+    aten = nest.ancestor(inner, nest.per_name(lambda n: n.startswith("aten::")))
+    region = nest.ancestor(inner, nest.per_name(lambda n: n.startswith(REGION_PREFIX)))
+    keys = nest.per_name(lambda n: m.group(1) if (m := GRAPH_CALL.match(n)) else None, object)
+    is_call = np.zeros(len(keys), dtype=bool)
     up = nest.parent >= 0
     is_call[up] = pd.notna(keys[nest.parent[up]])
     call = nest.ancestor(inner, is_call)
@@ -168,7 +173,7 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
         return np.where(pos >= 0, values[np.maximum(pos, 0)], default)
     scope_path = np.array([s[len(SCOPE_PREFIX):] if s else "" for s in at(scope, nest.names, "")], dtype=object)
     out["region"] = [r[len(REGION_PREFIX):] if r else "" for r in at(region, nest.names, "")]
-    out["op"] = [normalize_op(a) if a else "" for a in at(aten, nest.names, "")]
+    out["op"] = _per_name(pd.Series(at(aten, nest.names, "")), lambda a: normalize_op(a) if a else "")
     graph = at(nest.ancestor(inner, pd.notna(keys)), keys, None)
     out["graph"] = graph = np.array([g if isinstance(g, str) else "" for g in graph], dtype=object)
     module[scope >= 0], rule[scope >= 0] = scope_path[scope >= 0], "module scope"      # rule 4
@@ -248,7 +253,7 @@ def attribute(tables: EventTables, record: dict | None = None) -> pd.DataFrame:
         iteration (ProfilerStep, -1 outside).
     """
     ops = tables.gpu_ops
-    att = pd.DataFrame({"module": None, "op": "", "kernel": [short_name(n) for n in ops["name"]],
+    att = pd.DataFrame({"module": None, "op": "", "kernel": _per_name(ops["name"], short_name),
                         "kind": ops["kind"], "rule": "none: no launch call in the trace", "region": "",
                         "replay": False, "correlation": ops["correlation"], "device": ops["device"],
                         "stream": ops["stream"], "ts": ops["ts"], "dur": ops["dur"]}, index=ops.index)
@@ -262,7 +267,7 @@ def attribute(tables: EventTables, record: dict | None = None) -> pd.DataFrame:
     att["replay"] = api.isin(GRAPH_LAUNCHES).to_numpy()
     _replays(att, ops["correlation"].map(rules["graph"]).fillna(""), record)
     named = att["op"] == ""
-    att.loc[named, "op"] = ["+".join(kernel_ops(k)) for k in att.loc[named, "kernel"]]
+    att.loc[named, "op"] = _per_name(att.loc[named, "kernel"], lambda k: "+".join(kernel_ops(k)))
     att["module"] = att["module"].where(att["module"].notna(), UNATTRIBUTED)
     att["iteration"] = op_iterations(tables, ops)
     return att
@@ -273,20 +278,28 @@ def _replays(att: pd.DataFrame, graph: pd.Series, record: dict | None) -> None:
     replay = att[att["replay"]].sort_values(["ts", "stream"])
     if replay.empty:
         return
+    key = graph[replay.index].to_numpy(dtype=object)
+    by_launch = replay.groupby("correlation", sort=False)
+    pos, size = by_launch.cumcount().to_numpy(), by_launch["ts"].transform("size").to_numpy()
+    one_stream = (by_launch["stream"].transform("nunique") == 1).to_numpy()
+    by_kernel = replay.groupby(["correlation", "kernel"], sort=False)
+    rank, same = by_kernel.cumcount().to_numpy(), by_kernel["ts"].transform("size").to_numpy()
     captures = {c["graph"]: c["launches"] for c in (record or {}).get("captures", [])}
     sites = _sites(record)
-    found = {i: (None, "", "none: CUDA graph replay without a recorded capture") for i in replay.index}
-    for _corr, ops in replay.groupby("correlation", sort=False):
-        key = graph[ops.index[0]]
-        launches = captures.get(key)
-        if launches is not None and len(launches) == len(ops) and ops["stream"].nunique() == 1:
-            found.update({i: (m, o, r if m is None else "graph capture") for i, (m, o, r) in zip(ops.index, launches)})
-            continue
-        by_kernel = ops.groupby("kernel")
-        for i, kernel, k, n in zip(ops.index, ops["kernel"], by_kernel.cumcount(), by_kernel["kernel"].transform("size")):
-            calls = sites.get(key, {}).get(kernel)
-            if calls and len(calls) == n:
-                paths, names = calls[k]
-                found[i] = (common_module(paths), "+".join(sorted({normalize_op(o) for o in names})),
-                            "graph replay (kernel name)")
-    att.loc[list(found), ["module", "op", "rule"]] = list(found.values())
+    found = []
+    for i, (g, kernel) in enumerate(zip(key, replay["kernel"].to_numpy(dtype=object))):
+        launches = captures.get(g)
+        if launches is not None and len(launches) == size[i] and one_stream[i]:
+            m, o, r = launches[pos[i]]
+            found.append((m, o, r if m is None else "graph capture"))
+        elif (calls := sites.get(g, {}).get(kernel)) and len(calls) == same[i]:
+            paths, names = calls[rank[i]]
+            found.append((common_module(paths), "+".join(sorted({normalize_op(o) for o in names})),
+                          "graph replay (kernel name)"))
+        else:
+            found.append((None, "", "none: CUDA graph replay without a recorded capture"))
+    at = att.index.get_indexer(replay.index)
+    for col, values in zip(("module", "op", "rule"), zip(*found)):
+        column = att[col].to_numpy(dtype=object, copy=True)
+        column[at] = values
+        att[col] = column

@@ -67,8 +67,10 @@ def attributed_ops(tables: EventTables, record: dict | None = None, gaps: pd.Dat
     kinds = launched.groupby("correlation")[["module", "op", "kernel"]].nunique().max(axis=1)
     many = launched[launched["correlation"].isin(kinds.index[kinds > 1])]
     if len(many):  # a launch of several kinds of ops (a CUDA graph): the module holding them all
-        holder = many.groupby("correlation")["module"].agg(
-            lambda m: common_module(sorted(set(m) - {UNATTRIBUTED})) if (m != UNATTRIBUTED).any() else UNATTRIBUTED)
+        def holding(paths: pd.Series) -> str:
+            known = set(paths.tolist()) - {UNATTRIBUTED}
+            return common_module(sorted(known)) if known else UNATTRIBUTED
+        holder = many.groupby("correlation")["module"].agg(holding)
         rows = first[first["correlation"].isin(holder.index)]
         att.loc[rows.index, "launch_module"] = rows["correlation"].map(holder).to_numpy()
         att.loc[rows.index, "launch_op"] = ""
@@ -105,7 +107,7 @@ def scope_times(tables: EventTables) -> pd.Series:
     if cpu.empty or not cpu["name"].str.startswith(SCOPE_PREFIX).any():
         return pd.Series(dtype=float)
     nest = Nest(cpu, threads(cpu)[0])
-    is_scope = pd.Series(nest.names).str.startswith(SCOPE_PREFIX).to_numpy()
+    is_scope = nest.per_name(lambda n: n.startswith(SCOPE_PREFIX))
     at = np.flatnonzero(is_scope)
     up = nest.ancestor(np.where(nest.parent[at] >= 0, nest.parent[at], -1), is_scope)
     own = pd.Series(nest.ops["dur"].to_numpy()[at], index=at)

@@ -28,6 +28,11 @@ class Nest:
             ok[ok] = self.thread[up[k[ok]]] == self.thread[here[ok]]
             self.parent[here[ok]] = up[k[ok]]
         self.names = self.ops["name"].to_numpy(dtype=object)
+        self._codes, self._distinct = pd.factorize(self.names)
+
+    def per_name(self, fn, dtype=bool) -> np.ndarray:
+        """``fn(name)`` for each position, computed once per distinct name."""
+        return np.array([fn(n) for n in self._distinct], dtype=dtype)[self._codes]
 
     def innermost(self, threads: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Position of the innermost op around each (thread, ts) point, -1 where none."""
