@@ -201,3 +201,12 @@ def test_names():
     assert common_module(["blocks.0.attn.proj", "blocks.0", "blocks.0.norm2"]) == "blocks.0"
     assert common_module(["", "blocks.0.norm1"]) == ""
     assert common_module(["blocks.1", "norm"]) == ""
+
+
+def test_graph_capture_is_chosen_by_its_number_of_launches(tmp_path):
+    """A compiled graph captured as two CUDA graphs (partitions): each replay takes the
+    capture of its graph call with as many launches as it has ops."""
+    other = [["head", "mm", "inductor provenance"]] * 2
+    record = {**PROVENANCE, "captures": [{"graph": KEY, "launches": CAPTURE}, {"graph": KEY, "launches": other}]}
+    att = attribute(_load(replayed(), tmp_path), record).sort_values("ts")
+    assert att["module"].tolist() == [m for m, _, _ in CAPTURE]

@@ -8,8 +8,10 @@ in the nest of CPU ops of its thread; the first rule that applies wins:
 1. ``graph capture``: the op is replayed by a CUDA graph (``cudaGraphLaunch``) whose
    capture the runner recorded (run.json ``attribution.captures``, from
    :func:`captured_launches`): the i-th op of the replay, by start time, is the i-th
-   launch of the capture (a graph captured on one stream replays in capture order),
-   when the counts agree and the replay runs on one stream.
+   launch of the capture (a graph captured on one stream replays in capture order).
+   The capture is the one of the same graph call (FX graph key) with as many launches
+   as the replay has ops (a compiled graph split in several CUDA graphs has several),
+   and the replay must run on one stream.
 2. ``graph replay (kernel name)``: without that record, a replayed Triton kernel is
    matched by name like rule 3: its k-th occurrence in the replay is the k-th call
    site of that kernel in the graph's generated code.
@@ -284,12 +286,14 @@ def _replays(att: pd.DataFrame, graph: pd.Series, record: dict | None) -> None:
     one_stream = (by_launch["stream"].transform("nunique") == 1).to_numpy()
     by_kernel = replay.groupby(["correlation", "kernel"], sort=False)
     rank, same = by_kernel.cumcount().to_numpy(), by_kernel["ts"].transform("size").to_numpy()
-    captures = {c["graph"]: c["launches"] for c in (record or {}).get("captures", [])}
+    captures: dict[tuple[str, int], list] = {}   # (graph key, launches) -> the latest such capture
+    for c in (record or {}).get("captures", []):
+        captures[(c["graph"], len(c["launches"]))] = c["launches"]
     sites = _sites(record)
     found = []
     for i, (g, kernel) in enumerate(zip(key, replay["kernel"].to_numpy(dtype=object))):
-        launches = captures.get(g)
-        if launches is not None and len(launches) == size[i] and one_stream[i]:
+        launches = captures.get((g, size[i]))
+        if launches is not None and one_stream[i]:
             m, o, r = launches[pos[i]]
             found.append((m, o, r if m is None else "graph capture"))
         elif (calls := sites.get(g, {}).get(kernel)) and len(calls) == same[i]:
