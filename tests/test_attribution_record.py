@@ -98,3 +98,31 @@ def test_a_library_call_is_placed_by_its_own_op():
     mapping = {"cppCodeToPost": {"torch.ops.aten._scaled_dot_product_efficient_attention.default:1": ["mask", "sdpa"],
                                  "extern_kernels.mm:2": ["mm"]}}
     assert [c[2] for c in _calls(mapping, nodes)] == [["model.transformer.h.0.attn"], ["h.0.mlp.c_fc"]]
+
+
+def test_a_cache_hit_in_the_same_process_keeps_module_paths():
+    """Inductor's structured-trace records as the recorder sees them: a graph compiled (cache
+    miss, the pass saw its nodes), then compiled again by a later run of this process
+    (cache hit: no pass runs); both get their modules."""
+    import json
+    import logging
+
+    from tracekit.attribution_record import InductorProvenance
+
+    def record(name, payload):
+        r = logging.LogRecord("torch.__trace", logging.DEBUG, "", 0, "", None, None)
+        r.metadata, r.payload = {"artifact": {"name": name}, "frame_id": 0, "frame_compile_id": 0}, json.dumps(payload)
+        return r
+
+    mapping = {"cppCodeToPost": {"extern_kernels.mm:1": ["mm"]}}
+    first, second = InductorProvenance(), InductorProvenance()
+    first._nodes = {"mm": ("head", "mm")}
+    for rec, cache in ((first, "fx_graph_cache_miss"), (second, "fx_graph_cache_hit")):
+        rec._artifact(record("inductor_provenance_tracking_node_mappings", mapping))
+        rec._artifact(record(cache, {"key": "k-same-process"}))
+    assert first.graphs[0]["calls"] == second.graphs[0]["calls"] == [["extern_kernels.mm", 1, ["head"], ["mm"]]]
+    assert second.problem == ""
+    third = InductorProvenance()
+    third._artifact(record("inductor_provenance_tracking_node_mappings", mapping))
+    third._artifact(record("fx_graph_cache_hit", {"key": "k-other-process"}))
+    assert third.graphs[0]["calls"] == [["extern_kernels.mm", 1, [], []]] and "cache hit" in third.problem

@@ -110,6 +110,12 @@ def _node_info(node) -> tuple[str, str]:
     return module_path(node.meta.get("nn_module_stack")), op
 
 
+# FX graph cache key -> its post-grad nodes' (module, op), for every graph compiled in this
+# process while recording: a later compile of the same graph (another mode of tracekit.profile)
+# hits Inductor's cache, and then no pass runs.
+_NODES_BY_KEY: dict[str, dict[str, tuple[str, str]]] = {}
+
+
 class InductorProvenance:
     """Context manager recording, for every graph Inductor compiles while it is open,
     its call sites in the order the generated code makes them.
@@ -125,7 +131,6 @@ class InductorProvenance:
         self.graphs: list[dict] = []
         self.problem = ""
         self._nodes: dict[str, tuple[str, str]] = {}   # post-grad node name -> (module, op), last graph
-        self._by_key: dict[str, dict] = {}               # cache key -> nodes, for cache hits
         self._nodes_of_last: dict[str, tuple[str, str]] = {}
         self._undo: list = []
 
@@ -157,9 +162,9 @@ class InductorProvenance:
             graph = self.graphs[-1]
             graph["key"] = key = (_json(getattr(record, "payload", None)) or {}).get("key", "")
             if name.endswith("miss"):
-                self._by_key[key] = self._nodes_of_last
-            elif key in self._by_key:
-                graph["calls"] = _calls(graph["mapping"], self._by_key[key])
+                _NODES_BY_KEY[key] = self._nodes_of_last
+            elif key in _NODES_BY_KEY:
+                graph["calls"] = _calls(graph["mapping"], _NODES_BY_KEY[key])
             else:  # compiled by an earlier process: no pass ran, node metadata unknown
                 self.problem = ("FX graph cache hit on a graph compiled by another process: its kernels' "
                                 "modules are unknown (run with a cold cache: unset TORCHINDUCTOR_CACHE_DIR)")
