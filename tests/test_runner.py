@@ -41,7 +41,8 @@ def test_compiled_run_matches_eager(tmp_path):
     assert manifest["compile_s"] > 0
     graphs = manifest["attribution"]["provenance"]["graphs"]   # Inductor's call sites, with their modules
     assert len(graphs) == 1 and re.fullmatch(r"\d+/\d+", graphs[0]["compile_id"]) and graphs[0]["key"]
-    assert {m for _kernel, _handle, modules, _ops in graphs[0]["calls"] for m in modules} >= {"0", "2"}
+    problem = manifest["attribution"]["provenance"]["problem"]
+    assert {m for _kernel, _handle, modules, _ops in graphs[0]["calls"] for m in modules} >= {"0", "2"}, problem
 
 
 @pytest.mark.slow

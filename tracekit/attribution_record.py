@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import re
 import tempfile
 from contextlib import contextmanager, nullcontext
@@ -112,8 +113,12 @@ def _node_info(node) -> tuple[str, str]:
 
 # FX graph cache key -> its post-grad nodes' (module, op), for every graph compiled in this
 # process while recording: a later compile of the same graph (another mode of tracekit.profile)
-# hits Inductor's cache, and then no pass runs.
+# hits Inductor's cache, and then no pass runs. The pass's id is this process's own, so the
+# cache (part of whose key the id is) never serves a graph another process compiled, whose
+# nodes this process never saw: while recording, Inductor compiles each graph once per process
+# even where TORCHINDUCTOR_CACHE_DIR holds it (runs compile cold by default anyway).
 _NODES_BY_KEY: dict[str, dict[str, tuple[str, str]]] = {}
+_PROCESS = f"{os.getpid()}-{secrets.token_hex(4)}"
 
 
 class InductorProvenance:
@@ -144,7 +149,7 @@ class InductorProvenance:
                 recorder._nodes = {n.name: _node_info(n) for n in graph.nodes if n.op == "call_function"}
 
             def uuid(self) -> str:
-                return "tracekit-record-nodes-1"
+                return f"tracekit-record-nodes-2-{_PROCESS}"
         return RecordNodes()
 
     def _artifact(self, record: logging.LogRecord) -> None:
