@@ -19,6 +19,7 @@ H100_SUITES ?= surgical-h100 backends-study-h100 ops-h100 lm-h100 compile-modes-
 MINUTES ?= 9
 H100    ?= reports/h100
 KERNELS ?= 100
+OUT     ?= $(H100)/diff
 COUNTERS_OUT ?= $(REPORTS)/counters
 TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(SEQ),--seq $(SEQ)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
              $(if $(ITERS),--iters $(ITERS)) $(if $(PHASE),--phase $(PHASE)) $(if $(THREADS),--threads $(THREADS)) \
@@ -29,7 +30,7 @@ TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(SEQ),--seq $(SEQ)) $(if $(DT
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 BROWSER_SETUP := $(if $(BROWSER),,$(if $(shell command -v apt-get 2>/dev/null),setup-browser))
 
-.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-analyze test clean
+.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 attribution-h100 bench-analyze test clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -74,6 +75,10 @@ bench: $(SETUP)  ## run a suite of workloads/ (resumable): make bench SUITE=vit-
 bench-h100: $(SETUP)  ## the five study suites trimmed for the H100, MINUTES (9) of runs a call (resumable: call again to go on): H100/<suite>/
 	$(TRACEKIT) bench $(H100_SUITES:%=workloads/%.toml) --traces $(H100) --reports $(H100) --max-minutes $(MINUTES) $(BENCH_OPTS)
 	$(if $(ARCHIVE),for s in $(H100_SUITES); do tar czf $(ARCHIVE)/$$s.tgz -C $(H100) $$s; done)
+
+attribution-h100: $(SETUP)  ## issue 20 on a GPU: ViT and GPT-2 eager/default/reduce-overhead, GPU time by module, every pair diffed: OUT (reports/h100/diff)/
+	$(TRACEKIT) bench workloads/attribution-h100.toml --traces $(OUT)/traces --reports $(OUT) --max-minutes $(MINUTES)
+	$(TRACEKIT) diff $(OUT)/traces/attribution-h100 --out $(OUT)/diffs --min-coverage 0.95
 
 bench-analyze: $(SETUP)  ## speed/memory of tracekit analyze on 10 MB-1 GB traces, vs HTA: reports/bench-analyze.md
 	$(VENV)/bin/python -m tracekit.loadbench --report $(REPORTS)/bench-analyze.md

@@ -1,10 +1,12 @@
 import json
+import re
 
 import pytest
 
 from tracekit import backends, models, runner
 from tracekit.analysis.runs import analyze
 from tracekit.spec import RunSpec
+from tracekit.trace import load
 
 QUICK = dict(warmup=1, iters=3, profile_iters=2)
 
@@ -25,6 +27,10 @@ def test_eager_run_writes_trace_and_manifest(tmp_path):
     assert row["run"] == "mlp/eager" and row["iterations"] == 2 and not row["has_gpu"]
     assert "no GPU activity" in row["note"]
     assert len(result.table("iterations")) == 2  # one ProfilerStep marker per profiled iteration
+    # attribution: a scope around each module call of each profiled iteration
+    assert on_disk["attribution"]["module_scopes"] is True
+    cpu = load(traces[0]).cpu_ops
+    assert (cpu["name"] == "module::").sum() == 2 and (cpu["name"] == "module::4").sum() == 2
 
 
 @pytest.mark.slow
@@ -33,6 +39,10 @@ def test_compiled_run_matches_eager(tmp_path):
     assert manifest["status"] == "ok"
     assert manifest["max_abs_diff"] < 1e-4
     assert manifest["compile_s"] > 0
+    graphs = manifest["attribution"]["provenance"]["graphs"]   # Inductor's call sites, with their modules
+    assert len(graphs) == 1 and re.fullmatch(r"\d+/\d+", graphs[0]["compile_id"]) and graphs[0]["key"]
+    problem = manifest["attribution"]["provenance"]["problem"]
+    assert {m for _kernel, _handle, modules, _ops in graphs[0]["calls"] for m in modules} >= {"0", "2"}, problem
 
 
 @pytest.mark.slow

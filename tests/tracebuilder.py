@@ -164,3 +164,27 @@ def graph_trace() -> TraceBuilder:
         t.step(i, o, 40)
         t.graph_launch(at=o + 5, kernels=[(o + 10, 10), (o + 20, 10)])
     return t
+
+
+def add_cpu_range(t: TraceBuilder, name: str, start: float, dur: float, tid: int = TID, cat: str = "cpu_op") -> None:
+    """A CPU op or range (``module::blocks.0``, ``aten::addmm``, ``## Call CompiledFxGraph k ##``) on thread ``tid``."""
+    t.events.append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": t.base + start, "dur": dur,
+                     "args": {"External id": 0}})
+
+
+def add_host_call(t: TraceBuilder, name: str, at: float, dur: float = 2.0, tid: int = TID) -> int:
+    """A host API call that enqueues no GPU op in the trace (a launch made while a stream
+    captures a CUDA graph, cudaStreamBeginCapture...); returns its correlation id."""
+    corr = t._next_corr()
+    t.events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": PID, "tid": tid, "ts": t.base + at,
+                     "dur": dur, "args": {"correlation": corr, "External id": corr}})
+    return corr
+
+
+def add_graph_launch(t: TraceBuilder, at: float, kernels: list[tuple[str, float, float]], stream: int = 7) -> int:
+    """One cudaGraphLaunch at ``at`` replaying named kernels [(name, start, dur), ...]."""
+    corr = t._next_corr()
+    t._launch("cudaGraphLaunch", at, 8.0, corr)
+    for name, start, dur in kernels:
+        t._gpu("kernel", name, start, dur, stream, 0, corr)
+    return corr

@@ -233,3 +233,26 @@ def profile(module, inputs, modes: Sequence[str] = ("eager", "default"), phase: 
     result = analyze(out, baseline=baseline, only=set(names))
     result.manifests = manifests
     return result
+
+
+def diff(a: Path | str, b: Path | str | None = None, depth: int = 3, iterations: int | None = None):
+    """``tracekit diff`` as Python: where GPU time and launches went, module by module.
+
+    Args:
+        a, b: two run folders or trace files; or ``a`` alone, a folder of runs.
+        depth: module paths are cut to this many parts.
+        iterations: iterations of a trace with neither markers nor run.json.
+
+    Returns:
+        For two runs a :class:`tracekit.analysis.rundiff.RunDiff` (``modules`` and ``ops``
+        DataFrames, ``totals``, ``coverage_a``/``coverage_b``); for a folder, one per pair of
+        modes of each workload (a list).
+
+    Raises:
+        tracekit.trace.TraceError: a path is missing or unreadable.
+        ValueError: a run path holds no trace or several.
+    """
+    from tracekit.analysis.rundiff import diff_pairs, diff_runs
+
+    return diff_pairs(a, depth, iterations) if b is None else diff_runs(a, b, depth, iterations)
+

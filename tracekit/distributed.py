@@ -45,7 +45,7 @@ RANK_FILE = ".rank{}.result"  # not *.json: never taken for a trace
 # Copied from rank 0's results into the run's manifest: the stages every rank measured.
 _RANK0_FIELDS = ("device_type", "device_name", "build_s", "parameters", "prepare_s", "backend", "first_call_s",
                  "loss", "compile_s", "max_abs_diff", "diff_tolerance", "diff_ok", "warmup_s", "flop_per_iter",
-                 "bytes_per_iter", "op", "peak_memory_MB", "memory_source")
+                 "bytes_per_iter", "op", "peak_memory_MB", "memory_source", "attribution")
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=10)
 
 
@@ -143,7 +143,7 @@ def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module
 def main(argv: list[str] | None = None) -> int:
     """One rank (run by torch.distributed.run, which sets RANK, LOCAL_RANK, WORLD_SIZE):
     measure, write ``.rank<r>.json``; exit 0 if ok, 1 if not (the launcher then stops the others)."""
-    from tracekit import backends, models, runner
+    from tracekit import attribution_record, backends, models, runner
     from tracekit.bench import _set_parent_death_signal
 
     # torch.distributed.run starts each rank in a session of its own: a rank must not outlive
@@ -175,9 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         built = models.build(spec.model, spec.batch, spec.dtype, backend.device(spec), spec.seed, spec.seq, spec.phase)
         manifest.build_s = time.perf_counter() - t0
-        samples = runner._measure(spec, backend, args.dir, manifest, stage, *built,
-                                  wrap=lambda m: wrap(m, spec.parallel, device),
-                                  worker=f"{socket.gethostname()}_rank{rank}")
+        with attribution_record.Recorder(backend) as recorder:
+            samples = runner._measure(spec, backend, args.dir, manifest, stage, recorder, *built,
+                                      wrap=lambda m: wrap(m, spec.parallel, device),
+                                      worker=f"{socket.gethostname()}_rank{rank}")
+        manifest.attribution = recorder.result()
         manifest.status, reason = "ok", ""
     except Exception as exc:  # noqa: BLE001 - recorded for the launching process
         manifest.status, reason = runner._classify(exc), f"{type(exc).__name__}: {str(exc).strip()[:2000]}"

@@ -15,6 +15,10 @@ Versions (``manifest_version``):
 * 3 (issue 17): ``host_load``, ``wall_ms``, ``timer_agreement``, ``repeats``;
   ``latency_ms`` keeps its ``samples``; the spec may have ``threads`` and
   ``repeats`` (left out where they are the defaults, None and 1).
+* 4: ``source``, ``parameters``, ``build_s``, ``loss``, ``steps``, ``steps_ms`` (issue 14:
+  user models and recorded loops); ``distributed`` and the spec's ``nproc`` and
+  ``parallel`` (issue 15, the spec fields left out at their defaults 1 and "ddp");
+  ``attribution`` (issue 20). Older files read them as None.
 
 Adding a field is one line in :class:`Manifest`: its name, type, a default of
 None ("not recorded", as in every older file) and a comment with its unit.
@@ -33,7 +37,7 @@ from pathlib import Path
 from tracekit.io import write_json
 
 FILENAME = "run.json"
-VERSION = 3
+VERSION = 4
 
 
 @dataclass
@@ -86,6 +90,7 @@ class Manifest:
     memory_source: str | None = None       # cuda_max_memory_allocated or process_max_rss
     profile: dict | None = None            # the profiled window: iterations, trace file names
     distributed: dict | None = None        # tracekit trace --nproc: world_size, backend, parallel, per-rank latencies
+    attribution: dict | None = None        # module scopes, Inductor provenance, CUDA-graph captures (tracekit.attribution_record)
     finished_at: str | None = None         # ISO 8601, UTC
     extra: dict = field(default_factory=dict)  # fields of a newer tracekit, kept as read
 

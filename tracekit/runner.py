@@ -24,7 +24,7 @@ from typing import Callable
 
 import torch
 
-from tracekit import __version__, backends, models, outputs, timing
+from tracekit import __version__, attribution_record, backends, models, outputs, timing
 from tracekit.backends import Prepared
 from tracekit.environment import default_device, describe
 from tracekit.manifest import Manifest
@@ -245,7 +245,9 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
 
                 distributed.launch(spec, directory, manifest, stage, log)
             else:
-                _measure(spec, backend, directory, manifest, stage, *workload)
+                with attribution_record.Recorder(backend) as recorder:
+                    _measure(spec, backend, directory, manifest, stage, recorder, *workload)
+                manifest.attribution = recorder.result()
         manifest.status, manifest.stage = "ok", "done"
     except Exception as exc:  # noqa: BLE001 - every failure becomes a status row
         manifest.status = _classify(exc)
@@ -259,12 +261,14 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     return manifest
 
 
-def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage, module: torch.nn.Module,
-             inputs: tuple, wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
+def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
+             recorder: attribution_record.Recorder, module: torch.nn.Module, inputs: tuple,
+             wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
              worker: str | None = None) -> list[float]:
     """The measuring stages of :func:`run` in this process, on the built ``module`` and
     ``inputs``; fills ``manifest``, writes the trace into ``directory`` (named ``worker``.<ts>...)
-    and returns the timed latencies (ms). ``wrap``: applied to the module after the eager
+    and returns the timed latencies (ms). ``recorder`` records what attribution needs
+    (:mod:`tracekit.attribution_record`). ``wrap``: applied to the module after the eager
     reference output and before the backend (a rank of a distributed run wraps it in DDP or
     FSDP, :mod:`tracekit.distributed`)."""
     build_on = backend.device(spec)
@@ -279,7 +283,8 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
     if build_on.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(torch.device(build_on))
     t0 = time.perf_counter()
-    prepared = backend.prepare(shared, inputs, spec)
+    with recorder.capture("prepare", build_on, module):
+        prepared = backend.prepare(shared, inputs, spec)
     if not isinstance(prepared, Prepared):
         prepared = Prepared(prepared, build_on.split(":")[0])
     device = build_on if prepared.device_type == build_on.split(":")[0] else prepared.device_type
@@ -312,9 +317,10 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
 
     stage(f"warm-up ({spec.warmup} calls)")
     t0 = time.perf_counter()
-    for _ in range(spec.warmup):
-        step(inputs)
-    _sync(device)
+    with recorder.capture("warmup", device, module):
+        for _ in range(spec.warmup):
+            step(inputs)
+        _sync(device)
     manifest.warmup_s = time.perf_counter() - t0
     _stop_compile_workers()
 
@@ -335,7 +341,7 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     worker = worker or f"{socket.gethostname()}_{os.getpid()}"
     own_profiler = prepared.profile(directory, worker) if prepared.profile else nullcontext()
-    with _without_kineto_usdt_lines(), own_profiler, torch.profiler.profile(
+    with _without_kineto_usdt_lines(), own_profiler, recorder.scopes(module), torch.profiler.profile(
         activities=activities, record_shapes=True,
         schedule=torch.profiler.schedule(wait=0, warmup=1, active=spec.profile_iters, repeat=1),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(str(directory), worker_name=worker,

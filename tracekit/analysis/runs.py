@@ -161,13 +161,13 @@ class _FileResult:
     distributed: dict = field(default_factory=dict)   # Kineto's distributedInfo
 
 
-def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None,
+def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None, attribution: dict | None,
                   workers: int | None) -> _FileResult:
     try:
         tables = load(path, workers=workers)
     except TraceError as exc:
         return _FileResult(error=(exc.problem, int(exc.code)), not_a_trace=isinstance(exc, NotATrace))
-    result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms)
+    result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution)
     return _FileResult(metrics=result.row, tables=result.tables,
                        device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
                        problems=tables.meta.get("problems", []), rank=job.rank_of(tables.meta, path),
@@ -226,7 +226,8 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations
             scheduler unreachable.
     """
     jobs = [(p.absolute(), ((m and m.profile) or {}).get("iterations", iterations),
-             ((m and m.latency_ms) or {}).get("median")) for r, m in zip(runs, manifests) for p in r.traces]
+             ((m and m.latency_ms) or {}).get("median"), m and m.attribution)
+            for r, m in zip(runs, manifests) for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
     if dask and jobs:
         flat = on_dask(dask, _analyze_file, [(*job, 1) for job in jobs])

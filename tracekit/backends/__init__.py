@@ -45,6 +45,11 @@ class Backend:
     here, else the reason and how to fix it. note(device_type) -> a caveat
     recorded in run.json. phases: the phases it supports. device(spec) -> the
     device the model and inputs are built on (default: the spec's).
+    module_scopes: the prepared callable runs the module's Python forward (eagerly,
+    or compiled only below some submodules), so the runner can mark each module's
+    calls (tracekit.attribution_record.module_scopes). graph_capture: where the mode
+    captures CUDA graphs ("prepare", the "warmup" calls, or "" for none), so the
+    runner records the capture (tracekit.attribution_record.capture_recording).
     """
 
     name: str
@@ -54,6 +59,8 @@ class Backend:
     note: Callable[[str], str] = lambda device: ""
     phases: frozenset = frozenset(PHASES)
     device: Callable[[RunSpec], str] = lambda spec: spec.device
+    module_scopes: bool = False
+    graph_capture: str = ""
 
 
 BACKENDS: dict[str, Backend] = {}

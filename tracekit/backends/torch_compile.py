@@ -46,4 +46,5 @@ for _mode, _text in [
     ("max-autotune", "torch.compile mode=max-autotune (autotuned kernels; CUDA graphs on CUDA)"),
     ("max-autotune-no-cudagraphs", "torch.compile mode=max-autotune-no-cudagraphs"),
 ]:
-    register(Backend(_mode, _text, _prepare(_mode), note=_note(_mode)))
+    register(Backend(_mode, _text, _prepare(_mode), note=_note(_mode),
+                     graph_capture="warmup" if _mode in CUDAGRAPH_MODES else ""))

@@ -283,6 +283,27 @@ def overview_figure(comp: pd.DataFrame, baseline: str) -> Figure:
     return fig
 
 
+def modules_figure(busy: pd.DataFrame, title: str, top: int = 12) -> Figure:
+    """GPU busy time per iteration of each kind of module (``blocks.*.mlp``), one bar per
+    mode: the ``top`` kinds with the most busy time in any mode, unattributed time too."""
+    modes = list(dict.fromkeys(busy["mode"]))
+    table = busy.pivot_table(index="module", columns="mode", values="busy_per_iter_us", aggfunc="sum",
+                             fill_value=0.0).reindex(columns=modes, fill_value=0.0)
+    table = table.loc[table.max(axis=1).sort_values(ascending=False).index[:top]].iloc[::-1]
+    fig = _figure(8.0, 1.2 + 0.32 * len(table) * max(1, len(modes)) ** 0.5)
+    ax = fig.subplots()
+    height = 0.8 / max(1, len(modes))
+    y = np.arange(len(table))
+    for i, mode in enumerate(modes):
+        ax.barh(y + (len(modes) - 1 - i - (len(modes) - 1) / 2) * height, table[mode] / 1e3, height,
+                label=mode, color=mode_color(mode, modes))
+    ax.set_yticks(y, [m or "(model)" for m in table.index], fontsize=8)
+    ax.set_xlabel("GPU busy per profiled iteration (ms)")
+    ax.legend(fontsize=8, frameon=False)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
 def save(fig: Figure, path: Path) -> Path:
     """Write ``fig`` as PNG, atomically (folders created)."""
     png = io.BytesIO()

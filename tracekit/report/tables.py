@@ -213,6 +213,30 @@ STRAGGLERS = [
 ]
 
 
+# Each mode against the baseline, module by module (tracekit.analysis.rundiff.versus_baseline).
+MODULE_DIFF = [
+    ("workload", "workload", "{}"),
+    ("mode", "mode", "{}"),
+    ("module", "module", "{}"),
+    ("busy_us_a", "busy baseline (µs/iter)", "{:.1f}"),
+    ("busy_us_b", "busy mode", "{:.1f}"),
+    ("d_busy_us", "Δ busy", "{:+.1f}"),
+    ("d_kernels", "Δ kernels", "{:+.3g}"),
+    ("d_launches", "Δ launches", "{:+.3g}"),
+    ("d_idle_us", "Δ idle before", "{:+.1f}"),
+    ("change", "what changed", "{}"),
+]
+MODULES_HINT = ("Every GPU op is attributed to the module and aten op that launched it (module scopes in eager "
+                "runs, Inductor's provenance in compiled ones, the recorded capture for CUDA-graph replays); rows "
+                "are modules (path cut to 3 parts), per profiled iteration, mode minus baseline, the largest "
+                "|Δ busy| first; a run's rows sum to its Δ busy and Δ launches. `tracekit diff A B` gives every row.")
+
+
+def module_rows(modules: pd.DataFrame, n: int = 8) -> pd.DataFrame:
+    """The ``n`` rows of each run with the largest |Δ busy| (they come sorted so per run)."""
+    return modules.groupby("run", sort=False).head(n) if len(modules) else modules
+
+
 def comparison_view(comp: pd.DataFrame) -> pd.DataFrame:
     """``comp`` for display: speedup_range ("1.38x (1.37-1.39)", or "inconclusive
     (0.95-1.08x)" where the p10-p90 latency ranges overlap); deltas and ratios

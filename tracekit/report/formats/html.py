@@ -13,9 +13,10 @@ from tracekit import __version__
 from tracekit.analysis.compare import Tables
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import (CPU_OPS, DETAILS, HEADLINE, IDLE, OVERHEAD, PERFETTO_HINT, PROFILED, SOURCES,
-                                    SPEEDUP, TIMING, comparison_view, cpu_op_view, evidence, finding_rows, gpu_runs,
-                                    headline, job_tables, notes, overhead_view, timing_view, trace_links)
+from tracekit.report.tables import (CPU_OPS, DETAILS, HEADLINE, IDLE, MODULES_HINT, MODULE_DIFF, OVERHEAD,
+                                    PERFETTO_HINT, PROFILED, SOURCES, SPEEDUP, TIMING, comparison_view, cpu_op_view,
+                                    evidence, finding_rows, gpu_runs, headline, job_tables, module_rows, notes,
+                                    overhead_view, timing_view, trace_links)
 
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
@@ -63,6 +64,9 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) 
         if len(timing_view(comp)) else None,
         "cpu_ops": _table(cpu_op_view(t.cpu_op_changes), CPU_OPS, "CPU runs: what changed, op by op (profiled "
                           "self time per iteration)") if len(t.cpu_op_changes) else None,
+        "modules": _table(module_rows(t.modules), MODULE_DIFF, "Where the time went, module by module")
+        if len(t.modules) else None,
+        "modules_hint": _markdown_bold(MODULES_HINT),
         "overhead": _table(overhead_view(t.overhead), OVERHEAD, "Profiler overhead") if len(t.overhead) else None,
         "workloads": [(w, [data_uri(p) for p in ps]) for w, ps in plots.items() if w],
         "runs": _table(a.runs, HEADLINE, "All runs", trace_links(a, out)),

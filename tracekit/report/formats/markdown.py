@@ -9,10 +9,10 @@ from pathlib import Path
 from tracekit.analysis.compare import Tables
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import (CPU_OPS, CPU_OPS_SHOWN, DETAILS, IDLE, OVERHEAD, PERFETTO_HINT, PROFILED,
-                                    SOURCES, SPEEDUP, TIMING, comparison_view, cpu_op_view, evidence, finding_rows,
-                                    gpu_runs, headline, job_tables, markdown_table, notes, overhead_view, timing_view,
-                                    trace_links)
+from tracekit.report.tables import (CPU_OPS, CPU_OPS_SHOWN, DETAILS, IDLE, MODULES_HINT, MODULE_DIFF, OVERHEAD,
+                                    PERFETTO_HINT, PROFILED, SOURCES, SPEEDUP, TIMING, comparison_view, cpu_op_view,
+                                    evidence, finding_rows, gpu_runs, headline, job_tables, markdown_table,
+                                    module_rows, notes, overhead_view, timing_view, trace_links)
 
 
 TIMING_TEXT = ("Each run's latency is timed twice: per call (CUDA events on a GPU, perf_counter on the CPU) and "
@@ -45,6 +45,9 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
                   for w, m, f, warn in finding_rows(comp)]
         if "" in plots:
             parts.append(f"\n![GPU busy and idle per iteration, all workloads]({link(plots[''][0])})\n")
+        if len(t.modules):
+            parts += ["\n## Where the time went, module by module\n", MODULES_HINT + "\n",
+                      markdown_table(*headline(module_rows(t.modules), MODULE_DIFF))]
         gpu = comp[comp["busy_per_iter_ms"].notna()]
         if len(gpu):
             parts += ["\n## Inside the profiled window: GPU busy and idle by cause (ms per iteration)\n",
