@@ -313,13 +313,14 @@ def counters(model, mode, batch, dtype, device, phase, warmup, kernels, iters, t
     Needs ncu and a GPU, except with --csv.
     """
     from tracekit import counters as hw
+    from tracekit.analysis.counters import analyze as analyze_counters
     from tracekit.report import print_reports, write_reports
     from tracekit.spec import RunSpec
     from tracekit.trace import TraceError
 
     try:
         if csv_file is not None:
-            result, folder, title = hw.analyze(csv_file, trace_file, device_name), out, csv_file.name
+            result, folder, title = analyze_counters(csv_file, trace_file, device_name), out, csv_file.name
         elif model is None:
             raise UserError("give --model (to profile a workload) or --csv (to analyze an ncu CSV)")
         else:

@@ -1,7 +1,7 @@
 """The counters report format: summary.md, kernels.csv, classes.csv, counters.json and
 roofline.png of hardware counters, and their terminal tables.
 
-Takes a :class:`tracekit.counters.CountersResult` (``Report.source``: the run's title);
+Takes a :class:`tracekit.analysis.counters.CountersResult` (``Report.source``: the run's title);
 never re-reads ncu's CSV.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from tracekit.counters.analysis import BOUND_PCT, CountersResult
+from tracekit.analysis.counters import BOUND_PCT, CountersResult
 from tracekit.io import write_atomic, write_json
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.tables import headline, markdown_table, rich_table

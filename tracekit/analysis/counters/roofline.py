@@ -1,6 +1,6 @@
 """Per-kernel DRAM traffic, achieved bandwidth and FLOP/s, and how bound each kernel is (no torch).
 
-From ncu's counters (:mod:`tracekit.counters.metrics`), per kernel:
+From ncu's counters (:mod:`tracekit.analysis.counters.metrics`), per kernel:
 
 * ``dram_bytes`` = DRAM bytes read + written; ``bw_GBps`` = dram_bytes / time
   (bytes per ns = GB/s), time being ncu's ``gpu__time_duration`` of the
@@ -23,7 +23,7 @@ From ncu's counters (:mod:`tracekit.counters.metrics`), per kernel:
   latency issues").
 
 Per run, kernels are weighted by their duration in the trace when joined to
-one (the unperturbed run; :mod:`tracekit.counters.join`), else by ncu's time.
+one (the unperturbed run; :mod:`tracekit.analysis.counters.join`), else by ncu's time.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.kernels import kernel_class
 from tracekit import peaks as datasheet
-from tracekit.counters import metrics as M
-from tracekit.counters.join import join
-from tracekit.counters.parse import CountersError, parse
+from tracekit.analysis.counters import metrics as M
+from tracekit.analysis.counters.join import join
+from tracekit.analysis.counters.parse import CountersError, parse
+from tracekit.analysis.kernels import kernel_class
 from tracekit.trace import load
 
 BOUND_PCT = 60.0
@@ -92,8 +92,8 @@ def kernel_table(counters: pd.DataFrame, peaks: Peaks | None) -> pd.DataFrame:
     """One row per profiled kernel with its traffic, rates, shares of peak and bound.
 
     Args:
-        counters: parsed ncu rows (:func:`tracekit.counters.parse.parse`),
-            joined to a trace or not (:func:`tracekit.counters.join.join`).
+        counters: parsed ncu rows (:func:`tracekit.analysis.counters.parse.parse`),
+            joined to a trace or not (:func:`tracekit.analysis.counters.join.join`).
         peaks: the device's peaks, or None (then the percent columns are NaN
             and ``bound`` is "unknown").
 

@@ -3,7 +3,7 @@ import math
 import pytest
 from ncucsv import TIME_DRAM, NcuCsv
 
-from tracekit.counters.parse import CountersError, parse, parse_text, to_base
+from tracekit.analysis.counters.parse import CountersError, parse, parse_text, to_base
 
 
 def test_raw_page_rows_units_and_separators(tmp_path):

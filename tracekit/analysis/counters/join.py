@@ -40,7 +40,7 @@ def join(counters: pd.DataFrame, gpu_ops: pd.DataFrame) -> pd.DataFrame:
 
     Args:
         counters: ncu rows (``kernel`` names, in launch order), as from
-            :func:`tracekit.counters.parse.parse`.
+            :func:`tracekit.analysis.counters.parse.parse`.
         gpu_ops: a trace's GPU ops (:class:`tracekit.trace.EventTables.gpu_ops`).
 
     Returns:

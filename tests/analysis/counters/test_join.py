@@ -4,10 +4,10 @@ import pandas as pd
 import pytest
 from tracebuilder import TraceBuilder
 
-from tracekit.counters.join import full_key, function_key, join
+from tracekit.analysis.counters.join import full_key, function_key, join
 from tracekit.trace import load
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # A real H100 trace of vit16x6x384 eager, batch 8 (10 iterations of 66 kernels), committed by the foundation issue.
 VIT_EAGER = sorted((ROOT / "reports/h100/vit-study/traces/vit16x6x384/eager").glob("*.pt.trace.json.gz"))
 

@@ -5,9 +5,9 @@ import pytest
 from ncucsv import TIME_DRAM, NcuCsv
 from tracebuilder import TraceBuilder
 
-from tracekit.counters import analysis, metrics
+from tracekit.analysis.counters import metrics, roofline
 
-H100 = analysis.device_peaks("NVIDIA H100 80GB HBM3")
+H100 = roofline.device_peaks("NVIDIA H100 80GB HBM3")
 FMUL = "sm__sass_thread_inst_executed_op_fmul_pred_on.sum"
 FFMA = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum"
 BF16 = "sm__ops_path_tensor_src_bf16_dst_fp32.sum"
@@ -30,7 +30,7 @@ def _csv() -> NcuCsv:
 
 
 def test_per_kernel_rates_and_bounds(tmp_path):
-    k = analysis.analyze(_csv().write(tmp_path / "ncu.csv"), device="NVIDIA H100 80GB HBM3").kernels
+    k = roofline.analyze(_csv().write(tmp_path / "ncu.csv"), device="NVIDIA H100 80GB HBM3").kernels
     mul, gemm, norm = (k.iloc[i] for i in range(3))
     assert mul["dram_bytes"] == 3 * 2**30
     assert mul["bw_GBps"] == pytest.approx(3 * 2**30 / 1_100_000)                 # 2928.5 GB/s
@@ -50,7 +50,7 @@ def test_per_kernel_rates_and_bounds(tmp_path):
 def test_mixed_work_adds_its_shares_of_each_roof():
     c = pd.DataFrame({"id": [0], "kernel": ["k"], metrics.TIME: [1e6], metrics.DRAM_READ: [0.0],
                       metrics.DRAM_WRITE: [0.0], FFMA: [16.75e9], BF16: [247.375e9]})
-    k = analysis.kernel_table(c, H100)
+    k = roofline.kernel_table(c, H100)
     # fp32: 33.5 TFLOP/s of 67 = 50%; bf16: 247.375 of 989.5 = 25%
     assert k.loc[0, "compute_pct_peak"] == pytest.approx(75.0)
     assert k.loc[0, "bound"] == "compute"
@@ -59,12 +59,12 @@ def test_mixed_work_adds_its_shares_of_each_roof():
 def test_tensor_pipe_busy_counts_as_compute_bound():
     c = pd.DataFrame({"id": [0], "kernel": ["k"], metrics.TIME: [1e6], metrics.DRAM_READ: [1e6],
                       metrics.DRAM_WRITE: [0.0], "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": [80.0]})
-    k = analysis.kernel_table(c, H100)
+    k = roofline.kernel_table(c, H100)
     assert math.isnan(k.loc[0, "flops"]) and k.loc[0, "tensor_pipe_pct"] == 80.0 and k.loc[0, "bound"] == "compute"
 
 
 def test_unknown_device_has_no_percent_and_says_so(tmp_path):
-    r = analysis.analyze(_csv().write(tmp_path / "ncu.csv"), device="NVIDIA B300")
+    r = roofline.analyze(_csv().write(tmp_path / "ncu.csv"), device="NVIDIA B300")
     assert r.kernels["bound"].eq("unknown").all() and r.kernels["bw_pct_peak"].isna().all()
     assert any("no peak figures for device 'NVIDIA B300'" in n for n in r.notes)
     assert r.kernels.loc[0, "bw_GBps"] > 2900                                      # rates need no peaks
@@ -78,7 +78,7 @@ def test_run_and_class_shares_weight_by_trace_time(tmp_path):
     t.kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64", 1200, 1500, launch_at=1100)
     t.kernel("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float>(int)", 2800, 500,
              launch_at=2700)
-    r = analysis.analyze(_csv().write(tmp_path / "ncu.csv"), t.write(tmp_path / "t.json"))
+    r = roofline.analyze(_csv().write(tmp_path / "ncu.csv"), t.write(tmp_path / "t.json"))
     assert r.run["device"] == "NVIDIA H100 80GB HBM3" and r.run["join"] == "full name"   # device from the trace
     assert r.run["matched"] == 3 and list(r.kernels["weight_us"]) == [1000, 1500, 500]
     assert r.run["memory_share"] == pytest.approx(1000 / 3000)
@@ -92,15 +92,15 @@ def test_run_and_class_shares_weight_by_trace_time(tmp_path):
 
 
 def test_without_trace_ncu_time_weights(tmp_path):
-    r = analysis.analyze(_csv().write(tmp_path / "ncu.csv"), device="NVIDIA H100 80GB HBM3")
+    r = roofline.analyze(_csv().write(tmp_path / "ncu.csv"), device="NVIDIA H100 80GB HBM3")
     assert list(r.kernels["weight_us"]) == [1100, 1600, 5] and r.run["matched"] == 0
     assert r.run["memory_share"] == pytest.approx(1100 / 2705)
 
 
 def test_csv_without_time_or_dram_is_an_error(tmp_path):
     c = NcuCsv([(metrics.TIME, "nsecond")]).kernel("k", 5)
-    with pytest.raises(analysis.CountersError, match="lacks dram__bytes_read.sum"):
-        analysis.analyze(c.write(tmp_path / "ncu.csv"))
+    with pytest.raises(roofline.CountersError, match="lacks dram__bytes_read.sum"):
+        roofline.analyze(c.write(tmp_path / "ncu.csv"))
 
 
 def test_peaks_by_flop_kind_come_from_the_datasheet_table():
@@ -108,5 +108,5 @@ def test_peaks_by_flop_kind_come_from_the_datasheet_table():
     assert H100.TFLOPs["tensor_tf32"] == pytest.approx(494.5) and H100.TFLOPs["fp32"] == 67
     assert H100.TFLOPs["tensor_fp64"] == 67 and "fp16" not in H100.TFLOPs      # no CUDA-core fp16 figure
     assert "datasheet" in H100.source and all(r["source"] == H100.source for r in H100.table())
-    assert analysis.device_peaks("NVIDIA H100 PCIe").dram_GBps == 2000
-    assert analysis.device_peaks("NVIDIA B300") is None and set(analysis.PEAK_KEY) == set(metrics.FLOP_KINDS) - {"fp16"}
+    assert roofline.device_peaks("NVIDIA H100 PCIe").dram_GBps == 2000
+    assert roofline.device_peaks("NVIDIA B300") is None and set(roofline.PEAK_KEY) == set(metrics.FLOP_KINDS) - {"fp16"}

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from tracekit import models
-from tracekit.counters import analyze, parse
-from tracekit.counters.join import function_key
+from tracekit.analysis.counters import analyze, parse
+from tracekit.analysis.counters.join import function_key
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "ncu"
+DATA = Path(__file__).resolve().parents[2] / "data" / "ncu"
 SCRIPT = DATA / "h100_mul1GiB_bf16mm8192.csv"   # randn, x * 1.5 over 1 GiB, 8192^3 bf16 matmul, checks
 
 
