@@ -11,6 +11,7 @@ import click
 
 from tracekit import __version__
 from tracekit.errors import ExitCode
+from tracekit.spec import DTYPES, PHASES
 
 
 class UserError(click.ClickException):
@@ -71,9 +72,9 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--mode", default="eager", show_default=True,
               help="Backend mode: eager, default, reduce-overhead, max-autotune, ... (`tracekit modes`).")
 @click.option("--batch", "-b", type=int, default=None, help="Batch size [default: the model's].")
-@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
+@click.option("--dtype", type=click.Choice(DTYPES), default="fp32", show_default=True)
 @click.option("--device", default=None, help="cpu, cuda or cuda:N [default: cuda if visible, else cpu].")
-@click.option("--phase", type=click.Choice(["inference", "forward", "forward-backward", "train-step"]),
+@click.option("--phase", type=click.Choice(PHASES),
               default="inference", show_default=True,
               help="What one iteration does: no-grad forward, forward with autograd, + backward, + AdamW step.")
 @click.option("--compile-only", default="", help="mode=surgical: comma-separated name patterns of the "
@@ -278,9 +279,9 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry
               "vit16x6x384 (`tracekit models`). Not needed with --csv.")
 @click.option("--mode", default="eager", show_default=True, help="Backend mode (`tracekit modes`).")
 @click.option("--batch", "-b", type=int, default=None, help="Batch size [default: the model's].")
-@click.option("--dtype", type=click.Choice(["fp32", "bf16", "fp16"]), default="fp32", show_default=True)
+@click.option("--dtype", type=click.Choice(DTYPES), default="fp32", show_default=True)
 @click.option("--device", default=None, help="cuda or cuda:N [default: cuda if visible].")
-@click.option("--phase", type=click.Choice(["inference", "forward", "forward-backward", "train-step"]),
+@click.option("--phase", type=click.Choice(PHASES),
               default="inference", show_default=True, help="What one iteration does (as for `tracekit trace`).")
 @click.option("--warmup", type=int, default=None, help="Warm-up calls before the profiled ones [default: 5].")
 @click.option("--kernels", type=click.IntRange(min=1), default=100, show_default=True,
@@ -359,7 +360,7 @@ def list_backends() -> None:
     for name, b in backends.BACKENDS.items():
         reason = backends.why_not(b, spec)
         click.echo(f"{name:<27} {'available' if not reason else 'unavailable'}  {b.description}")
-        click.echo(f"{'':<27} phases: {', '.join(p for p in ('inference', 'forward', 'forward-backward', 'train-step') if p in b.phases)}"
+        click.echo(f"{'':<27} phases: {', '.join(p for p in PHASES if p in b.phases)}"
                    + (f"; {reason}" if reason else ""))
 
 

@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 import torch
 
-PHASES = ("inference", "forward", "forward-backward", "train-step")
+from tracekit.spec import PHASES
+
 TRAINING = frozenset(PHASES) - {"inference"}
 
 

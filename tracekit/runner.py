@@ -29,8 +29,8 @@ from tracekit import __version__, backends, models
 from tracekit.backends import Prepared
 from tracekit.environment import default_device, describe
 from tracekit.manifest import Manifest
-from tracekit.phases import PHASES, make_step
-from tracekit.spec import RunSpec, resolve
+from tracekit.phases import make_step
+from tracekit.spec import PHASES, RunSpec, resolve
 from tracekit.trace.reader import is_trace_file
 
 Log = Callable[[str], None]
