@@ -1,0 +1,70 @@
+"""The ``tracekit`` command line (click). Each command parses options, calls one
+library function and prints; everything here is callable from Python too.
+
+One module per verb (as memray's ``commands/``): trace, analyze (and compare),
+bench, counters, listing (models, backends); each adds its command to
+:func:`main` at import, and the imports at the end of this file load them.
+"""
+
+from __future__ import annotations
+
+import click
+
+from tracekit import __version__
+from tracekit.errors import ExitCode
+
+
+class UserError(click.ClickException):
+    """A problem with the user's input: one line on stderr, no traceback, and the
+    exit code of its kind (:class:`tracekit.errors.ExitCode`)."""
+
+    def __init__(self, message: str, code: int = ExitCode.USAGE):
+        super().__init__(message)
+        self.exit_code = int(code)
+
+
+class _Main(click.Group):
+    """The command group; an unexpected exception becomes one line and exit code
+    INTERNAL (70), with the traceback only under ``--debug``."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"tracekit: internal error: {type(exc).__name__}: {exc} "
+                       "(rerun with --debug for the traceback)", err=True)
+            ctx.exit(ExitCode.INTERNAL)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracekit")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """Profiler-driven analysis of PyTorch performance.
+
+    \b
+    Run a workload under torch.profiler and write its trace:
+      tracekit trace --model vit16x6x384 --mode reduce-overhead
+    Measure kernels, launches, GPU busy and idle time from the traces, compare
+    the modes of each workload, write reports/ (summary.md, index.html, plots):
+      tracekit analyze traces/
+    Compare chosen runs:
+      tracekit compare traces/vit16x6x384/eager traces/vit16x6x384/reduce-overhead
+
+    \b
+    Exit codes: 0 ok; 1 a run failed (see its run.json); 2 usage; 3 path not
+    found; 4 no traces; 5 corrupt gzip; 6 truncated JSON; 7 not JSON; 8 not a
+    PyTorch profiler trace; 9 bad trace content; 10 analyzed, but some files or
+    events were bad (listed); 11 ncu missing or unable to profile; 70 internal error;
+    130 a bench interrupted (Ctrl-C, SIGTERM; run it again to go on).
+    """
+    ctx.obj = {"debug": debug}
+
+
+# The verbs; each module adds its command(s) to main.
+from tracekit.cli import analyze, bench, counters, listing, trace  # noqa: E402,F401,I001
