@@ -60,7 +60,8 @@ class SuiteResult:
 
 def bench(suites: list[Suite], traces: Path | str = "traces", reports: Path | str = "reports",
           only: tuple[str, ...] = (), force: bool = False, timeout_s: float | None = None,
-          max_minutes: float | None = None, command: str = "", console: Console | None = None) -> list[SuiteResult]:
+          max_minutes: float | None = None, command: str = "", console: Console | None = None,
+          report_options: dict | None = None) -> list[SuiteResult]:
     """Run suites one after the other, then analyze each and write its report.
 
     Time: ``max_minutes`` bounds the whole call; a suite's own ``max_minutes``
@@ -69,6 +70,7 @@ def bench(suites: list[Suite], traces: Path | str = "traces", reports: Path | st
     suite's report is written as soon as its cells are done, to
     ``reports/<suite name>/``: summary.md, runs.csv, runs.json and report.md.
     ``timeout_s`` (else the suite's ``timeout_s``) limits one cell.
+    ``report_options``: options of the report formats (:func:`tracekit.report.write_reports`).
 
     Raises:
         SuiteError: a suite whose cells collide (see :func:`plan`), before anything runs.
@@ -86,20 +88,22 @@ def bench(suites: list[Suite], traces: Path | str = "traces", reports: Path | st
         if own is not None:
             saved = max(0.0, own - time.monotonic())
         results.append(write_suite_report(suite, planned, manifests, traces, reports, command,
-                                          time.monotonic() - t0, ran))
+                                          time.monotonic() - t0, ran, report_options=report_options))
     return results
 
 
 def write_suite_report(suite: Suite, planned: list[Planned], manifests: dict[str, Manifest], traces: Path | str,
                        reports: Path | str, command: str = "", elapsed_s: float = 0.0,
-                       ran: list[str] | None = None, rewritten_by: str = "") -> SuiteResult:
+                       ran: list[str] | None = None, rewritten_by: str = "",
+                       report_options: dict | None = None) -> SuiteResult:
     """Analyze the suite's runs and write its report folder; return the :class:`SuiteResult`.
-    (``command``, ``rewritten_by``: see :class:`tracekit.analysis.suite.SuiteTables`.)"""
+    (``command``, ``rewritten_by``: see :class:`tracekit.analysis.suite.SuiteTables`;
+    ``report_options``: see :func:`tracekit.report.write_reports`.)"""
     root = suite_traces(traces, suite)
     root.mkdir(parents=True, exist_ok=True)
     tables = Tables.of(run_analysis(root, only={p.name for p in planned if p.name in manifests}))
     out = Path(reports) / suite.name
-    write_reports(tables, out, source=str(root))
+    write_reports(tables, out, source=str(root), **(report_options or {}))
     write_reports(SuiteTables.of(suite, [p.name for p in planned], manifests, tables.analysis.runs, command,
                                  rewritten_by), out)
     return SuiteResult(suite, planned, manifests, tables, out, elapsed_s, ran or [])
@@ -119,7 +123,7 @@ def recorded_device(traces: Path | str, suite: Suite) -> str | None:
 
 
 def report_only(suites: list[Suite], traces: Path | str = "traces", reports: Path | str = "reports",
-                command: str = "") -> list[SuiteResult]:
+                command: str = "", report_options: dict | None = None) -> list[SuiteResult]:
     """Write each suite's report from the runs already under ``traces``; run nothing.
 
     For results copied from another machine (the GPU box's suite folder on a
@@ -132,5 +136,6 @@ def report_only(suites: list[Suite], traces: Path | str = "traces", reports: Pat
         planned = plan(suite, traces, device=recorded_device(traces, suite))
         root = suite_traces(traces, suite)
         manifests = {p.name: m for p in planned if (m := Manifest.read(root / p.name))}
-        results.append(write_suite_report(suite, planned, manifests, traces, reports, rewritten_by=command))
+        results.append(write_suite_report(suite, planned, manifests, traces, reports, rewritten_by=command,
+                                          report_options=report_options))
     return results

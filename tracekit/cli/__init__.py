@@ -66,5 +66,17 @@ def main(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
+def report_options(command):
+    """The options of a command that writes an analysis report: how its files refer to
+    plots and traces (passed to :func:`tracekit.report.write_reports` as ``html_plots``
+    and ``link_traces``)."""
+    command = click.option("--link-traces/--no-link-traces", default=True, show_default=True,
+                           help="Link each run of summary.md and index.html to its trace file; "
+                                "--no-link-traces for a report kept or sent without its traces.")(command)
+    return click.option("--html-plots", type=click.Choice(["inline", "link"]), default="inline", show_default=True,
+                        help="index.html with its plots inline (one self-contained file) or linked to the "
+                             "PNGs in plots/ (each plot stored once, as in a repository).")(command)
+
+
 # The verbs; each module adds its command(s) to main.
 from tracekit.cli import analyze, bench, counters, listing, trace  # noqa: E402,F401,I001

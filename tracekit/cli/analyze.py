@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import UserError, main
+from tracekit.cli import UserError, main, report_options
 from tracekit.errors import ExitCode
 
 
@@ -22,7 +22,8 @@ from tracekit.errors import ExitCode
               help="Iterations each trace holds, for traces without ProfilerStep markers or run.json.")
 @click.option("--baseline", default="eager", show_default=True,
               help="The mode every other mode of a workload is compared with.")
-def analyze(path, out, as_json, iterations, baseline) -> None:
+@report_options
+def analyze(path, out, as_json, iterations, baseline, html_plots, link_traces) -> None:
     """Analyze the traces under PATH (a folder, searched recursively, or one file).
 
     Per run: kernels executed, host launches (distinct correlation ids: one
@@ -42,7 +43,7 @@ def analyze(path, out, as_json, iterations, baseline) -> None:
 
     result = _analysis(path, iterations)
     tables = Tables.of(result, baseline)
-    written = write_reports(tables, out, source=str(path))
+    written = write_reports(tables, out, source=str(path), html_plots=html_plots, link_traces=link_traces)
     if as_json:
         click.echo(json.dumps(jsonable(result.to_dict()), default=str))
     else:
@@ -58,7 +59,8 @@ def analyze(path, out, as_json, iterations, baseline) -> None:
               help="The mode every other mode of a workload is compared with.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Also write the full report (summary.md, index.html, plots...) here.")
-def compare(paths, baseline, out) -> None:
+@report_options
+def compare(paths, baseline, out, html_plots, link_traces) -> None:
     """Compare runs: PATHS are run folders, trace folders or trace files.
 
     Runs are grouped by workload (model, batch, dtype, phase, device, from each
@@ -77,7 +79,8 @@ def compare(paths, baseline, out) -> None:
     tables = Tables.of(_analysis(list(paths), None), baseline)
     print_reports(tables, runs=False, detail=True)
     if out is not None:
-        write_reports(tables, out, source=" ".join(str(p) for p in paths))
+        write_reports(tables, out, source=" ".join(str(p) for p in paths), html_plots=html_plots,
+                      link_traces=link_traces)
         click.echo(f"report in {out}/", err=True)
     _exit_if_partial(tables.analysis)
 

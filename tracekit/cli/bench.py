@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import UserError, main
+from tracekit.cli import UserError, main, report_options
 
 
 @main.command()
@@ -30,7 +30,9 @@ from tracekit.cli import UserError, main
 @click.option("--report-only", is_flag=True,
               help="Write each suite's report from the runs already under --traces (made here or copied from "
                    "another machine, e.g. a GPU box); run nothing.")
-def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry_run, report_only) -> None:
+@report_options
+def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry_run, report_only, html_plots,
+          link_traces) -> None:
     """Run every cell of each SUITE_FILE (a workloads/*.toml grid), then report.
 
     Each cell runs in its own process and writes its trace and run.json as soon
@@ -54,11 +56,13 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry
                 console.print(bench_lib.grid_table(suite, bench_lib.plan(suite, traces, only, force)))
             return
         command = " ".join(["tracekit", *sys.argv[1:]])
+        options = {"html_plots": html_plots, "link_traces": link_traces}
         if report_only:
-            results = bench_lib.report_only(suites, traces, reports, command=command)
+            results = bench_lib.report_only(suites, traces, reports, command=command, report_options=options)
         else:
             results = bench_lib.bench(suites, traces, reports, only=only, force=force, timeout_s=timeout_s,
-                                      max_minutes=max_minutes, command=command, console=console)
+                                      max_minutes=max_minutes, command=command, console=console,
+                                      report_options=options)
     except SuiteError as exc:
         raise UserError(str(exc)) from None
     except bench_lib.Interrupted as exc:

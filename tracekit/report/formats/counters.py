@@ -78,14 +78,12 @@ def roofline_png(result: CountersResult, path: Path, title: str) -> Path:
     """A roofline plot: each kernel a point (arithmetic intensity, achieved TFLOP/s) sized by its time,
     with the device's DRAM and compute roofs. Kernels without FLOPs or DRAM bytes cannot be placed on
     log axes; the caption counts them."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from tracekit.report.figures import new_figure, save  # matplotlib's import only when a report has plots
 
     k = result.kernels
     shown = k[(k["flops"] > 0) & (k["dram_bytes"] > 0)]
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+    fig = new_figure(8, 5.5)
+    ax = fig.subplots()
     ax.set_xscale("log")
     ax.set_yscale("log")
     size = 400 * shown["weight_us"] / max(k["weight_us"].max(), 1e-9)
@@ -109,11 +107,7 @@ def roofline_png(result: CountersResult, path: Path, title: str) -> Path:
                  "size = time", fontsize=9)
     if len(shown):
         ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=120)
 
 
 @register
