@@ -173,8 +173,9 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None],
                    iterations: int | None) -> list[list[_FileResult]]:
     """Analyze every trace of ``runs``: one file at a time (each decoded in parallel
     if large), or, for several files of some size, one worker process per core."""
-    jobs = [(p, ((m and m.profile) or {}).get("iterations", iterations), ((m and m.latency_ms) or {}).get("median"))
-            for r, m in zip(runs, manifests) for p in r.traces]
+    known = [m or Manifest() for m in manifests]  # a bare trace: nothing recorded
+    jobs = [(p, (m.profile or {}).get("iterations", iterations), (m.latency_ms or {}).get("median"))
+            for r, m in zip(runs, known) for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
     if workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
