@@ -72,8 +72,8 @@ analyze: $(SETUP)  ## analyze and compare everything under traces/: reports/summ
 bench: $(SETUP)  ## run a suite of workloads/ (resumable): make bench SUITE=vit-study [BENCH_OPTS="--only 'vit16*/*'"]
 	$(TRACEKIT) bench workloads/$(SUITE).toml --traces $(TRACES) --reports $(REPORTS) $(BENCH_OPTS)
 
-bench-h100: $(SETUP)  ## the five study suites trimmed for the H100, MINUTES (9) of runs a call (resumable: call again to go on): H100/<suite>/
-	$(TRACEKIT) bench $(H100_SUITES:%=workloads/%.toml) --traces $(H100) --reports $(H100) --max-minutes $(MINUTES) $(BENCH_OPTS)
+bench-h100: $(SETUP)  ## the five study suites trimmed for the H100, MINUTES (9) of runs a call (resumable: call again to go on): H100/<suite>/ (index.html links its plots)
+	$(TRACEKIT) bench $(H100_SUITES:%=workloads/%.toml) --traces $(H100) --reports $(H100) --max-minutes $(MINUTES) --html-plots link $(BENCH_OPTS)
 	$(if $(ARCHIVE),for s in $(H100_SUITES); do tar czf $(ARCHIVE)/$$s.tgz -C $(H100) $$s; done)
 
 attribution-h100: $(SETUP)  ## issue 20 on a GPU: ViT and GPT-2 eager/default/reduce-overhead, GPU time by module, every pair diffed: OUT (reports/h100/diff)/

@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     """One rank (run by torch.distributed.run, which sets RANK, LOCAL_RANK, WORLD_SIZE):
     measure, write ``.rank<r>.json``; exit 0 if ok, 1 if not (the launcher then stops the others)."""
     from tracekit import attribution_record, backends, models, runner
-    from tracekit.bench import _set_parent_death_signal
+    from tracekit.bench.cells import _set_parent_death_signal
 
     # torch.distributed.run starts each rank in a session of its own: a rank must not outlive
     # its launcher (a bench that kills a cell on timeout kills the launcher's process group).

@@ -22,8 +22,8 @@ from typing import Any, Callable
 import torch
 
 from tracekit.outputs import tensors
+from tracekit.spec import PHASES
 
-PHASES = ("inference", "forward", "forward-backward", "train-step")
 TRAINING = frozenset(PHASES) - {"inference"}
 
 

@@ -29,8 +29,8 @@ from tracekit.backends import Prepared
 from tracekit.environment import default_device, describe
 from tracekit.manifest import Manifest
 from tracekit.models.workloads import WorkloadError
-from tracekit.phases import PHASES, TRAINING, make_step, model_loss
-from tracekit.spec import RunSpec, resolve, validate
+from tracekit.phases import TRAINING, make_step, model_loss
+from tracekit.spec import PHASES, RunSpec, resolve, validate
 from tracekit.trace.reader import is_trace_file
 
 Log = Callable[[str], None]

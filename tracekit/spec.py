@@ -1,10 +1,14 @@
-"""RunSpec: everything that defines one run (model, mode, sizes, iteration counts)."""
+"""RunSpec: everything that defines one run (model, mode, sizes, iteration counts), and the
+names its fields take (no torch here: the CLI's choices come from these lists)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import PurePath
+
+DTYPES = ("fp32", "bf16", "fp16")  # tracekit.models.DTYPES maps each to its torch dtype
+PHASES = ("inference", "forward", "forward-backward", "train-step")  # what each does: tracekit.phases
 
 DEFAULT_WARMUP = 5       # calls after the first; covers Inductor's and CUDA-graph recording's warm-up runs
 DEFAULT_ITERS = 50       # unprofiled timed iterations

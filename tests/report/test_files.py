@@ -8,7 +8,7 @@ from tracebuilder import TraceBuilder, eager_trace, write_run
 from tracekit.analysis.compare import Tables, compare
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
-from tracekit.report.figures import busy_idle_axes, _figure
+from tracekit.report.figures import busy_idle_axes, new_figure
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -77,10 +77,10 @@ def test_cpu_only_runs_still_report(tmp_path):
 
 def test_busy_idle_bars_fall_back_to_total_idle(study):
     comp = compare(analyze(study).runs)
-    ax = _figure(4, 3).subplots()
+    ax = new_figure(4, 3).subplots()
     busy_idle_axes(ax, comp)
     assert "host wait (GPU waits for a launch)" in [t.get_text() for t in ax.get_legend().get_texts()]
-    ax = _figure(4, 3).subplots()
+    ax = new_figure(4, 3).subplots()
     busy_idle_axes(ax, comp.drop(columns=[c for c in comp if c.startswith("idle_host_wait")]))
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "GPU idle" in labels and not any("host wait" in label for label in labels)
@@ -119,3 +119,25 @@ def test_job_section_in_every_format(fixtures, tmp_path, capsys):
     assert "Ranks of each job" in shown and 0 < job["collectives_inconsistent"] < job["collectives_matched"]
     assert (f"{job['collectives_inconsistent']} of {job['collectives_matched']} collectives matched across ranks "
             "are impossible as matches") in shown
+
+
+def test_a_report_kept_in_a_repository_links_its_plots_and_may_leave_out_its_traces(study, tmp_path):
+    out = tmp_path / "reports"
+    write_reports(Tables.of(analyze(study)), out, source=str(study), html_plots="link", link_traces=False)
+    html = (out / "index.html").read_text()
+    srcs = re.findall(r'src="([^"]*)"', html)
+    assert sorted(srcs) == ["plots/overview-busy-idle.png", "plots/vit16x6x384-b8-fp32-cuda-timeline.png",
+                            "plots/vit16x6x384-b8-fp32-cuda.png"]
+    assert all((out / src).read_bytes()[:8] == PNG for src in srcs) and "data:image" not in html
+    assert re.findall(r'<a href="([^"]*)"', html) == []            # no run links a trace
+    md = (out / "summary.md").read_text()
+    assert ".pt.trace.json.gz)" not in md and "| a/first | pytorch |" in md
+
+
+def test_plots_are_palette_pngs(study, tmp_path):
+    from PIL import Image
+
+    written = write_reports(Tables.of(analyze(study)), tmp_path, source=str(study))
+    for png in (p for p in written if p.suffix == ".png"):
+        with Image.open(png) as image:
+            assert image.mode == "P" and len(image.getpalette()) <= 3 * 256

@@ -12,8 +12,7 @@ from typing import Any, Callable
 
 import torch
 
-from tracekit.phases import PHASES
-from tracekit.spec import RunSpec
+from tracekit.spec import PHASES, RunSpec
 
 
 @dataclass

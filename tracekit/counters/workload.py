@@ -21,8 +21,8 @@ from tracekit import backends, models
 from tracekit.counters.ncu import RANGE
 from tracekit.environment import default_device, describe
 from tracekit.io import write_json
-from tracekit.phases import PHASES, make_step
-from tracekit.spec import RunSpec, resolve
+from tracekit.phases import make_step
+from tracekit.spec import PHASES, RunSpec, resolve
 
 
 def run(spec: RunSpec, iters: int) -> None:

@@ -23,7 +23,10 @@ from typing import Callable
 
 import torch
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+from tracekit.spec import DTYPES as DTYPE_NAMES
+
+# The torch dtype of each dtype name (tracekit.spec.DTYPES).
+DTYPES = dict(zip(DTYPE_NAMES, (torch.float32, torch.bfloat16, torch.float16), strict=True))
 BUILD_OPTIONS = ("dtype", "device", "seq", "phase")
 
 

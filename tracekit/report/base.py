@@ -9,7 +9,7 @@ traces, and calls no analysis:
 * :class:`tracekit.analysis.compare.Tables`: an analysis and its comparison
   (``tracekit analyze``, ``tracekit compare``, a suite's summary);
 * :class:`tracekit.analysis.suite.SuiteTables`: a suite's report.md;
-* :class:`tracekit.counters.analysis.CountersResult`: hardware counters.
+* :class:`tracekit.analysis.counters.CountersResult`: hardware counters.
 
 :func:`write_reports` runs the ``write`` of every registered format that
 takes the data, by ``order`` (plots come before the pages that show them);

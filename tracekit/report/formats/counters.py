@@ -1,7 +1,7 @@
 """The counters report format: summary.md, kernels.csv, classes.csv, counters.json and
 roofline.png of hardware counters, and their terminal tables.
 
-Takes a :class:`tracekit.counters.CountersResult` (``Report.source``: the run's title);
+Takes a :class:`tracekit.analysis.counters.CountersResult` (``Report.source``: the run's title);
 never re-reads ncu's CSV.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from tracekit.counters.analysis import BOUND_PCT, CountersResult
+from tracekit.analysis.counters import BOUND_PCT, CountersResult
 from tracekit.io import write_atomic, write_json
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.tables import headline, markdown_table, rich_table
@@ -78,14 +78,12 @@ def roofline_png(result: CountersResult, path: Path, title: str) -> Path:
     """A roofline plot: each kernel a point (arithmetic intensity, achieved TFLOP/s) sized by its time,
     with the device's DRAM and compute roofs. Kernels without FLOPs or DRAM bytes cannot be placed on
     log axes; the caption counts them."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from tracekit.report.figures import new_figure, save  # matplotlib's import only when a report has plots
 
     k = result.kernels
     shown = k[(k["flops"] > 0) & (k["dram_bytes"] > 0)]
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+    fig = new_figure(8, 5.5)
+    ax = fig.subplots()
     ax.set_xscale("log")
     ax.set_yscale("log")
     size = 400 * shown["weight_us"] / max(k["weight_us"].max(), 1e-9)
@@ -109,11 +107,7 @@ def roofline_png(result: CountersResult, path: Path, title: str) -> Path:
                  "size = time", fontsize=9)
     if len(shown):
         ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=120)
 
 
 @register

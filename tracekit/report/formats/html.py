@@ -1,9 +1,16 @@
-"""The HTML format: ``index.html``, the whole report in one self-contained page (plots
-inline as data URIs, sortable tables, each run linked to its trace), from a Jinja2 template."""
+"""The HTML format: ``index.html``, the whole report in one page (sortable tables, each run
+linked to its trace), from a Jinja2 template.
+
+Options: ``html_plots`` "inline" (default: the plots inline as data URIs, so the page is
+self-contained) or "link" (``<img>`` links to the PNGs beside it, so a report kept in a
+repository holds each plot once); ``link_traces`` (default True) links each run to its
+trace file (False for a report published without its traces).
+"""
 
 from __future__ import annotations
 
 import base64
+import os
 import re
 from pathlib import Path
 
@@ -42,10 +49,12 @@ def _markdown_bold(text: str) -> str:
     return text.replace("**", "").replace("`", "")
 
 
-def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) -> str:
-    """The page: the comparison tables and findings, the plots, profiler overhead,
-    and every run with a link to its trace file."""
+def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path, inline: bool = True,
+               link_traces: bool = True) -> str:
+    """The page: the comparison tables and findings, the plots (``inline`` or linked),
+    profiler overhead, and every run (with a link to its trace file if ``link_traces``)."""
     a, comp = t.analysis, comparison_view(t.comparison)
+    src = data_uri if inline else (lambda p: os.path.relpath(Path(p).absolute(), Path(out).absolute()))
     gpu_comp = comp[comp["busy_per_iter_ms"].notna()] if len(comp) else comp
     gpu = gpu_runs(a.runs)
     tables = []
@@ -56,7 +65,7 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) 
         "sources": _markdown_bold(SOURCES), "perfetto_hint": _markdown_bold(PERFETTO_HINT),
         "speedup": tables[0] if tables else None,
         "findings": finding_rows(comp) if len(comp) else [],
-        "overview": data_uri(plots[""][0]) if "" in plots else None,
+        "overview": src(plots[""][0]) if "" in plots else None,
         "profiled": _table(gpu_comp, PROFILED, "Inside the profiled window: GPU busy and idle by cause "
                            "(ms per iteration)") if len(gpu_comp) else None,
         "details": _table(comp, DETAILS, "Work, compile time, memory, accuracy") if len(comp) else None,
@@ -68,8 +77,8 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path) 
         if len(t.modules) else None,
         "modules_hint": _markdown_bold(MODULES_HINT),
         "overhead": _table(overhead_view(t.overhead), OVERHEAD, "Profiler overhead") if len(t.overhead) else None,
-        "workloads": [(w, [data_uri(p) for p in ps]) for w, ps in plots.items() if w],
-        "runs": _table(a.runs, HEADLINE, "All runs", trace_links(a, out)),
+        "workloads": [(w, [src(p) for p in ps]) for w, ps in plots.items() if w],
+        "runs": _table(a.runs, HEADLINE, "All runs", trace_links(a, out) if link_traces else {}),
         "idle": _table(gpu, IDLE, "GPU idle time by cause (share of the active span) and verdict")
         if len(gpu) else None,
         "evidence": evidence(gpu) if len(gpu) else [],
@@ -89,5 +98,7 @@ class Html(Renderer):
     order = 20
 
     def write(self, report: Report) -> list[Path]:
-        return [write_atomic(report.out / "index.html", index_html(report.data, report.source, report.plots,
-                                                                   report.out))]
+        page = index_html(report.data, report.source, report.plots, report.out,
+                          inline=report.options.get("html_plots", "inline") == "inline",
+                          link_traces=report.options.get("link_traces", True))
+        return [write_atomic(report.out / "index.html", page)]

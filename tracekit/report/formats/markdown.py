@@ -1,5 +1,9 @@
 """The markdown summary format: ``summary.md``, the comparison, profiler overhead, plots
-and every run (each linked to its trace), as GitHub markdown, fit for a PR."""
+and every run (each linked to its trace), as GitHub markdown, fit for a PR.
+
+Option ``link_traces`` (default True): False leaves the runs unlinked (a report
+published without its traces).
+"""
 
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ def _linked(headers: list[str], rows: list[list[str]], links: dict[str, str]) ->
 
 
 def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None = None,
-                     out: Path | None = None) -> str:
+                     out: Path | None = None, link_traces: bool = True) -> str:
     """summary.md: the comparison, profiler overhead, plots, every run and the distributed
     jobs, as GitHub markdown."""
     a, comp = t.analysis, comparison_view(t.comparison)
@@ -75,7 +79,7 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
         for w, ps in per_workload:
             parts.append(f"### {w}\n")
             parts += [f"![{w}]({link(p)})\n" for p in ps]
-    links = trace_links(a, out)
+    links = trace_links(a, out) if link_traces else {}
     headers, rows = headline(a.runs)
     parts += ["\n## All runs\n", PERFETTO_HINT + "\n",
               markdown_table(headers, _linked(headers, rows, links)) if rows else "No runs found."]
@@ -111,5 +115,6 @@ class Summary(Renderer):
     order = 10  # the pages first among the files
 
     def write(self, report: Report) -> list[Path]:
-        return [write_atomic(report.out / "summary.md", summary_markdown(report.data, report.source, report.plots,
-                                                                         report.out))]
+        text = summary_markdown(report.data, report.source, report.plots, report.out,
+                                link_traces=report.options.get("link_traces", True))
+        return [write_atomic(report.out / "summary.md", text)]

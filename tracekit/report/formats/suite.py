@@ -32,8 +32,8 @@ RATES = [("workload", "workload", "{}"), ("contender", "contender", "{}"),
          ("pct_peak_bw", "% of peak GB/s", "{:.0f}")]
 
 
-def _table(df: pd.DataFrame, columns: list[tuple[str, str, str]]) -> str:
-    headers, rows = headline(df, columns)
+def _table(df: pd.DataFrame, spec: list[tuple[str, str, str]]) -> str:
+    headers, rows = headline(df, spec)
     return markdown_table(headers, rows) if rows else "(none)"
 
 
