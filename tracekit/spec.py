@@ -120,7 +120,7 @@ def validate(spec: RunSpec) -> None:
         if value is not None and value < least:
             raise ValueError(f"{name} must be at least {least}, got {value}")
     if spec.parallel not in PARALLEL:
-        raise ValueError(f"parallel must be one of {', '.join(PARALLEL)}, got {spec.parallel!r}")
+        raise ValueError(f"unknown parallel {spec.parallel!r}: with nproc > 1 give parallel one of {', '.join(PARALLEL)}")
 
 
 def resolve(spec: RunSpec, default_batch: int, default_device: str, default_seq: int | None = None) -> RunSpec:

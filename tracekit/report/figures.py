@@ -292,7 +292,7 @@ def modules_figure(busy: pd.DataFrame, title: str, top: int = 12) -> Figure:
     table = busy.pivot_table(index="module", columns="mode", values="busy_per_iter_us", aggfunc="sum",
                              fill_value=0.0).reindex(columns=modes, fill_value=0.0)
     table = table.loc[table.max(axis=1).sort_values(ascending=False).index[:top]].iloc[::-1]
-    fig = _figure(8.0, 1.2 + 0.32 * len(table) * max(1, len(modes)) ** 0.5)
+    fig = new_figure(8.0, 1.2 + 0.32 * len(table) * max(1, len(modes)) ** 0.5)
     ax = fig.subplots()
     height = 0.8 / max(1, len(modes))
     y = np.arange(len(table))
