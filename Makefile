@@ -19,16 +19,18 @@ H100_SUITES ?= surgical-h100 backends-study-h100 ops-h100 lm-h100 compile-modes-
 MINUTES ?= 9
 H100    ?= reports/h100
 KERNELS ?= 100
+OUT     ?= $(H100)/diff
 COUNTERS_OUT ?= $(REPORTS)/counters
-TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
-             $(if $(ITERS),--iters $(ITERS)) $(if $(PHASE),--phase $(PHASE))
+TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(SEQ),--seq $(SEQ)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE)) \
+             $(if $(ITERS),--iters $(ITERS)) $(if $(PHASE),--phase $(PHASE)) $(if $(THREADS),--threads $(THREADS)) \
+             $(if $(REPEATS),--repeats $(REPEATS)) $(if $(NPROC),--nproc $(NPROC)) $(if $(PARALLEL),--parallel $(PARALLEL))
 
 # Headless Chromium checks index.html in a real browser (tests/report/test_browser.py). `make test`
 # installs Debian's package first when no Chromium is found and apt-get is there; else the test skips.
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 BROWSER_SETUP := $(if $(BROWSER),,$(if $(shell command -v apt-get 2>/dev/null),setup-browser))
 
-.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-analyze bench-analyze-10g test clean
+.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 attribution-h100 bench-analyze bench-analyze-10g test clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -43,7 +45,7 @@ $(VENV)/.setup-done: pyproject.toml
 	else \
 	  $(PYTHON) -m venv $(VENV) && $(VENV)/bin/pip install -q $(TORCH_CPU); \
 	fi
-	$(VENV)/bin/pip install -q -e ".[dev,backends]"
+	$(VENV)/bin/pip install -q -e ".[dev,backends,models,dist]"
 	$(VENV)/bin/pip install -q --no-deps holistictraceanalysis==0.5.0
 	@touch $@
 
@@ -56,12 +58,12 @@ setup-browser:  ## install Chromium from Debian's packages (apt-get; root or pas
 demo: $(SETUP)  ## set up, trace the small default workload eagerly and compiled, analyze
 	$(TRACEKIT) bench workloads/demo.toml --traces $(TRACES) --reports $(REPORTS)
 
-trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead
-	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
+trace: $(SETUP)  ## run MODEL in MODE under the profiler: make trace MODEL=vit16x6x384 MODE=reduce-overhead (MODEL=resnet50, hf:gpt2, path/to/file.py:fn...; REPEATS=3 THREADS=1; NPROC=2 PARALLEL=ddp|fsdp)
+	$(TRACEKIT) trace --model '$(MODEL)' --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
 
 counters: $(SETUP)  ## trace MODEL, then its hardware counters under Nsight Compute (needs ncu): make counters MODEL=mul1024 KERNELS=2
-	$(TRACEKIT) trace --model $(MODEL) --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
-	$(TRACEKIT) counters --model $(MODEL) --mode $(MODE) --traces $(TRACES) --out $(COUNTERS_OUT) --kernels $(KERNELS) \
+	$(TRACEKIT) trace --model '$(MODEL)' --mode $(MODE) --out $(TRACES) $(TRACE_OPTS)
+	$(TRACEKIT) counters --model '$(MODEL)' --mode $(MODE) --traces $(TRACES) --out $(COUNTERS_OUT) --kernels $(KERNELS) \
 	  $(if $(BATCH),--batch $(BATCH)) $(if $(DTYPE),--dtype $(DTYPE)) $(if $(DEVICE),--device $(DEVICE))
 
 analyze: $(SETUP)  ## analyze and compare everything under traces/: reports/summary.md, index.html, plots/
@@ -70,9 +72,13 @@ analyze: $(SETUP)  ## analyze and compare everything under traces/: reports/summ
 bench: $(SETUP)  ## run a suite of workloads/ (resumable): make bench SUITE=vit-study [BENCH_OPTS="--only 'vit16*/*'"]
 	$(TRACEKIT) bench workloads/$(SUITE).toml --traces $(TRACES) --reports $(REPORTS) $(BENCH_OPTS)
 
-bench-h100: $(SETUP)  ## the five study suites trimmed for the H100, MINUTES (9) of runs a call (resumable: call again to go on): H100/<suite>/
-	$(TRACEKIT) bench $(H100_SUITES:%=workloads/%.toml) --traces $(H100) --reports $(H100) --max-minutes $(MINUTES) $(BENCH_OPTS)
+bench-h100: $(SETUP)  ## the five study suites trimmed for the H100, MINUTES (9) of runs a call (resumable: call again to go on): H100/<suite>/ (index.html links its plots)
+	$(TRACEKIT) bench $(H100_SUITES:%=workloads/%.toml) --traces $(H100) --reports $(H100) --max-minutes $(MINUTES) --html-plots link $(BENCH_OPTS)
 	$(if $(ARCHIVE),for s in $(H100_SUITES); do tar czf $(ARCHIVE)/$$s.tgz -C $(H100) $$s; done)
+
+attribution-h100: $(SETUP)  ## issue 20 on a GPU: ViT and GPT-2 eager/default/reduce-overhead, GPU time by module, every pair diffed: OUT (reports/h100/diff)/
+	$(TRACEKIT) bench workloads/attribution-h100.toml --traces $(OUT)/traces --reports $(OUT) --max-minutes $(MINUTES)
+	$(TRACEKIT) diff $(OUT)/traces/attribution-h100 --out $(OUT)/diffs --min-coverage 0.95
 
 # The commit before the fast reader (issue 18): its phases are timed beside today's (its tracekit/
 # unpacked by git archive into BENCH_DIR/before; skipped outside a git checkout). Synthetic traces go

@@ -1,20 +1,36 @@
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))  # the tracebuilder helper
+sys.path.insert(0, str(Path(__file__).parent))  # the helpers: tracebuilder, owndata
 
-ROOT = Path(__file__).resolve().parents[1]
-# Real traces shared beside the checkout (../shared/fixtures); TRACEKIT_FIXTURES overrides.
-FIXTURES = Path(os.environ.get("TRACEKIT_FIXTURES", ROOT.parent / "shared" / "fixtures"))
+from owndata import FIXTURES  # noqa: E402
+
+
+@pytest.fixture
+def real_trace(request):
+    """A resolver of real trace names: ``own:<run>`` is our trace of that run in tests/data
+    (tests/owndata.py: always there); any other name a path under the shared fixtures
+    (the test skips, saying why, where they are absent)."""
+    from owndata import h100_trace
+
+    def resolve(name: str) -> Path:
+        if name.startswith("own:"):
+            return h100_trace(name.removeprefix("own:"))
+        return request.getfixturevalue("fixtures") / name
+    return resolve
 
 
 @pytest.fixture
 def fixtures() -> Path:
+    """Other projects' real traces (HolisticTraceAnalysis' test traces of AMD, A100 and
+    multi-rank NCCL runs, CPU-only and Triton traces, ...), kept outside the repository.
+    Tests of our own traces use tests/data (tests/owndata.py) and never skip."""
     if not FIXTURES.is_dir():
-        pytest.skip(f"real trace fixtures not found at {FIXTURES} (set TRACEKIT_FIXTURES)")
+        pytest.skip(f"needs other projects' real traces (HolisticTraceAnalysis' test traces: AMD MI250, A100, "
+                    f"two NCCL ranks, CPU-only, Triton) at {FIXTURES}, which is not part of a clone: "
+                    "set TRACEKIT_FIXTURES to a folder holding hta/ (README.md, 'Tests')")
     return FIXTURES
 
 

@@ -11,7 +11,15 @@ from collections import defaultdict
 
 import pandas as pd
 
-from tracekit.trace.columns import CPU_OP_CATS, FLOW_CAT, GPU_OP_KINDS, HOST_CALL_KINDS, ITERATION_MARKER, SYNC_CAT
+from tracekit.trace.columns import (COMM_EVENT, CPU_OP_CATS, FLOW_CAT, GPU_OP_KINDS, HOST_CALL_KINDS, ITERATION_MARKER,
+                                    SYNC_CAT)
+
+# The comms table's metadata columns: Kineto's arg name, and whether the value is kept as text.
+COMM_ARGS = {"collective": ("Collective name", True), "in_msg_nelems": ("In msg nelems", False),
+             "out_msg_nelems": ("Out msg nelems", False), "group_size": ("Group size", False),
+             "dtype": ("dtype", True), "pg_name": ("Process Group Name", True),
+             "pg_desc": ("Process Group Description", True), "pg_ranks": ("Process Group Ranks", True),
+             "seq": ("Seq", False)}
 
 
 def _num(v) -> float:
@@ -33,12 +41,27 @@ def _int(v, default=-1) -> int:
     return int(f) if math.isfinite(f) else default
 
 
+def _float(v) -> float:
+    """A collective's numeric arg: numbers (bools too) and numeric strings, else NaN."""
+    if isinstance(v, (int, float)):
+        return float(v)
+    try:
+        return float(v) if isinstance(v, str) else math.nan
+    except ValueError:
+        return math.nan
+
+
+def _text(v) -> str | None:
+    """A collective's text arg as Python writes it (a list of ranks as "[0, 1]")."""
+    return None if v is None else str(v)
+
+
 def _dims(v) -> list[float]:
     return [_num(x) for x in v[:3]] if isinstance(v, list) and len(v) >= 3 else [math.nan] * 3
 
 
 def read(path) -> dict[str, pd.DataFrame]:
-    """The tables of ``path`` (gpu, host, cpu, syncs, flows, markers), string columns as str."""
+    """The tables of ``path`` (gpu, host, cpu, syncs, flows, markers, comms), string columns as str."""
     raw = path.read_bytes()
     doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     rows = defaultdict(list)
@@ -77,10 +100,15 @@ def read(path) -> dict[str, pd.DataFrame]:
             else:
                 row["cat"] = CPU_OP_CATS[cat]
         rows[table].append(row)
+        if table in ("gpu", "cpu") and COMM_EVENT.search(row["name"]):
+            rows["comms"].append({
+                "table": f"{table}_ops", "name": row["name"], "pid": str(e.get("pid", 0)), "tid": str(e.get("tid", 0)),
+                "ts": ts, "dur": dur, "correlation": _int(args.get("correlation")), "external_id": row["external_id"],
+                **{col: (_text if text else _float)(args.get(key)) for col, (key, text) in COMM_ARGS.items()}})
     out = {}
     keys = {"gpu": ["ts", "dur", "device", "stream", "correlation"], "host": ["ts", "dur", "correlation", "external_id"],
-            "cpu": ["ts", "dur", "external_id"]}
-    for table in ("gpu", "host", "cpu", "syncs", "flows"):
+            "cpu": ["ts", "dur", "external_id"], "comms": ["ts", "dur", "correlation", "external_id", "name"]}
+    for table in ("gpu", "host", "cpu", "syncs", "flows", "comms"):
         df = pd.DataFrame(rows[table]).sort_values("ts", kind="stable").reset_index(drop=True) if rows[table] else None
         if df is not None and table in keys:
             df = df[~df.duplicated(keys[table])].reset_index(drop=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from owndata import FIXTURES, H100_RUNS, h100_trace
 from tracebuilder import TraceBuilder
 
 from tracekit import io
@@ -179,11 +180,37 @@ def test_report_files_are_replaced_atomically(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["runs.json"]  # no temporary file left behind
 
 
-def test_real_fixtures_plus_damaged_copies(fixtures, tmp_path):
-    """Every good real trace is reported, every damaged copy is named with its problem."""
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_reports_keep_the_umask_mode(tmp_path, monkeypatch, umask, mode):
+    """Written as open(path, "w") would: 0666 less the umask (mkstemp alone gives 0600)."""
+    import os
+    from tracebuilder import eager_trace, write_run
+
+    from tracekit.analysis.compare import Tables
+    from tracekit.analysis.runs import analyze
+    from tracekit.report import write_reports
+    old = os.umask(umask)
+    try:
+        write_run(tmp_path / "traces" / "w" / "eager", eager_trace())
+        written = write_reports(Tables.of(analyze(tmp_path / "traces")), tmp_path / "reports", source="t")
+        assert {p.name for p in written} >= {"summary.md", "index.html", "runs.csv", "comparison.csv", "runs.json"}
+        assert {oct(p.stat().st_mode & 0o777) for p in written if p.suffix != ".png"} == {oct(mode)}
+        existing = tmp_path / "reports" / "summary.md"
+        existing.chmod(0o640)
+        io.write_atomic(existing, "again")
+        assert existing.stat().st_mode & 0o777 == 0o640  # an existing file keeps its mode
+    finally:
+        os.umask(old)
+
+
+def test_real_traces_plus_damaged_copies(tmp_path):
+    """Every good real trace is reported, every damaged copy is named with its problem. The real
+    traces: ours (tests/data), and HolisticTraceAnalysis' where the shared fixtures are here."""
     import shutil
+
     folder = tmp_path / "mixed"
-    good = sorted(list((fixtures / "h100").glob("*.gz")) + list((fixtures / "hta").glob("*/*.gz")))
+    good = sorted([h100_trace(run) for run in H100_RUNS] + list((FIXTURES / "hta").glob("*/*.gz")),
+                  key=lambda p: p.name)
     folder.mkdir()
     for i, src in enumerate(good):
         shutil.copy(src, folder / src.name)

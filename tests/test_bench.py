@@ -61,9 +61,10 @@ def test_cells_writing_the_same_folder_are_an_error(tmp_path):
 def test_cells_that_cannot_run_here_are_skipped_rows_written_without_a_process(tmp_path):
     suite = _suite(tmp_path, '[[grid]]\nmodel = ["mlp", "nosuchmodel"]\nmode = ["nosuchmode"]\n'
                              '[[grid]]\nmodel = "mlp"\ndevice = "cuda"\n'
-                             '[[grid]]\nmodel = "mlp"\nphasee = "forward"\n')
+                             '[[grid]]\nmodel = "mlp"\nphasee = "forward"\n'
+                             '[[grid]]\nmodel = "vit16x6x38"\n[[grid]]\nmodel = "mlp"\nbatch = 0\n')
     planned = bench.plan(suite, tmp_path)
-    assert [p.to_run for p in planned] == [False] * 4
+    assert [p.to_run for p in planned] == [False] * 6
     manifests, ran = bench.run_planned(suite, planned, tmp_path)
     assert ran == []
     reasons = {name: (m["status"], m["reason"]) for name, m in manifests.items()}
@@ -71,6 +72,8 @@ def test_cells_that_cannot_run_here_are_skipped_rows_written_without_a_process(t
     assert "valid models" in reasons["nosuchmodel/nosuchmode"][1]
     assert reasons["mlp-cuda/eager"] == ("skipped", "needs a CUDA GPU; torch sees none here")
     assert "unknown field(s) phasee" in reasons["mlp-forward/eager"][1]
+    assert "'vit16x6x38' cannot be built: the width (dim) 38" in reasons["vit16x6x38/eager"][1]
+    assert reasons["mlp-b0/eager"] == ("skipped", "batch must be at least 1, got 0")
     on_disk = json.loads((tmp_path / "s" / "mlp-cuda" / "eager" / "run.json").read_text())
     assert on_disk["status"] == "skipped" and on_disk["spec"]["device"] == "cuda"
     # Checked afresh on every run, never remembered as done.
@@ -209,6 +212,6 @@ def test_report_only_writes_the_report_of_runs_made_on_another_machine(tmp_path)
     assert sorted(result.manifests) == ["vit16x6x384/eager", "vit16x6x384/reduce-overhead"] and not result.ran
     report = (tmp_path / "reports" / "gpu" / "report.md").read_text()
     assert "this report written from those runs by `tracekit bench --report-only gpu.toml`" in report
-    assert "| vit16x6x384/reduce-overhead | ok | 0.500 | 2x |" in report
+    assert "| vit16x6x384/reduce-overhead | ok | 0.500 | 2.00x (1.50-2.75) |" in report
     assert "| transformer/eager | not run |" in report
     assert not (root / "transformer").exists()

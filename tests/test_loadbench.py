@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from owndata import h100_trace
+
 from tracekit.analysis.pertrace import analyze_trace
 from tracekit.trace.reader import load
 
@@ -23,8 +25,8 @@ def _module(name: str):
         sys.path.remove(str(BENCH))
 
 
-def test_synthetic_trace_is_copies_of_the_fixture_with_the_answers_scaled(fixtures, tmp_path):
-    fixture = fixtures / "h100" / "vit16x6x384_eager.pt.trace.json.gz"
+def test_synthetic_trace_is_copies_of_the_fixture_with_the_answers_scaled(tmp_path):
+    fixture = h100_trace("vit16x6x384/eager")
     one = analyze_trace(load(fixture)).row
     info = _module("synthetic").synthesize(fixture, 3 * 10**6, tmp_path / "synthetic.pt.trace.json")
     assert info["copies"] >= 2 and info["bytes"] >= 3 * 10**6
@@ -35,9 +37,9 @@ def test_synthetic_trace_is_copies_of_the_fixture_with_the_answers_scaled(fixtur
     assert row["gpu_busy_us"] == pytest.approx(info["copies"] * one["gpu_busy_us"], rel=1e-6)
 
 
-def test_phases_time_the_calls_of_tracekit_analyze(fixtures):
-    ph = _module("loadbench").phases(fixtures / "h100" / "vit16x6x384_eager.pt.trace.json.gz", repeats=1)
-    assert ph["workers"] == 1  # a 130 kB file (about 1 MB of JSON) is decoded in this process
+def test_phases_time_the_calls_of_tracekit_analyze():
+    ph = _module("loadbench").phases(h100_trace("vit16x6x384/eager"), repeats=1)
+    assert ph["workers"] == 1  # a 146 kB file (about 1.5 MB of JSON) is decoded in this process
     assert all(ph[k] > 0 for k in ("imports_s", "read_s", "analysis_s", "read_cpu_s"))
     assert ph["preloaded"] == []  # pandas and matplotlib are not imported before the trace is read
 

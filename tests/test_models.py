@@ -41,7 +41,7 @@ def test_dtype_and_seed():
 
 def test_unknown_model_lists_the_valid_ones():
     with pytest.raises(models.UnknownModel) as err:
-        models.build("resnet50")
+        models.build("resnet5000")
     assert "vit16x6x384" in str(err.value) and "mlp" in str(err.value)
 
 
@@ -50,6 +50,21 @@ def test_bad_sizes_are_clear_errors():
         models.build("vit16x6x100")
     with pytest.raises(ValueError, match="dtype"):
         models.build("mlp", dtype="fp8")
+
+
+@pytest.mark.parametrize("name, problem", [
+    ("vit16x6x38", "the width (dim) 38 is not a multiple of 64 (one head per 64)"),
+    ("vit15x6x384", "the patch size 15 does not divide the 224-pixel image"),
+    ("vit16x0x384", "every size in the name must be at least 1"),
+    ("ropetx4x100x2048", "the hidden size 100 is not a multiple of the head size 128"),
+    ("softmax0", "every size in the name must be at least 1"),
+    ("lm-small-0", "every size in the name must be at least 1"),
+])
+def test_a_name_that_fits_a_pattern_but_cannot_be_built_is_refused_at_lookup(name, problem):
+    """Found before anything runs (issue 17: vit16x6x38 used to fail inside the run, exit 1)."""
+    with pytest.raises(models.UnknownModel) as err:
+        models.default_batch(name)
+    assert str(err.value).startswith(f"model {name!r} cannot be built: {problem} (e.g. ")
 
 
 

@@ -112,13 +112,12 @@ def _mutate(data: bytes, m) -> bytes:
     return data.replace(a[0], a[0] + a[1], 3)   # retype: a field becomes a string / null / list / object
 
 
-@pytest.mark.parametrize("name", ["hta/triton_example/triton_example.json.gz",
-                                  "h100/vit16x6x384_reduce-overhead.pt.trace.json.gz"])
+@pytest.mark.parametrize("name", ["hta/triton_example/triton_example.json.gz", "own:vit16x6x384/reduce-overhead"])
 @SETTINGS
 @given(ms=st.lists(mutation, min_size=1, max_size=3), where=st.sampled_from(["json", "json in gzip", "gzip"]))
-def test_damaged_real_traces_give_only_documented_errors(fixtures, tmp_path, name, ms, where):
+def test_damaged_real_traces_give_only_documented_errors(real_trace, tmp_path, name, ms, where):
     """Damage the JSON text, or the JSON inside a gzip, or the gzip stream itself."""
-    raw = (fixtures / name).read_bytes()
+    raw = real_trace(name).read_bytes()
     data = raw if where == "gzip" else gzip.decompress(raw)
     for m in ms:
         data = _mutate(data, m)

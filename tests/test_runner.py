@@ -1,10 +1,12 @@
 import json
+import re
 
 import pytest
 
-from tracekit import backends, runner
+from tracekit import backends, models, runner
 from tracekit.analysis.runs import analyze
 from tracekit.spec import RunSpec
+from tracekit.trace import load
 
 QUICK = dict(warmup=1, iters=3, profile_iters=2)
 
@@ -25,6 +27,10 @@ def test_eager_run_writes_trace_and_manifest(tmp_path):
     assert row["run"] == "mlp/eager" and row["iterations"] == 2 and not row["has_gpu"]
     assert "no GPU activity" in row["note"]
     assert len(result.table("iterations")) == 2  # one ProfilerStep marker per profiled iteration
+    # attribution: a scope around each module call of each profiled iteration
+    assert on_disk["attribution"]["module_scopes"] is True
+    cpu = load(traces[0]).cpu_ops
+    assert (cpu["name"] == "module::").sum() == 2 and (cpu["name"] == "module::4").sum() == 2
 
 
 @pytest.mark.slow
@@ -33,6 +39,10 @@ def test_compiled_run_matches_eager(tmp_path):
     assert manifest["status"] == "ok"
     assert manifest["max_abs_diff"] < 1e-4
     assert manifest["compile_s"] > 0
+    graphs = manifest["attribution"]["provenance"]["graphs"]   # Inductor's call sites, with their modules
+    assert len(graphs) == 1 and re.fullmatch(r"\d+/\d+", graphs[0]["compile_id"]) and graphs[0]["key"]
+    problem = manifest["attribution"]["provenance"]["problem"]
+    assert {m for _kernel, _handle, modules, _ops in graphs[0]["calls"] for m in modules} >= {"0", "2"}, problem
 
 
 @pytest.mark.slow
@@ -58,7 +68,44 @@ def test_unavailable_backend_is_a_status_row(tmp_path, monkeypatch):
 def test_invalid_names_raise_before_writing(tmp_path):
     with pytest.raises(backends.UnknownMode, match="reduce-overhead"):
         runner.run(RunSpec("mlp", "turbo"), tmp_path)
+    with pytest.raises(models.UnknownModel, match="the width .dim. 38 is not a multiple of 64"):
+        runner.run(RunSpec("vit16x6x38"), tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("batch", 0, "batch must be at least 1, got 0"), ("batch", -2, "batch must be at least 1, got -2"),
+    ("iters", 0, "iters must be at least 1, got 0"), ("profile_iters", 0, "profile_iters must be at least 1, got 0"),
+    ("warmup", -1, "warmup must be at least 0, got -1")])
+def test_bad_counts_raise_before_writing(tmp_path, field, value, message):
+    """The Python API too: batch 0 is no longer taken for "the default" (None is)."""
+    with pytest.raises(ValueError, match=message):
+        runner.run(RunSpec("mlp", **{field: value}), tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_kineto_usdt_lines_are_dropped_and_the_rest_of_stderr_kept(capfd):
+    """Kineto writes "USDT:... profiler_start" to file descriptor 2 at each profiler start and stop."""
+    import os
+    import sys
+    print("before", file=sys.stderr)
+    with runner._without_kineto_usdt_lines():
+        os.write(2, b"USDT:2026-11-24 19:01:30 9736:9736 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        os.write(2, b"a real warning\n")
+        os.write(2, b"USDT:2026-11-24 19:01:31 9736:9736 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
+    assert capfd.readouterr().err == "before\na real warning\n"
+
+
+@pytest.mark.slow
+def test_trace_prints_no_usdt_lines(tmp_path):
+    """End to end, in a process of its own (the real file descriptor 2)."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "tracekit", "trace", "--model", "mlp", "--device", "cpu", "--warmup",
+                        "1", "--iters", "2", "--profile-iters", "2", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "profiling (2 iterations)" in r.stderr and "USDT" not in r.stderr and "USDT" not in r.stdout
 
 
 def test_labels_name_non_default_settings():

@@ -18,20 +18,22 @@ PID, TID = 100, 100
 
 
 class TraceBuilder:
-    def __init__(self, base_ts: float = 1_000_000.0, device_name: str | None = "NVIDIA H100 80GB HBM3"):
+    def __init__(self, base_ts: float = 1_000_000.0, device_name: str | None = "NVIDIA H100 80GB HBM3",
+                 distributed: dict | None = None):
         self.base = base_ts
         self.events: list[dict] = []
         self._corr = 0
         self.device_name = device_name
+        self.distributed = distributed  # Kineto's distributedInfo, e.g. {"rank": 1, "world_size": 2}
 
     def _next_corr(self) -> int:
         self._corr += 1
         return self._corr
 
-    def _launch(self, name: str, at: float, dur: float, corr: int, cat: str = "cuda_runtime") -> None:
-        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": TID,
+    def _launch(self, name: str, at: float, dur: float, corr: int, cat: str = "cuda_runtime", tid: int = TID) -> None:
+        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid,
                             "ts": self.base + at, "dur": dur, "args": {"correlation": corr, "External id": corr}})
-        self.events.append({"ph": "s", "id": corr, "pid": PID, "tid": TID, "ts": self.base + at,
+        self.events.append({"ph": "s", "id": corr, "pid": PID, "tid": tid, "ts": self.base + at,
                             "cat": "ac2g", "name": "ac2g"})
 
     def _gpu(self, cat: str, name: str, start: float, dur: float, stream: int, device: int, corr: int,
@@ -44,20 +46,23 @@ class TraceBuilder:
                             "cat": "ac2g", "name": "ac2g", "bp": "e"})
 
     def kernel(self, name: str = "k", start: float = 0.0, dur: float = 10.0, stream: int = 7, device: int = 0,
-               launch_at: float | None = None, launch_dur: float = 4.0, api: str = "cudaLaunchKernel") -> int:
-        """A kernel [start, start+dur) µs, launched by ``api`` at ``launch_at`` (None: no launch call)."""
+               launch_at: float | None = None, launch_dur: float = 4.0, api: str = "cudaLaunchKernel",
+               args: dict | None = None) -> int:
+        """A kernel [start, start+dur) µs, launched by ``api`` at ``launch_at`` (None: no launch call);
+        ``args``: more Kineto args of the kernel (an NCCL kernel's "Collective name", ...)."""
         corr = self._next_corr()
         if launch_at is not None:
             self._launch(api, launch_at, launch_dur, corr,
                          cat="cuda_driver" if api.startswith("cu") and not api.startswith("cuda") else "cuda_runtime")
-        self._gpu("kernel", name, start, dur, stream, device, corr, grid=[1, 1, 1], block=[128, 1, 1])
+        self._gpu("kernel", name, start, dur, stream, device, corr, grid=[1, 1, 1], block=[128, 1, 1], **(args or {}))
         return corr
 
     def memcpy(self, start: float, dur: float, nbytes: int = 1 << 20, stream: int = 7, device: int = 0,
-               launch_at: float | None = None, kind: str = "Memcpy HtoD (Pageable -> Device)") -> int:
+               launch_at: float | None = None, kind: str = "Memcpy HtoD (Pageable -> Device)",
+               api: str = "cudaMemcpyAsync", launch_dur: float = 3.0, tid: int = TID) -> int:
         corr = self._next_corr()
         if launch_at is not None:
-            self._launch("cudaMemcpyAsync", launch_at, 3.0, corr)
+            self._launch(api, launch_at, launch_dur, corr, tid=tid)
         self._gpu("gpu_memcpy", kind, start, dur, stream, device, corr, bytes=nbytes)
         return corr
 
@@ -77,9 +82,10 @@ class TraceBuilder:
             self._gpu("kernel", f"graph_k{i}", start, dur, stream, device, corr)
         return corr
 
-    def cpu_op(self, name: str, start: float, dur: float, cat: str = "cpu_op") -> None:
-        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": TID,
-                            "ts": self.base + start, "dur": dur, "args": {"External id": 0}})
+    def cpu_op(self, name: str, start: float, dur: float, cat: str = "cpu_op", tid: int = TID, **args) -> None:
+        """A CPU op on thread ``tid``; ``args``: more Kineto args (record_param_comms' "Seq", ...)."""
+        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid,
+                            "ts": self.base + start, "dur": dur, "args": {"External id": 0, **args}})
 
     def step(self, n: int, start: float, dur: float) -> None:
         """An iteration marker as torch.profiler's schedule writes it (ProfilerStep#n)."""
@@ -88,12 +94,16 @@ class TraceBuilder:
     def build(self) -> dict:
         props = [{"id": 0, "name": self.device_name, "numSms": 132}] if self.device_name else []
         meta = [{"name": "process_name", "ph": "M", "pid": PID, "tid": 0, "args": {"name": "python3"}}]
-        return {"schemaVersion": 1, "deviceProperties": props, "traceEvents": meta + self.events,
-                "displayTimeUnit": "ms"}
+        out = {"schemaVersion": 1, "deviceProperties": props, "traceEvents": meta + self.events,
+               "displayTimeUnit": "ms"}
+        if self.distributed:
+            out["distributedInfo"] = self.distributed
+        return out
 
     def write(self, path: Path) -> Path:
         """Write JSON, gzipped when the name ends in .gz."""
         path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps(self.build()).encode()
         path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
         return path
@@ -154,3 +164,27 @@ def graph_trace() -> TraceBuilder:
         t.step(i, o, 40)
         t.graph_launch(at=o + 5, kernels=[(o + 10, 10), (o + 20, 10)])
     return t
+
+
+def add_cpu_range(t: TraceBuilder, name: str, start: float, dur: float, tid: int = TID, cat: str = "cpu_op") -> None:
+    """A CPU op or range (``module::blocks.0``, ``aten::addmm``, ``## Call CompiledFxGraph k ##``) on thread ``tid``."""
+    t.events.append({"ph": "X", "cat": cat, "name": name, "pid": PID, "tid": tid, "ts": t.base + start, "dur": dur,
+                     "args": {"External id": 0}})
+
+
+def add_host_call(t: TraceBuilder, name: str, at: float, dur: float = 2.0, tid: int = TID) -> int:
+    """A host API call that enqueues no GPU op in the trace (a launch made while a stream
+    captures a CUDA graph, cudaStreamBeginCapture...); returns its correlation id."""
+    corr = t._next_corr()
+    t.events.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": PID, "tid": tid, "ts": t.base + at,
+                     "dur": dur, "args": {"correlation": corr, "External id": corr}})
+    return corr
+
+
+def add_graph_launch(t: TraceBuilder, at: float, kernels: list[tuple[str, float, float]], stream: int = 7) -> int:
+    """One cudaGraphLaunch at ``at`` replaying named kernels [(name, start, dur), ...]."""
+    corr = t._next_corr()
+    t._launch("cudaGraphLaunch", at, 8.0, corr)
+    for name, start, dur in kernels:
+        t._gpu("kernel", name, start, dur, stream, 0, corr)
+    return corr

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import shutil
 import subprocess
 
 import torch
+
+
+# NVLink multicast (NVLS) stays off in every process tracekit starts: NCCL's NVLS algorithms,
+# torch's symmetric memory and NVSHMEM would use it, and the lent GPU machines' rule is that it
+# stays off (their KINDS.md).
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def child_env(**more: str) -> dict:
+    """The environment for a process tracekit starts: this one's, NVLink multicast off
+    (``NO_MULTICAST``, overriding any setting), plus ``more``."""
+    return {**os.environ, **NO_MULTICAST, **more}
 
 
 def default_device() -> str:

@@ -9,13 +9,29 @@ import tempfile
 from pathlib import Path
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path | str, data: str | bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename.
+
+    The file gets the permissions ``open(path, "w")`` would give it: an existing
+    file's mode is kept, a new file gets 0666 less the umask (mkstemp's own
+    temporary file is 0600, which would hide reports from the rest of a team).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(data, bytes) else "w"
+    try:
+        permissions = path.stat().st_mode & 0o7777
+    except OSError:
+        permissions = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, permissions)
         with os.fdopen(fd, mode) as f:
             f.write(data)
         os.replace(tmp, path)

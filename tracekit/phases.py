@@ -2,9 +2,11 @@
 
 * ``inference`` (default): forward under ``torch.no_grad``.
 * ``forward``: forward with autograd recording (activations kept for backward).
-* ``forward-backward``: forward, then backward of a synthetic loss (mean of the
-  squared output, so every output element gets a gradient); gradients are
-  reset (to None) before each iteration.
+* ``forward-backward``: forward, then backward of the model's own loss when its
+  output has one (a ``loss`` field: transformers models given labels), else of a
+  synthetic loss (the sum over floating output tensors of the mean of their
+  squares, so every output element gets a gradient); gradients are reset (to
+  None) before each iteration.
 * ``train-step``: forward-backward, then one AdamW step (lr 1e-4) on the
   module's parameters.
 
@@ -14,18 +16,28 @@ backend computes the same function as eager and outputs compare.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import torch
 
-PHASES = ("inference", "forward", "forward-backward", "train-step")
+from tracekit.outputs import tensors
+from tracekit.spec import PHASES
+
 TRAINING = frozenset(PHASES) - {"inference"}
 
 
+def model_loss(out) -> torch.Tensor | None:
+    """The model's own loss in its output (a one-element ``loss`` entry or field), or None."""
+    loss = out.get("loss") if isinstance(out, Mapping) else getattr(out, "loss", None)
+    return loss if isinstance(loss, torch.Tensor) and loss.numel() == 1 else None
+
+
 def _loss(out) -> torch.Tensor:
-    if isinstance(out, (tuple, list)):
-        return sum(_loss(o) for o in out)
-    return out.float().pow(2).mean()
+    own = model_loss(out)
+    if own is not None:
+        return own
+    return sum(t.float().pow(2).mean() for t in tensors(out) if t.is_floating_point())
 
 
 def make_step(fn: Callable, module: torch.nn.Module, phase: str) -> Callable[[tuple], Any]:

@@ -22,15 +22,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import torch
 
-from tracekit import __version__, backends, models
+from tracekit import __version__, attribution_record, backends, models, outputs, timing
 from tracekit.backends import Prepared
 from tracekit.environment import default_device, describe
-from tracekit.io import write_json
-from tracekit.phases import PHASES, make_step
-from tracekit.spec import RunSpec, resolve
+from tracekit.manifest import Manifest
+from tracekit.models.workloads import WorkloadError
+from tracekit.phases import TRAINING, make_step, model_loss
+from tracekit.spec import PHASES, RunSpec, resolve, validate
 from tracekit.trace.reader import is_trace_file
 
 Log = Callable[[str], None]
@@ -40,74 +40,9 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def latency_stats(samples_ms: list[float]) -> dict:
-    """Summary of per-iteration latencies (ms): n, mean, median, p10, p90, std, min, max."""
-    a = np.asarray(samples_ms, dtype=np.float64)
-    return {"n": int(a.size), "mean": float(a.mean()), "median": float(np.median(a)),
-            "p10": float(np.percentile(a, 10)), "p90": float(np.percentile(a, 90)),
-            "std": float(a.std(ddof=1)) if a.size > 1 else 0.0, "min": float(a.min()), "max": float(a.max())}
-
-
-class _Timer:
-    """Per-call latency in ms: CUDA events on a GPU (device time between the
-    calls' enqueue points, read after one final sync), perf_counter on the CPU."""
-
-    def __init__(self, device: str):
-        self.cuda = device.startswith("cuda")
-        self.name = "cuda_events" if self.cuda else "perf_counter"
-
-    def time(self, fn: Callable[[], object], n: int) -> list[float]:
-        if self.cuda:
-            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-            for start, end in pairs:
-                start.record()
-                fn()
-                end.record()
-            torch.cuda.synchronize()
-            return [start.elapsed_time(end) for start, end in pairs]
-        out = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            fn()
-            out.append((time.perf_counter() - t0) * 1e3)
-        return out
-
-
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-
-
-def _max_abs_diff(out, ref) -> float:
-    if isinstance(out, (tuple, list)):
-        return max(_max_abs_diff(o, r) for o, r in zip(out, ref))
-    return float((out.detach().float().cpu() - ref.float().cpu()).abs().max().item())
-
-
-def _max_abs(ref) -> float:
-    if isinstance(ref, (tuple, list)):
-        return max(_max_abs(r) for r in ref)
-    return float(ref.float().abs().max().item())
-
-
-# Output difference allowed against eager, relative to the largest output value. Compiled
-# kernels reorder reductions and may use TF32 or other fused math; these are about 10x the
-# rtol torch.testing.assert_close uses for bit-near results (fp32 1.3e-6 is too strict for a
-# whole network), in line with the accuracy of each format: fp32 with TF32 matmuls ~1e-3,
-# fp16 (10-bit mantissa) ~1e-2, bf16 (7-bit mantissa) ~5e-2; FP8 backends get 0.25.
-# Cross-checks: PyTorch's torch.compile accuracy harness allows 1e-3 for fp32 inference of timm
-# and Hugging Face models (benchmarks/dynamo/timm_models.py, huggingface.py:
-# get_tolerance_and_cosine_flag) and 1e-2 for fp16/bf16 models that need more (torchbench.py);
-# TransformerEngine's FP8 tests allow rtol 0.125 (E4M3) and 0.25 (E5M2) for one GEMM
-# (tests/pytorch/test_fusible_ops.py, dtype_tols).
-DIFF_RTOL = {"fp32": 1e-3, "fp16": 1e-2, "bf16": 5e-2}
-FP8_RTOL = 0.25
-
-
-def _clone(out):
-    if isinstance(out, (tuple, list)):
-        return type(out)(_clone(o) for o in out)
-    return out.detach().clone()
 
 
 def _peak_memory(device: str) -> tuple[float, str]:
@@ -161,6 +96,38 @@ def _stop_compile_workers() -> None:
     shutdown_compile_workers()
 
 
+@contextmanager
+def _without_kineto_usdt_lines():
+    """Drop the ``USDT:... profiler_start`` / ``profiler_stop`` lines Kineto writes to
+    stderr (file descriptor 2) at every profiler start and stop; every other line
+    written to stderr meanwhile is passed on after the window, in order.
+
+    Kineto prints them at its highest severity, so ``KINETO_LOG_LEVEL`` cannot hide
+    them without hiding its errors too: the window's stderr goes to a temporary
+    file instead, filtered when the window ends.
+    """
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().decode(errors="replace").splitlines(keepends=True)
+                    if not line.startswith("USDT:")]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
 def run_dir(spec: RunSpec, out: Path, device: str | None = None) -> Path:
     """The folder a run of ``spec`` writes to: ``out/<label>/<mode>``.
 
@@ -168,144 +135,213 @@ def run_dir(spec: RunSpec, out: Path, device: str | None = None) -> Path:
     ("cuda" or "cpu"; this machine's when None): the label names a device only
     where the spec's differs from it.
     """
-    label = spec.label(models.default_batch(spec.model), device or default_device())
+    family = models.lookup(spec.model)[0]
+    label = spec.label(family.default_batch, device or default_device(), family.default_seq)
     return Path(out) / label / spec.mode
 
 
-def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> dict:
-    """Run ``spec``, write its trace and run.json under ``out``; return the manifest.
+def new_manifest(spec: RunSpec, label: str, device_type: str, source: dict, note: str = "") -> Manifest:
+    """The manifest a run starts with (status "running"): what defines it (the resolved
+    spec, the model's source), where it runs, the environment and the start time.
+    Every way of making a run (``run``, :mod:`tracekit.api`, :mod:`tracekit.recorder`) starts here."""
+    return Manifest(
+        tracekit=__version__, spec=spec.to_dict(), label=label, model=spec.model, mode=spec.mode,
+        device_type=device_type, source=source, status="running", reason="", stage="start", note=note,
+        environment=describe(spec.device), started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
-    Stages: build the model and the eager reference output; prepare the backend;
-    first call (``compile_s``: compilation happens here for compiled modes);
-    ``warmup`` more calls; ``iters`` timed calls (``latency_ms``); output
-    ``max_abs_diff`` against eager; then ``profile_iters`` iterations under
-    torch.profiler, one ``ProfilerStep#N`` marker each, after one profiler
-    warm-up step.
+
+def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manifest:
+    """Run ``spec``, write its trace and run.json under ``out``; return the :class:`~tracekit.manifest.Manifest`.
+
+    Stages: build the model (before anything is written) and the eager reference
+    output; prepare the backend; first call (``compile_s``: compilation happens
+    here for compiled modes); ``warmup`` more calls; ``iters`` timed calls
+    (``latency_ms``), then the synchronised wall clock per call (``wall_ms``,
+    ``timer_agreement``: :mod:`tracekit.timing`); output ``max_abs_diff``
+    against eager; then ``profile_iters`` iterations under torch.profiler, one
+    ``ProfilerStep#N`` marker each, after one profiler warm-up step.
+    ``host_load`` is read at the start and the end; ``spec.threads`` sets
+    torch's thread count first (``environment.cpu_threads`` records the count
+    used). A spec with ``repeats`` > 1 is run in that many processes
+    (:func:`tracekit.repeats.run`).
 
     Raises:
         models.UnknownModel, backends.UnknownMode: invalid names (nothing written).
-        ValueError: invalid dtype, batch or device (nothing written).
+        tracekit.models.workloads.WorkloadError: a workload file that cannot be
+            imported, has no such function, or whose function raises or returns
+            something else than (nn.Module, tuple of tensors) (nothing written).
+        ValueError: invalid dtype, phase, device, batch, seq, iteration, thread or
+            process counts (:func:`tracekit.spec.validate`; nothing written).
+    With ``spec.nproc > 1`` the ranks build the model (:mod:`tracekit.distributed`): a
+    workload function that raises there fails the run (run.json says why).
     A mode or workload that cannot run here (not installed, needs CUDA, phase not
     supported, ``models.Unavailable``) is recorded as status "skipped" with the
     reason; any other failure as "oom" or "failed"; either way run.json is
     written and returned.
     """
+    validate(spec)
+    if spec.repeats > 1:
+        from tracekit import repeats
+        return repeats.run(spec, out, log)
     backend = backends.get(spec.mode)
-    family_batch = models.default_batch(spec.model)
+    family = models.lookup(spec.model)[0]
     if spec.dtype not in models.DTYPES:
         raise ValueError(f"unknown dtype {spec.dtype!r}; valid dtypes: {', '.join(models.DTYPES)}")
     if spec.phase not in PHASES:
         raise ValueError(f"unknown phase {spec.phase!r}; valid phases: {', '.join(PHASES)}")
+    models.check_seq(family, spec.model, spec.seq)
     device_default = default_device()
     directory = run_dir(spec, Path(out))
-    spec = resolve(spec, family_batch, device_default)
+    spec = resolve(spec, family.default_batch, device_default, family.default_seq)
     device_type = spec.device.split(":")[0]
     if device_type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device cuda requested but torch sees no GPU (is this the CPU build of torch?)")
+
+    load, threads_before = timing.host_load(), torch.get_num_threads()
+    if spec.threads is not None:
+        torch.set_num_threads(spec.threads)
+    reason = backends.why_not(backend, spec) or family.missing
+    workload, failure, t0 = None, None, time.perf_counter()
+    # Built before the folder exists (and before any output): a bad workload file writes nothing.
+    # The ranks of a distributed run build their own (lookup above checked a workload file's import).
+    if not reason and spec.nproc == 1:
+        try:
+            workload = models.build(spec.model, spec.batch, spec.dtype, backend.device(spec), spec.seed, spec.seq,
+                                    spec.phase)
+        except WorkloadError:
+            torch.set_num_threads(threads_before)
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded below as the run's status
+            failure = exc
+    build_s = time.perf_counter() - t0
 
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.iterdir():
         if old.is_file() and is_trace_file(old):
             old.unlink()
-    manifest = {
-        "tracekit": __version__, "spec": spec.to_dict(), "label": directory.parent.name,
-        "model": spec.model, "mode": spec.mode, "device_type": device_type,
-        "status": "running", "reason": "", "stage": "start",
-        "note": backend.note(device_type), "environment": describe(spec.device),
-        "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-    manifest_path = directory / "run.json"
-    write_json(manifest_path, manifest)
+    manifest = new_manifest(spec, directory.parent.name, device_type, family.source, backend.note(device_type))
+    manifest.host_load = {"start": load}
+    manifest.write(directory)
 
     def stage(name: str) -> None:
-        manifest["stage"] = name
+        manifest.stage = name
         log(f"[{directory}] {name}")
 
-    reason = backends.why_not(backend, spec)
     if reason:
-        manifest.update(status="skipped", reason=reason)
-        write_json(manifest_path, manifest)
+        manifest.status, manifest.reason = "skipped", reason
+        manifest.write(directory)
+        torch.set_num_threads(threads_before)
         log(f"[{directory}] unavailable: {reason}")
         return manifest
     try:
+        stage(f"build ({build_s:.1f} s)")
+        manifest.stage, manifest.build_s = "build", build_s
+        if failure is not None:
+            raise failure
         with _compile_cache() as cache:
-            manifest["compile_cache"] = cache
-            _measure(spec, backend, directory, manifest, stage)
-        manifest.update(status="ok", stage="done")
+            manifest.compile_cache = cache
+            if spec.nproc > 1:  # the ranks build and measure, each in its process; this one launches and gathers
+                from tracekit import distributed
+
+                distributed.launch(spec, directory, manifest, stage, log)
+            else:
+                with attribution_record.Recorder(backend) as recorder:
+                    _measure(spec, backend, directory, manifest, stage, recorder, *workload)
+                manifest.attribution = recorder.result()
+        manifest.status, manifest.stage = "ok", "done"
     except Exception as exc:  # noqa: BLE001 - every failure becomes a status row
-        manifest.update(status=_classify(exc), reason=f"{type(exc).__name__}: {str(exc).strip()[:2000]}")
-        log(f"[{directory}] {manifest['status']} during {manifest['stage']}: {manifest['reason'][:300]}")
+        manifest.status = _classify(exc)
+        manifest.reason = f"{type(exc).__name__}: {str(exc).strip()[:2000]}"
+        log(f"[{directory}] {manifest.status} during {manifest.stage}: {manifest.reason[:300]}")
     finally:
-        manifest["finished_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        write_json(manifest_path, manifest)
+        manifest.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        manifest.host_load["end"] = timing.host_load()
+        manifest.write(directory)
+        torch.set_num_threads(threads_before)
     return manifest
 
 
-def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage) -> None:
+def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
+             recorder: attribution_record.Recorder, module: torch.nn.Module, inputs: tuple,
+             wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
+             worker: str | None = None) -> list[float]:
+    """The measuring stages of :func:`run` in this process, on the built ``module`` and
+    ``inputs``; fills ``manifest``, writes the trace into ``directory`` (named ``worker``.<ts>...)
+    and returns the timed latencies (ms). ``recorder`` records what attribution needs
+    (:mod:`tracekit.attribution_record`). ``wrap``: applied to the module after the eager
+    reference output and before the backend (a rank of a distributed run wraps it in DDP or
+    FSDP, :mod:`tracekit.distributed`)."""
     build_on = backend.device(spec)
-    stage("build")
-    module, inputs = models.build(spec.model, spec.batch, spec.dtype, build_on, spec.seed)
+    stage("reference output")
+    manifest.parameters = sum(p.numel() for p in module.parameters())
     with torch.no_grad():
-        reference = _clone(module(*inputs))
+        reference = outputs.clone(module(*inputs))
         _sync(build_on)
+    shared = wrap(module) if wrap else module
 
     stage("prepare")
     if build_on.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(torch.device(build_on))
     t0 = time.perf_counter()
-    prepared = backend.prepare(module, inputs, spec)
+    with recorder.capture("prepare", build_on, module):
+        prepared = backend.prepare(shared, inputs, spec)
     if not isinstance(prepared, Prepared):
         prepared = Prepared(prepared, build_on.split(":")[0])
     device = build_on if prepared.device_type == build_on.split(":")[0] else prepared.device_type
-    manifest["prepare_s"] = time.perf_counter() - t0
-    manifest["device_type"] = prepared.device_type
-    manifest["backend"] = prepared.info
+    manifest.prepare_s = time.perf_counter() - t0
+    manifest.device_type = prepared.device_type
+    manifest.backend = prepared.info
     if prepared.device_type != spec.device.split(":")[0]:
         # The name of the device that did the work (the CPU's, for ONNX Runtime's CPU provider on a
         # GPU machine), so the run is never shown, or held to peaks, as the GPU's.
-        manifest["device_name"] = describe(device)["device_name"]
-        manifest["note"] = "; ".join(n for n in (manifest["note"], (
-            f"ran on {prepared.device_type}, not {spec.device}: compare it only with {prepared.device_type} runs"))
-            if n)
+        manifest.device_name = describe(device)["device_name"]
+        manifest.add_note(f"ran on {prepared.device_type}, not {spec.device}: compare it only with "
+                          f"{prepared.device_type} runs")
     step = make_step(prepared.fn, module, spec.phase)
 
     stage("compile (first call)")
     t0 = time.perf_counter()
-    first = _clone(step(inputs))
+    out = step(inputs)
+    if spec.phase in TRAINING - {"forward"}:
+        manifest.loss = "model's own" if model_loss(out) is not None else "synthetic (mean of squared outputs)"
+    first = outputs.clone(out)
+    del out
     _sync(device)
-    manifest["first_call_s"] = time.perf_counter() - t0
-    manifest["compile_s"] = manifest["prepare_s"] + manifest["first_call_s"]
-    diff = _max_abs_diff(first, reference)
-    rtol = FP8_RTOL if "fp8" in spec.mode else DIFF_RTOL[spec.dtype]
-    tolerance = rtol * max(1.0, _max_abs(reference))
-    manifest.update(max_abs_diff=diff, diff_tolerance=tolerance, diff_ok=diff <= tolerance)
+    manifest.first_call_s = time.perf_counter() - t0
+    manifest.compile_s = manifest.prepare_s + manifest.first_call_s
+    diff = outputs.max_abs_diff(first, reference)
+    tolerance = outputs.tolerance(reference, spec.dtype, spec.mode)
+    manifest.max_abs_diff, manifest.diff_tolerance, manifest.diff_ok = diff, tolerance, diff <= tolerance
     if diff > tolerance:
-        manifest["note"] = "; ".join(n for n in (manifest["note"], (
-            f"output differs from eager by {diff:.3g}, above the {spec.dtype} tolerance {tolerance:.3g}")) if n)
+        manifest.add_note(f"output differs from eager by {diff:.3g}, above the {spec.dtype} tolerance {tolerance:.3g}")
 
     stage(f"warm-up ({spec.warmup} calls)")
     t0 = time.perf_counter()
-    for _ in range(spec.warmup):
-        step(inputs)
-    _sync(device)
-    manifest["warmup_s"] = time.perf_counter() - t0
+    with recorder.capture("warmup", device, module):
+        for _ in range(spec.warmup):
+            step(inputs)
+        _sync(device)
+    manifest.warmup_s = time.perf_counter() - t0
     _stop_compile_workers()
 
     stage(f"timing ({spec.iters} iterations)")
-    timer = _Timer(device)
-    samples = timer.time(lambda: step(inputs), spec.iters)
-    manifest["latency_ms"] = {**latency_stats(samples), "timer": timer.name}
+    samples, timer = timing.time_calls(lambda: step(inputs), spec.iters, device)
+    manifest.latency_ms = {**timing.latency_stats(samples), "timer": timer}
+    stage("timing (synchronised wall clock)")
+    manifest.wall_ms = timing.wall_clock(lambda: step(inputs), sum(samples) / 1e3)
+    manifest.timer_agreement = timing.agreement(manifest.latency_ms["median"], manifest.wall_ms["median"])
     if work := models.cost(spec.model, spec.batch, spec.dtype):  # single ops: the minimum work of a call
-        manifest.update(flop_per_iter=work["flop"], bytes_per_iter=work["bytes"], op=work.get("op", spec.model))
-    manifest["peak_memory_MB"], manifest["memory_source"] = _peak_memory(device)
+        manifest.flop_per_iter, manifest.bytes_per_iter = work["flop"], work["bytes"]
+        manifest.op = work.get("op", spec.model)
+    manifest.peak_memory_MB, manifest.memory_source = _peak_memory(device)
 
     stage(f"profiling ({spec.profile_iters} iterations)")
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.startswith("cuda"):
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    worker = f"{socket.gethostname()}_{os.getpid()}"
+    worker = worker or f"{socket.gethostname()}_{os.getpid()}"
     own_profiler = prepared.profile(directory, worker) if prepared.profile else nullcontext()
-    with own_profiler, torch.profiler.profile(
+    with _without_kineto_usdt_lines(), own_profiler, recorder.scopes(module), torch.profiler.profile(
         activities=activities, record_shapes=True,
         schedule=torch.profiler.schedule(wait=0, warmup=1, active=spec.profile_iters, repeat=1),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(str(directory), worker_name=worker,
@@ -317,4 +353,5 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: dict, stage) -> 
                 _sync(device)  # let the last kernels finish inside the window
             prof.step()
     traces = sorted(p.name for p in directory.iterdir() if is_trace_file(p))
-    manifest["profile"] = {"iterations": spec.profile_iters, "traces": traces}
+    manifest.profile = {"iterations": spec.profile_iters, "traces": traces}
+    return samples

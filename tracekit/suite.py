@@ -14,7 +14,7 @@ Format::
     model = ["vit16x6x384", "vit32x12x768"]
     mode = ["eager", "default", "reduce-overhead"]
     batch = [8]
-    [[claims]]               # optional: published claims the report checks (see tracekit.report.findings)
+    [[claims]]               # optional: published claims the report checks (see tracekit.analysis.suite)
     text = "..."
 
 Loading checks the file's structure only. Model and mode names, and keys that
@@ -84,6 +84,7 @@ class Suite:
     variant_of: str | None = None
     trimmed: str = ""
     claims: list[dict] = field(default_factory=list)
+    variant_cells: int | None = None  # the cells of the suite this one trims (None: unknown or unreadable)
 
 
 def load_suite(path: Path | str) -> Suite:
@@ -116,9 +117,15 @@ def load_suite(path: Path | str) -> Suite:
             cell = Cell(tuple(sorted(zip(merged, combo), key=_field_order)))
             if cell not in cells:
                 cells.append(cell)
-    claims = data.get("claims")
-    if claims is None and data.get("variant_of"):
-        claims = load_suite(path.parent / f"{data['variant_of']}.toml").claims  # a variant tests the same claims
+    claims, full = data.get("claims"), None
+    if data.get("variant_of"):
+        try:
+            full = load_suite(path.parent / f"{data['variant_of']}.toml")
+        except SuiteError:
+            if claims is None:  # a variant tests the full suite's claims: they must be readable
+                raise
+        claims = full.claims if claims is None else claims
     return Suite(name=data.get("name", path.stem), description=data.get("description", ""), cells=cells,
                  path=path, max_minutes=data.get("max_minutes"), timeout_s=data.get("timeout_s"),
-                 variant_of=data.get("variant_of"), trimmed=data.get("trimmed", ""), claims=claims or [])
+                 variant_of=data.get("variant_of"), trimmed=data.get("trimmed", ""), claims=claims or [],
+                 variant_cells=len(full.cells) if full else None)

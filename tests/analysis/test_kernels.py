@@ -1,4 +1,5 @@
 import pytest
+from owndata import H100_RUNS, h100_trace
 from tracebuilder import TraceBuilder
 
 from tracekit.analysis import kernels
@@ -64,9 +65,14 @@ def test_short_name():
         "at::<unnamed>::CatArrayBatchedCopy"     # Nsight Compute's anonymous namespace
 
 
-@pytest.mark.parametrize("name", ["h100/vit16x6x384_eager.pt.trace.json.gz",
-                                  "h100/vit16x6x384_reduce-overhead.pt.trace.json.gz",
-                                  "hta/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+@pytest.mark.parametrize("run", H100_RUNS)
+def test_classes_cover_our_h100_traces(run):
+    """Eager, Inductor's Triton kernels and CUDA-graph replays: 'other' keeps under 5% of the GPU time."""
+    cls = kernels.by_class(load(h100_trace(run))).set_index("class")["share"]
+    assert cls.get("other", 0.0) < 0.05
+
+
+@pytest.mark.parametrize("name", ["hta/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
                                   "hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
                                   "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
                                   "hta/trace_filter/sampled_rank-0.json.gz"])

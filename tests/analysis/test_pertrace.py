@@ -1,14 +1,12 @@
-"""Per-iteration results on our own H100 traces (reports/h100/vit-study: 10 ProfilerStep
+"""Per-iteration results on our own H100 traces (tests/data/h100/vit-study: 10 ProfilerStep
 iterations each, run.json beside them)."""
 
-from pathlib import Path
-
 import pytest
+from owndata import H100_STUDY as STUDY
 
 from tracekit.analysis import idle
 from tracekit.analysis.runs import analyze
 
-STUDY = Path(__file__).resolve().parents[2] / "reports" / "h100" / "vit-study" / "traces"
 
 
 def _study(run: str):

@@ -58,6 +58,24 @@ def test_missing_packages_are_skipped_with_an_install_hint(tmp_path, mode, packa
     assert f"{package} not installed" in m["reason"] and "pip install" in m["reason"]
 
 
+def test_the_list_on_a_cpu_does_not_promise_cuda_graphs(monkeypatch):
+    from click.testing import CliRunner
+
+    from tracekit import environment
+    from tracekit.cli import main
+    rows = {r["mode"]: r for r in backends.listing("cpu")}
+    for mode in ("reduce-overhead", "max-autotune"):
+        assert rows[mode]["description"].endswith("; CUDA graphs on CUDA)")
+        assert rows[mode]["note"] == f"mode={mode} uses CUDA graphs only on CUDA; on cpu it runs without them"
+    assert rows["cudagraphs"]["reason"].startswith("needs CUDA") and not rows["cudagraphs"]["available"]
+    assert backends.get("reduce-overhead").note("cuda") == ""  # on CUDA: nothing to add
+    monkeypatch.setattr(environment, "default_device", lambda: "cpu")
+    out = CliRunner().invoke(main, ["backends"]).output.splitlines()
+    at = next(i for i, line in enumerate(out) if line.startswith("reduce-overhead "))
+    assert out[at + 2].split() == ["here:", "mode=reduce-overhead", "uses", "CUDA", "graphs", "only", "on", "CUDA;",
+                                   "on", "cpu", "it", "runs", "without", "them"]
+
+
 def test_phase_not_supported_is_skipped(tmp_path):
     m = _run(tmp_path, "mlp", "onnx", phase="train-step")
     assert m["status"] == "skipped" and "supports phases inference" in m["reason"]

@@ -7,7 +7,8 @@ from ncucsv import NcuCsv
 from tracebuilder import TraceBuilder
 
 from tracekit.cli import main
-from tracekit.counters import metrics, ncu
+from tracekit.analysis.counters import metrics
+from tracekit.counters import ncu
 from tracekit.errors import ExitCode
 from tracekit.spec import RunSpec
 

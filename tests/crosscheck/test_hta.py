@@ -2,7 +2,7 @@
 idle-time breakdown and kernel breakdown, on every real fixture with GPU ops
 (the CPU-only and the counters-only HTA fixtures have none: HTA has nothing to
 break down there, and tracekit says "no GPU activity") and on one of our own
-H100 traces with ProfilerStep markers.
+H100 traces (tests/data) with ProfilerStep markers.
 
 Both tools read the same doubles from the JSON. So that float arithmetic
 cannot differ, our analyses run here on the same times HTA uses: µs since its
@@ -64,25 +64,17 @@ from tracekit.trace import load
 
 pytest.importorskip("hta", reason="HolisticTraceAnalysis is not installed (make setup installs it)")
 
-ROOT = Path(__file__).resolve().parents[2]
-STUDY_B1_EAGER = "reports/h100/vit-study/traces/vit16x6x384-b1/eager"
-FIXTURES = ["h100/vit16x6x384_eager.pt.trace.json.gz", "h100/vit16x6x384_default.pt.trace.json.gz",
-            "h100/vit16x6x384_reduce-overhead.pt.trace.json.gz",
+# Ours (own:, tests/data) and HTA's own test traces (shared fixtures).
+FIXTURES = ["own:vit16x6x384/eager", "own:vit16x6x384/default", "own:vit16x6x384/reduce-overhead",
             "hta/trace_filter/sampled_rank-0.json.gz", "hta/trace_filter/sampled_rank-1.json.gz",
             "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
             "hta/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
             "hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
-            "hta/triton_example/triton_example.json.gz", STUDY_B1_EAGER]
+            "hta/triton_example/triton_example.json.gz", "own:vit16x6x384-b1/eager"]
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 # The events HTA takes as GPU ops beyond ours, by the trace that has them (see the docstring).
 EXTRAS = {"hta/alexnet/benchmark_result_2869224_1695835535_trace.json.gz": {"cuda_sync"},
-          "hta/triton_example/triton_example.json.gz": {"cpu_op"}}
-
-
-def _path(fixtures: Path, name: str) -> Path:
-    if name == STUDY_B1_EAGER:
-        return next((ROOT / name).glob("*.pt.trace.json.gz"))
-    return fixtures / name
+          "hta/triton_example/triton_example.json.gz": {"cpu_op"}, "own:vit16x6x384/default": {"cpu_op"}}
 
 
 def _hta(path: Path, rounding: bool) -> dict:
@@ -164,8 +156,8 @@ def _close(a, b):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FIXTURES)
-def test_same_figures_as_hta(fixtures, name):
-    path = _path(fixtures, name)
+def test_same_figures_as_hta(real_trace, name):
+    path = real_trace(name)
     hta = _hta(path, rounding=False)
     tables, extra = _hta_view(path, hta)
     assert set(extra["cat"]) == EXTRAS.get(name, set())
@@ -206,24 +198,24 @@ def test_same_figures_as_hta(fixtures, name):
             assert mine.get((row["stream"], row["category"]), 0.0) == pytest.approx(row["idle_us"], abs=0.005), row
 
 
-@pytest.mark.parametrize("name", ["h100/vit16x6x384_eager.pt.trace.json.gz",
+@pytest.mark.parametrize("name", ["own:vit16x6x384/eager",
                                   "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"])
-def test_absolute_times_change_figures_by_rounding_only(fixtures, name):
+def test_absolute_times_change_figures_by_rounding_only(real_trace, name):
     """On absolute µs an op's end rounds to the spacing of doubles there: at most one
     spacing per op end, for busy and idle time alike."""
-    tables = load(fixtures / name)
+    tables = load(real_trace(name))
     ulp = float(np.spacing(tables.gpu_ops["end"].abs().max()))
     absolute = summarize(tables)
-    relative = summarize(_shifted(load(fixtures / name), tables.gpu_ops["ts"].min()))
+    relative = summarize(_shifted(load(real_trace(name)), tables.gpu_ops["ts"].min()))
     for key in ("gpu_busy_us", "idle_us", "active_span_us"):
         assert abs(absolute[key] - relative[key]) <= ulp * absolute["gpu_ops"], key
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", FIXTURES[:3])
-def test_hta_defaults_differ_only_by_its_rounding(fixtures, name):
-    path = fixtures / name
-    ours = summarize(load(path))
+@pytest.mark.parametrize("name", [n for n in FIXTURES if n.startswith("own:") and n not in EXTRAS])
+def test_hta_defaults_differ_only_by_its_rounding(real_trace, name):
+    path = real_trace(name)
+    ours = summarize(_hta_view(path, _hta(path, rounding=False))[0])  # the ops HTA keeps, on its times
     hta = _hta(path, rounding=True)
     assert hta["kernels"] == ours["kernels"]
     assert 0 <= hta["idle_us"] - ours["idle_us"] <= 2.0 * ours["gpu_ops"]

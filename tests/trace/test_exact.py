@@ -14,7 +14,15 @@ from tracekit.trace import load, stream
 from tracekit.trace.columns import TABLES
 
 NAMES = {"gpu": "gpu_ops", "host": "host_calls", "cpu": "cpu_ops", "syncs": "syncs", "flows": "flows",
-         "markers": "markers"}
+         "markers": "markers", "comms": "comms"}
+
+
+def _text(df: pd.DataFrame) -> pd.DataFrame:
+    """String columns as object, a missing text (None, or NaN in pandas' str dtype) as None."""
+    text = [c for c in df.columns if df[c].dtype == object or isinstance(df[c].dtype, (pd.CategoricalDtype,
+                                                                                          pd.StringDtype))]
+    return df.astype({c: object for c in text}).assign(**{c: lambda d, c=c: d[c].where(d[c].notna(), None)
+                                                          for c in text})
 
 
 def _same(tables, expected: dict) -> None:
@@ -23,7 +31,7 @@ def _same(tables, expected: dict) -> None:
         if want is None:
             assert got.empty, attr
             continue
-        got = got.astype({c: object for c in got.columns if isinstance(got[c].dtype, pd.CategoricalDtype)})
+        got, want = _text(got), _text(want)
         cols = [c for c in TABLES.get(key, ["step", "ts", "dur"]) + ["end", "depth"] if c in want.columns]
         pd.testing.assert_frame_equal(got[cols].reset_index(drop=True), want[cols].reset_index(drop=True),
                                       check_dtype=False, obj=attr)
@@ -71,6 +79,18 @@ def _odd_trace(tmp_path, name="odd.json"):
         {"ph": "i", "cat": "cpu_instant_event", "name": "mark", "pid": 1, "tid": 1, "ts": 1000004},
         {"ph": "X", "cat": "new_category", "name": "x", "pid": 1, "tid": 1, "ts": 1000005, "dur": 1},
         {"ph": "s", "cat": "ac2g", "id": "5", "pid": 1, "tid": 1, "ts": 1000006, "args": None},
+        # collectives: metadata of the types torch versions write (ranks as a list or a str, numbers as str)
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 1000060, "dur": 9,
+         "args": {"External id": 90, "Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": "1024",
+                  "Group size": 2, "dtype": "Float", "Process Group Name": "0", "Process Group Ranks": [0, 1],
+                  "Seq": 3}},
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "pid": 0, "tid": 7,
+         "ts": 1000065, "dur": 20, "args": {"correlation": 91, "stream": 7, "device": 0, "Collective name": "allreduce",
+                                            "Process Group Ranks": "[0, 1]", "Seq": "3", "Group size": True}},
+        {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1, "tid": 2, "ts": 1000070, "dur": 5},
+        {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": "1", "tid": 2, "ts": 1000071, "dur": 3,
+         "args": {"Seq": None, "dtype": 7}},
+        {"ph": "X", "cat": "cpu_op", "name": "nccl:all_reduce", "pid": 1, "tid": 1, "ts": 1000061, "dur": -2},  # dropped
     ]
     ev.append(dict(ev[4]))  # an exact duplicate: dropped
     path = tmp_path / name
@@ -85,6 +105,14 @@ def test_hand_made_trace_with_odd_types_and_damage(tmp_path):
     assert "hex" in set(tables.gpu_ops["name"]) and tables.gpu_ops.set_index("name").at["hex", "stream"] == 3
     assert "aten::old" in set(tables.cpu_ops["name"]) and "old" in set(tables.gpu_ops["name"])
     assert any("duplicated" in p for p in tables.meta["problems"])
+    comms = tables.comms.set_index("name")
+    assert list(tables.comms["name"]) == ["record_param_comms", "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                                          "gloo:all_reduce", "c10d::allreduce_"]
+    assert list(tables.comms["table"]) == ["cpu_ops", "gpu_ops", "cpu_ops", "cpu_ops"]
+    param, kernel = comms.loc["record_param_comms"], comms.loc["ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
+    assert (param["pg_ranks"], param["seq"], param["out_msg_nelems"], param["external_id"]) == ("[0, 1]", 3, 1024, 90)
+    assert (kernel["pg_ranks"], kernel["seq"], kernel["group_size"], kernel["correlation"]) == ("[0, 1]", 3, 1, 91)
+    assert comms.loc["c10d::allreduce_", "dtype"] == "7" and comms.loc["c10d::allreduce_", "pid"] == "1"
 
 
 @pytest.mark.parametrize("indent", [None, 2])

@@ -2,6 +2,7 @@ import gzip
 import json
 
 import pytest
+from owndata import CPU_ONNX, h100_trace
 from tracebuilder import TraceBuilder
 
 from tracekit.trace import TraceError, load
@@ -74,9 +75,9 @@ def test_truncated_gzip(tmp_path):
         load(path)
 
 
-def test_onnx_runtime_profile(fixtures):
+def test_onnx_runtime_profile():
     """ONNX Runtime's own profile: operator runs become CPU ops, each model_run an iteration."""
-    path = fixtures / "ort" / "vit16x6x384_bs1_cpu_ort_profile.json.gz"
+    path = next(CPU_ONNX.glob("*.ort.json.gz"))
     raw = json.loads(gzip.decompress(path.read_bytes()))
     nodes = [e for e in raw if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
     runs = [e for e in raw if e.get("cat") == "Session" and e["name"] == "model_run"]
@@ -87,8 +88,8 @@ def test_onnx_runtime_profile(fixtures):
     assert set(tables.cpu_ops["name"]) >= {e["args"]["op_name"] for e in nodes}
 
 
-def test_real_h100_trace(fixtures):
-    tables = load(fixtures / "h100" / "vit16x6x384_eager.pt.trace.json.gz")
+def test_real_h100_trace():
+    tables = load(h100_trace("vit16x6x384/eager"))
     assert (tables.gpu_ops["kind"] == "kernel").sum() == 660
     assert tables.devices["name"].iloc[0] == "NVIDIA H100 80GB HBM3"
     assert set(tables.host_calls["name"]) >= {"cudaLaunchKernel", "cudaLaunchKernelExC"}

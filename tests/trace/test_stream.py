@@ -4,6 +4,7 @@ import json
 
 import pandas as pd
 import pytest
+from owndata import h100_trace
 from tracebuilder import TraceBuilder
 
 from tracekit.trace import reader, stream
@@ -70,8 +71,8 @@ def test_parallel_read_of_gzip_matches_serial(tmp_path, monkeypatch):
     _same(reader.load(path, workers=2), serial)
 
 
-def test_real_fixture_in_chunks(fixtures, monkeypatch):
-    path = fixtures / "h100" / "vit16x6x384_eager.pt.trace.json.gz"
+def test_real_trace_in_chunks(monkeypatch):
+    path = h100_trace("vit16x6x384/eager")
     whole = reader.load(path, workers=1)
     monkeypatch.setattr(stream, "CHUNK_BYTES", 50_000)
     _same(reader.load(path, workers=2), whole)

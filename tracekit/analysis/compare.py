@@ -1,7 +1,8 @@
 """Compare each mode with a baseline mode on the same workload: how much faster, and why.
 
-A *workload* is the set of runs that share model, batch, dtype, phase and the
-requested device (type and name), read from the run rows (``run.json``),
+A *workload* is the set of runs that share model, batch, seq, dtype, phase, ranks and
+parallelism (``parallel``: "ddp x2"; "" for one process) and the requested device
+(type and name), read from the run rows (``run.json``),
 never from file names. In each workload every run is compared with the run of
 the baseline mode (``eager`` unless told otherwise):
 
@@ -26,24 +27,36 @@ the baseline mode (``eager`` unless told otherwise):
   conclude.
 * a run that ran on another device than its baseline (a CPU provider beside
   a CUDA baseline) is compared, and flagged loudly in ``warning``.
+* a speedup whose p10-p90 latency ranges overlap is *inconclusive*, and a run
+  whose timing is doubtful (timers apart, a busy host, other thread counts,
+  processes spread, a profiled iteration shorter than the unprofiled one) is
+  said in ``warning``: :mod:`tracekit.analysis.trust`.
+* CPU-only runs have no GPU time to split: their finding is made from their
+  ops instead (:mod:`tracekit.analysis.cpu_ops`: Δ self time and Δ calls per
+  iteration, op by op) when the op table is given.
 
 Profiler overhead (:func:`profiler_overhead`): the profiler slows the host, so
-a profiled iteration is longer than an unprofiled one; runs where they differ
+a profiled iteration is longer than an unprofiled one; runs where it is longer
 by more than ``PROFILER_OVERHEAD_FLAG`` are flagged (threshold: issue 4), and
-the comparison warns that their Δ idle is inflated.
+the comparison warns that their Δ idle is inflated. A profiled iteration
+shorter by as much means an unreliable unprofiled timing, not a negative overhead.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis import cpu_ops as ops_analysis
+from tracekit.analysis import trust
 from tracekit.analysis.idle import CAUSES
+from tracekit.analysis.runs import Analysis
 
-WORKLOAD_KEYS = ("model", "batch", "dtype", "phase", "device", "device_name")
-PROFILER_OVERHEAD_FLAG = 0.10
+WORKLOAD_KEYS = ("model", "batch", "seq", "dtype", "phase", "parallel", "device", "device_name")
+PROFILER_OVERHEAD_FLAG = trust.PROFILER_OVERHEAD_FLAG
 # Readable names of the idle causes of tracekit.analysis.idle, for tables and plots.
 CAUSE_LABELS = {"host_wait": "host wait", "launch_latency": "launch latency", "sync": "sync", "other": "other idle"}
 
@@ -79,17 +92,21 @@ def workloads(runs: pd.DataFrame) -> pd.DataFrame:
     name = r["requested_device_name"] if "requested_device_name" in r else pd.Series(None, index=r.index, dtype=object)
     name = name.fillna(r["device_name"] if "device_name" in r else None).replace("", None)
     r["dtype"] = r["dtype"].fillna("") if "dtype" in r else ""
+    r["parallel"] = r["parallel"].fillna("") if "parallel" in r else ""
     batch = r["batch"] if "batch" in r else pd.Series(math.nan, index=r.index)
     r["batch"] = batch
+    seq = r["seq"] if "seq" in r else pd.Series(math.nan, index=r.index)  # token inputs' length (hf: models)
+    r["seq"] = seq
     label = (r["model"].astype(str) + batch.map(lambda b: "" if pd.isna(b) else f" b{int(b)}")
+             + seq.map(lambda s: "" if pd.isna(s) else f" s{int(s)}")
              + " " + r["dtype"] + r["phase"].map(lambda p: "" if p == "inference" else f" {p}")
-             + " " + r["device"])
+             + r["parallel"].map(lambda p: f" {p}" if p else "") + " " + r["device"])
     # A run without a device name (a status row written without a process: backend missing)
     # joins its label's runs when they name one device.
     names = name.dropna().groupby(label[name.notna()]).unique()
     fill = label.map({k: v[0] for k, v in names.items() if len(v) == 1})
     r["device_name"] = name.astype(object).where(name.notna(), fill).fillna("")
-    keys = r[list(WORKLOAD_KEYS)].astype(str).agg("|".join, axis=1)
+    keys = r[list(WORKLOAD_KEYS)].astype(object).fillna("").astype(str).agg("|".join, axis=1)
     # The same label on two device names (an H100 and an A100 folder) gets the name added.
     ambiguous = keys.groupby(label).transform("nunique") > 1
     r["workload"] = label.where(~ambiguous, label + " (" + r["device_name"].replace("", "unknown device") + ")")
@@ -130,13 +147,16 @@ def _finding(row: dict) -> str:
     db, di = row["d_busy_per_iter_ms"], row["d_idle_est_ms"]
     text = (f"{_what(row['dominant'], di if row['dominant'] == 'idle' else db)} dominates: "
             f"Δ latency {row['d_latency_ms']:+.3f} ms = Δ GPU busy {db:+.3f} + Δ idle {di:+.3f} ms per iteration")
+    if row["inconclusive"]:
+        text = (f"inconclusive: the p10-p90 latency ranges overlap (speedup {row['speedup_low']:.2f}-"
+                f"{row['speedup_high']:.2f}x), so this may be noise: " + text)
     dp = row["dominant_profiled"]
     if dp and dp != row["dominant"]:
         text += (f"; the profiled window alone would say {dp} (Δ idle {row['d_idle_per_iter_ms']:+.3f} ms per "
                  "profiled iteration)")
         over = [f"{who} {o:+.0%}" for who, o in (("this run", row["overhead"]), (row["baseline_mode"],
                                                                                 row["baseline_overhead"]))
-                if abs(o) > PROFILER_OVERHEAD_FLAG]
+                if o > PROFILER_OVERHEAD_FLAG]
         if over:
             text += f", but the profiler lengthened the iterations ({', '.join(over)})"
     return text
@@ -157,27 +177,35 @@ def _warnings(row: dict) -> str:
     if row["idle_est_ms"] < 0:
         out.append(f"GPU busy per profiled iteration {row['busy_per_iter_ms']:.3f} ms > unprofiled latency "
                    f"{row['latency_median_ms']:.3f} ms: the profiler slowed its kernels too; the split is approximate")
-    return "; ".join(out)
+    return "; ".join(out + trust.warnings(row))
 
 
-def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
+def compare(runs: pd.DataFrame, baseline: str = "eager", cpu_ops: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each run against the baseline-mode run of its workload.
 
     Args:
         runs: ``Analysis.runs``. Per-cause idle columns ``idle_<cause>_us``
             (:data:`tracekit.analysis.idle.CAUSES`) are used where present.
         baseline: the mode each run is compared with.
+        cpu_ops: ``Analysis.table("cpu_ops")``, for the findings of CPU-only
+            runs (:func:`tracekit.analysis.cpu_ops.finding`); None: no such finding.
 
     Returns:
         One row per run with a manifest, grouped by workload, baseline first:
-        identity (workload, model, batch, dtype, phase, device, device_name,
+        identity (workload, model, batch, seq, dtype, phase, device, device_name,
         mode, run, status, reason, ran_on), baseline_mode, baseline_run,
         baseline_ran_on; unprofiled latency_median/p10/p90_ms and speedup,
         speedup_low, speedup_high; profiled_iter_ms and profiled_speedup;
         kernels_per_iter, launches_per_iter and their ratios to the baseline;
         busy_per_iter_ms, idle_per_iter_ms, idle_<cause>_per_iter_ms (profiled),
         idle_est_ms (unprofiled estimate); utilization, compile_s,
-        peak_memory_MB, max_abs_diff; the decompositions (ms per iteration, run
+        peak_memory_MB, max_abs_diff; inconclusive (the p10-p90 latency ranges
+        of run and baseline overlap: :func:`tracekit.analysis.trust.inconclusive`);
+        how far the timing can be trusted (wall_median_ms, timer_agreement,
+        threads, processes, process_spread, timing_warning: the run rows');
+        has_gpu and baseline_has_gpu (the trace
+        holds GPU ops); cpu_op_per_iter_ms (time any CPU op ran, profiled) and
+        cpu_ops_per_iter, with d_cpu_op_per_iter_ms; the decompositions (ms per iteration, run
         minus baseline) d_latency_ms = d_busy_per_iter_ms + d_idle_est_ms and
         d_profiled_iter_ms = d_busy_per_iter_ms + d_idle_per_iter_ms +
         d_rest_per_iter_ms, with d_idle_<cause>_per_iter_ms; dominant and
@@ -194,8 +222,10 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     m["status"] = w["status"] if "status" in w else "ok"
     m["reason"] = w["reason"].fillna("") if "reason" in w else ""
     for col in ("latency_median_ms", "latency_p10_ms", "latency_p90_ms", "latency_std_ms", "kernels_per_iter",
-                "launches_per_iter", "utilization", "compile_s", "peak_memory_MB", "max_abs_diff"):
+                "launches_per_iter", "utilization", "compile_s", "peak_memory_MB", "max_abs_diff", "wall_median_ms",
+                "timer_agreement", "threads", "processes", "process_spread"):
         m[col] = _num(w, col)
+    m["timing_warning"] = w["timing_warning"].fillna("") if "timing_warning" in w else ""
     m["profiled_iter_ms"] = _num(w, "iteration_ms")
     m["busy_per_iter_ms"] = _num(w, "busy_per_iter_us") / 1e3
     m["idle_per_iter_ms"] = _num(w, "idle_per_iter_us") / 1e3
@@ -203,26 +233,30 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
         m[f"idle_{c}_per_iter_ms"] = _per_iter_ms(w, f"idle_{c}_us")
     m["rest_per_iter_ms"] = m["profiled_iter_ms"] - m["busy_per_iter_ms"] - m["idle_per_iter_ms"]
     m["idle_est_ms"] = m["latency_median_ms"] - m["busy_per_iter_ms"]
+    m["has_gpu"] = w["has_gpu"].astype(object) if "has_gpu" in w else None
+    cpu = ops_analysis.per_run(runs)
+    m["cpu_op_per_iter_ms"], m["cpu_ops_per_iter"] = m["run"].map(cpu["ms"]), m["run"].map(cpu["calls"])
 
-    ok = m[(m["mode"] == baseline) & (m["status"] == "ok")].sort_values("run")
-    first = ok.drop_duplicates("workload").set_index("workload")
-    base = first.reindex(m["workload"]).reset_index(drop=True)
+    base = baseline_rows(m, m["mode"] == baseline)
     m["baseline_mode"] = baseline
     m["baseline_run"] = base["run"].fillna("")
     m["baseline_ran_on"] = base["ran_on"].fillna("")
+    m["baseline_has_gpu"] = base["has_gpu"]
     failed = m[m["mode"] == baseline].groupby("workload")["status"].first()
     m["baseline_problem"] = [
         "" if b else (f"the {baseline} baseline {failed[wl]}" if wl in failed else f"no {baseline} run in this workload")
         for wl, b in zip(m["workload"], m["baseline_run"])]
     m["speedup"] = base["latency_median_ms"] / m["latency_median_ms"]
     m["speedup_low"], m["speedup_high"] = _speedup_range(base, m)
+    m["inconclusive"] = trust.inconclusive(m["speedup_low"], m["speedup_high"]) & (m["run"] != m["baseline_run"])
+    m["baseline_threads"] = base["threads"]
     m["profiled_speedup"] = base["profiled_iter_ms"] / m["profiled_iter_ms"]
     # Kernels and launches of a run on another device (a CPU provider: none) say nothing of the mode.
     same_device = m["ran_on"] == m["baseline_ran_on"]
     m["kernels_ratio"] = (m["kernels_per_iter"] / base["kernels_per_iter"]).where(same_device)
     m["launches_ratio"] = (m["launches_per_iter"] / base["launches_per_iter"]).where(same_device)
     for col in ("latency_median", "idle_est", "profiled_iter", "busy_per_iter", "idle_per_iter", "rest_per_iter",
-                *(f"idle_{c}_per_iter" for c in causes)):
+                "cpu_op_per_iter", *(f"idle_{c}_per_iter" for c in causes)):
         m[f"d_{col}_ms"] = m[f"{col}_ms"] - base[f"{col}_ms"]
     m = m.rename(columns={"d_latency_median_ms": "d_latency_ms"})
     same = m["run"] == m["baseline_run"]
@@ -231,12 +265,73 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     overhead = profiler_overhead(runs).set_index("run")["profiler_overhead"]
     m["overhead"] = m["run"].map(overhead).fillna(0.0)
     m["baseline_overhead"] = m["baseline_run"].map(overhead).fillna(0.0)
+    m["baseline_unreliable"] = trust.unreliable_unprofiled(m["baseline_overhead"]) & (m["run"] != m["baseline_run"])
     m["finding"] = [_finding(r) for r in m.to_dict("records")]
+    if cpu_ops is not None and len(cpu_ops):
+        by_run = dict(tuple(ops_analysis.changes(cpu_ops, m).groupby("run")))
+        m["finding"] = [f or ops_analysis.finding(by_run.get(run, pd.DataFrame()))
+                        for f, run in zip(m["finding"], m["run"])]
+    ok = m[(m["mode"] == baseline) & (m["status"] == "ok")]
     m["baseline_runs"] = m["workload"].map(ok.groupby("workload")["run"].count()).fillna(0)
     m["warning"] = [_warnings(r) for r in m.to_dict("records")]
-    m = m.drop(columns=["baseline_problem", "baseline_runs", "latency_std_ms", "overhead", "baseline_overhead"])
+    m = m.drop(columns=["baseline_problem", "baseline_runs", "latency_std_ms", "overhead", "baseline_overhead",
+                        "baseline_threads", "baseline_unreliable"])
     order = pd.DataFrame({"w": m["workload"], "b": m["mode"] != baseline, "r": m["run"]})
     return m.loc[order.sort_values(["w", "b", "r"]).index].reset_index(drop=True)
+
+
+def baseline_rows(rows: pd.DataFrame, is_baseline: pd.Series) -> pd.DataFrame:
+    """The baseline run of each row's workload: the first ok run by name among those
+    ``is_baseline`` marks in that workload.
+
+    Args:
+        rows: one row per run, with ``workload``, ``run`` and ``status`` columns.
+        is_baseline: one bool per row of ``rows``.
+
+    Returns:
+        The baseline's row for each row of ``rows`` (same index; all NaN where its
+        workload has no ok baseline run).
+    """
+    ok = rows[is_baseline & (rows["status"] == "ok")].sort_values("run")
+    return ok.drop_duplicates("workload").set_index("workload").reindex(rows["workload"]).set_axis(rows.index)
+
+
+@dataclass
+class Tables:
+    """What every report of an analysis shows: the analysis, its comparison with
+    ``baseline`` (:func:`compare`), each run's profiler overhead (:func:`profiler_overhead`),
+    the CPU runs' op-by-op changes (:func:`tracekit.analysis.cpu_ops.changes`), each run
+    against its baseline module by module (``modules``:
+    :func:`tracekit.analysis.rundiff.versus_baseline`) and busy time per kind of module
+    per run (``module_busy``: :func:`tracekit.analysis.rundiff.busy_by_kind`)."""
+
+    analysis: Analysis
+    comparison: pd.DataFrame
+    overhead: pd.DataFrame
+    baseline: str
+    cpu_op_changes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    modules: pd.DataFrame = field(default_factory=pd.DataFrame)
+    module_busy: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @classmethod
+    def of(cls, analysis: Analysis, baseline: str = "eager") -> "Tables":
+        """The tables of ``analysis``; the comparison's findings name the modules that
+        contribute most to each run's Δ busy (``top_modules``)."""
+        from tracekit.analysis.rundiff import busy_by_kind, top_modules, versus_baseline
+
+        ops = analysis.table("cpu_ops")
+        comparison = compare(analysis.runs, baseline, ops)
+        runs = analysis.runs.drop_duplicates("run") if "iterations" in analysis.runs else pd.DataFrame()
+        iterations = dict(zip(runs.get("run", []), pd.to_numeric(runs.get("iterations", []), errors="coerce")))
+        attribution = analysis.table("attribution")
+        modules = versus_baseline(attribution, comparison, iterations)
+        if len(modules):
+            top = comparison["run"].map({r: top_modules(g) for r, g in modules.groupby("run")}).fillna("")
+            comparison["top_modules"] = top
+            comparison["finding"] = [f + (f"; by module: {t}" if f and t else "") for f, t in
+                                     zip(comparison["finding"], top)]
+        return cls(analysis, comparison, profiler_overhead(analysis.runs), baseline,
+                   ops_analysis.changes(ops, comparison), modules, busy_by_kind(attribution, comparison, iterations))
 
 
 def profiler_overhead(runs: pd.DataFrame, threshold: float = PROFILER_OVERHEAD_FLAG) -> pd.DataFrame:
@@ -251,10 +346,12 @@ def profiler_overhead(runs: pd.DataFrame, threshold: float = PROFILER_OVERHEAD_F
     Returns:
         One row per run with both figures: run, mode, latency_timer,
         latency_median_ms, profiled_iter_ms, gpu_span_per_iter_ms,
-        profiler_overhead (profiled / unprofiled - 1), flagged (|overhead| > threshold).
+        profiler_overhead (profiled / unprofiled - 1), flagged (overhead >
+        threshold), unreliable_unprofiled (overhead < -threshold: a profiled
+        iteration that much shorter means the unprofiled timing is not to be trusted).
     """
     cols = ["run", "mode", "latency_timer", "latency_median_ms", "profiled_iter_ms", "gpu_span_per_iter_ms",
-            "profiler_overhead", "flagged"]
+            "profiler_overhead", "flagged", "unreliable_unprofiled"]
     if runs.empty or "run" not in runs:
         return pd.DataFrame(columns=cols)
     r = runs.drop_duplicates("run")
@@ -265,5 +362,6 @@ def profiler_overhead(runs: pd.DataFrame, threshold: float = PROFILER_OVERHEAD_F
         "gpu_span_per_iter_ms": _per_iter_ms(r, "active_span_us")})
     out["profiler_overhead"] = out["profiled_iter_ms"] / out["latency_median_ms"] - 1
     out = out[out["profiler_overhead"].notna()]
-    out["flagged"] = out["profiler_overhead"].abs() > threshold
+    out["flagged"] = out["profiler_overhead"] > threshold
+    out["unreliable_unprofiled"] = out["profiler_overhead"] < -threshold
     return out[cols].reset_index(drop=True)

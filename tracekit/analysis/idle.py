@@ -12,8 +12,13 @@ L started after the GPU went idle (the host had not even begun to issue N):
 
 2. ``sync``: the thread that launches N was blocked in a synchronizing call
    when the GPU went idle (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``,
-   ``cudaEventSynchronize``, blocking ``cudaMemcpy``...): it waited for the
-   GPU to drain, then for itself. A sync on another thread holds nothing back.
+   ``cudaEventSynchronize``, blocking ``cudaMemcpy``...), **until that call
+   returned** (back-to-back or nested syncs of the thread count as one). From
+   then on the host was free, and the rest of the gap is classified by these
+   same rules as a gap of its own that starts at the return: usually
+   ``host_wait`` (the host then took that long to issue N), ``launch_latency``
+   or ``other`` where N was already queued. Such a gap is two rows of
+   :func:`gaps`. A sync on another thread holds nothing back.
 3. ``host_wait``: otherwise. The GPU waits for the CPU; this is the time launch
    overhead costs and a CUDA graph could recover.
 
@@ -37,8 +42,11 @@ Rules 3-5 are HolisticTraceAnalysis' idle-time breakdown (``host_wait``,
   merged), since a gap on one stream while another computes is no idle GPU.
   Per-stream results are given too, for comparison with HTA.
 * HTA has no sync cause: a gap behind a ``cudaDeviceSynchronize`` is
-  ``host_wait`` there (the launch came after the gap began). Counting it as
-  host wait would promise that CUDA graphs recover it; they do not.
+  ``host_wait`` there (the launch came after the gap began). Counting the
+  time the host sat blocked as host wait would promise that CUDA graphs
+  recover it; they do not. The time after the call returned is host wait for
+  both. (Before issue 17 tracekit called the whole gap sync: on the HTA alexnet
+  fixture 24.5 ms of sync, of which the host was blocked 0.09 ms.)
 * HTA takes every event with a ``stream`` arg as GPU work: kernels, memcpys and
   memsets, but also Kineto's ``cuda_sync`` waits and Inductor's ``cpu_op``
   records of Triton launches (they carry their stream). We take kernels,
@@ -57,6 +65,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.intervals import union
 from tracekit.trace.reader import EventTables
 
 # HTA's default consecutive_kernel_delay (hta/trace_analysis.py, get_idle_time_breakdown).
@@ -95,9 +104,23 @@ def _during(points: np.ndarray, starts: np.ndarray, running_ends: np.ndarray) ->
     return (j >= 0) & (running_ends[np.clip(j, 0, None)] >= points)
 
 
+def _sync_return(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each point, when the host returned from the synchronizing calls covering it:
+    the end of the merged sync intervals (``starts``, ``ends`` of one thread) the point
+    lies in; NaN where no sync covers it. Back-to-back or nested syncs count as one."""
+    out = np.full(len(points), np.nan)
+    s, e = union(starts, ends)
+    if len(s) == 0:
+        return out
+    j = np.searchsorted(s, points, side="right") - 1
+    covered = (j >= 0) & (e[np.clip(j, 0, None)] >= points)
+    out[covered] = e[j[covered]]
+    return out
+
+
 def gaps(tables: EventTables, per_stream: bool = False,
          launch_latency_max_us: float = LAUNCH_LATENCY_MAX_US) -> pd.DataFrame:
-    """Every idle gap, classified.
+    """Every idle gap, classified; a gap split at a sync's return is two rows.
 
     Args:
         tables: a trace's event tables.
@@ -106,13 +129,19 @@ def gaps(tables: EventTables, per_stream: bool = False,
         launch_latency_max_us: the longest gap still counted as launch latency.
 
     Returns:
-        One row per gap: device, stream (-1 for device gaps), start, end,
-        gap_us (µs), next_correlation, launch_ts (NaN when not found), cause
-        (one of ``CAUSES``), iteration (the step of the marker the next op's
-        launch lies in, -1 when outside markers or no markers).
+        One row per piece of a gap: gap (the gap's number, so pieces of one gap
+        share it), device, stream (-1 for device gaps), start, end, gap_us (µs,
+        the piece's length), next_correlation, launch_ts (NaN when not found),
+        cause (one of ``CAUSES``), iteration (the step of the marker the next
+        op's launch lies in, -1 when outside markers or no markers). A gap is
+        one piece, except a gap that began while the launching thread was
+        blocked in a synchronizing call and outlasted it: its ``sync`` piece
+        ends when the call returned, and the rest is a second piece classified
+        by the same rules as if the gap began there (see the module docstring).
     """
     ops = tables.gpu_ops
-    cols = ["device", "stream", "start", "end", "gap_us", "next_correlation", "launch_ts", "cause", "iteration"]
+    cols = ["gap", "device", "stream", "start", "end", "gap_us", "next_correlation", "launch_ts", "cause",
+            "iteration"]
     if ops.empty:
         return pd.DataFrame(columns=cols)
     keys = ["device", "stream"] if per_stream else ["device"]
@@ -128,18 +157,28 @@ def gaps(tables: EventTables, per_stream: bool = False,
             "next_correlation": grp["correlation"].to_numpy()[idx], "next_stream": grp["stream"].to_numpy()[idx],
         }))
     g = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
-    g["gap_us"] = g["end"] - g["start"]
+    g["gap"] = np.arange(len(g))
     launch = _launch_index(tables)
     g["launch_ts"] = g["next_correlation"].map(launch["ts"]).astype(float)
     start = g["start"].to_numpy()
-    # A sync blocks the thread that calls it: it holds back the launches of that thread only.
-    host_sync = np.zeros(len(g), dtype=bool)
+    # A sync blocks the thread that calls it: it holds back the launches of that thread only,
+    # and only until it returns.
+    sync_return = np.full(len(g), np.nan)
     thread = pd.MultiIndex.from_arrays([g["next_correlation"].map(launch["pid"]),
                                         g["next_correlation"].map(launch["tid"])])
     calls = tables.host_calls[tables.host_calls["name"].isin(SYNC_CALLS)]
     for key, syncs in calls.groupby(["pid", "tid"]):
         on = thread.isin([key])
-        host_sync[on] = _during(start[on], *_spans(syncs))
+        sync_return[on] = _sync_return(start[on], syncs["ts"].to_numpy(), syncs["end"].to_numpy())
+    launched_late = g["launch_ts"].to_numpy() > start
+    blocked = launched_late & (sync_return > start)   # NaN (no sync) compares false
+    returned = blocked & (sync_return < g["end"].to_numpy())
+    # The gap's sync piece ends when the call returned; the rest starts there.
+    rest = g[returned].assign(start=sync_return[returned])
+    g.loc[returned, "end"] = sync_return[returned]
+    g = pd.concat([g.assign(_blocked=blocked), rest.assign(_blocked=False)], ignore_index=True)
+    g["gap_us"] = g["end"] - g["start"]
+    start = g["start"].to_numpy()
     # A GPU-side wait holds back its own stream (a Context Sync, every stream of the device).
     gpu_sync = np.zeros(len(g), dtype=bool)
     for (device, stream), on in g.groupby(["device", "next_stream"]).indices.items():
@@ -150,10 +189,10 @@ def gaps(tables: EventTables, per_stream: bool = False,
     launched_late = g["launch_ts"].to_numpy() > start
     short = g["gap_us"].to_numpy() < launch_latency_max_us
     g["cause"] = np.select(
-        [no_launch, launched_late & host_sync, launched_late, short, gpu_sync],
+        [no_launch, g["_blocked"].to_numpy(), launched_late, short, gpu_sync],
         ["other", "sync", "host_wait", "launch_latency", "sync"], default="other")
     g["iteration"] = iteration_of(tables, g["launch_ts"].fillna(g["end"]).to_numpy())
-    return g[cols]
+    return g.sort_values(["gap", "start"], kind="stable")[cols].reset_index(drop=True)
 
 
 def op_iterations(tables: EventTables, ops: pd.DataFrame) -> np.ndarray:
@@ -185,8 +224,10 @@ def breakdown(g: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
             None for one row over everything.
 
     Returns:
-        One row per group with ``idle_<cause>_us`` and ``gaps_<cause>`` for each
-        cause in ``CAUSES``, plus ``idle_us`` and ``idle_gaps`` (totals).
+        One row per group with ``idle_<cause>_us`` and ``gaps_<cause>`` (gaps
+        with idle time of that cause) for each cause in ``CAUSES``, plus
+        ``idle_us`` and ``idle_gaps`` (totals; a gap split at a sync's return
+        counts once in ``idle_gaps``, and in the ``gaps_<cause>`` of each part).
     """
     by = by or []
     metrics = [m for c in CAUSES for m in (f"idle_{c}_us", f"gaps_{c}")] + ["idle_us", "idle_gaps"]
@@ -203,7 +244,7 @@ def breakdown(g: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
         out[f"idle_{c}_us"] = time[c] if c in time else 0.0
         out[f"gaps_{c}"] = count[c].astype(np.int64) if c in count else 0
     out["idle_us"] = out[[f"idle_{c}_us" for c in CAUSES]].sum(axis=1)
-    out["idle_gaps"] = out[[f"gaps_{c}" for c in CAUSES]].sum(axis=1)
+    out["idle_gaps"] = keyed.groupby(groups, observed=True)["gap"].nunique().astype(np.int64)
     out = out.reset_index()
     return out.drop(columns="_all") if not by else out
 
@@ -211,10 +252,12 @@ def breakdown(g: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
 def histogram(g: pd.DataFrame) -> pd.DataFrame:
     """Gap-length histogram: one row per (bin, cause) with gaps and idle_us.
 
-    Bins are ``HIST_EDGES_US`` (µs), left-closed: [0, 1), [1, 2), ... [1000, inf).
+    Bins are ``HIST_EDGES_US`` (µs), left-closed: [0, 1), [1, 2), ... [1000, inf),
+    of the whole gap's length (both parts of a gap split at a sync's return fall
+    in its bin, each under its cause).
     """
     labels = [f"{a:g}-{b:g}" if np.isfinite(b) else f">={a:g}" for a, b in zip(HIST_EDGES_US, HIST_EDGES_US[1:])]
-    binned = pd.cut(g["gap_us"], HIST_EDGES_US, right=False, labels=labels)
+    binned = pd.cut(g.groupby("gap")["gap_us"].transform("sum"), HIST_EDGES_US, right=False, labels=labels)
     h = g.assign(bin_us=binned).groupby(["bin_us", "cause"], observed=False)["gap_us"].agg(["count", "sum"])
     h = h.reset_index().rename(columns={"count": "gaps", "sum": "idle_us"})
     return h[h["cause"].isin(CAUSES)].reset_index(drop=True)

@@ -81,3 +81,17 @@ def summary(table: pd.DataFrame) -> dict:
         if len(hit):
             return {"integrity": status, "integrity_detail": "; ".join(hit["detail"])}
     return {"integrity": "ok", "integrity_detail": ""}
+
+
+def lines(runs: pd.DataFrame) -> list[str]:
+    """One line per analyzed trace of ``runs`` (the run table of :mod:`tracekit.analysis.runs`):
+    ``run: integrity ok``, or its warnings / FAILED with the details (every check is a row of
+    the ``integrity`` table)."""
+    out = []
+    for r in runs.to_dict("records"):
+        status = r.get("integrity")
+        if isinstance(status, str):
+            detail = r.get("integrity_detail") or ""
+            out.append(f"{r['run']}: integrity {status.upper() if status == 'failed' else status}"
+                       + (f": {detail}" if detail else ""))
+    return out

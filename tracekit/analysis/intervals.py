@@ -42,3 +42,31 @@ def busy_and_gaps(starts: np.ndarray, ends: np.ndarray) -> tuple[float, np.ndarr
     ms, me = union(starts, ends)
     busy = float(np.sum(me - ms))
     return busy, me[:-1], ms[1:]
+
+
+def busy_shares(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Each interval's share of the busy time (the union of the intervals).
+
+    Time covered by k intervals at once is split equally among them, so the
+    shares sum to the union's length (overlap counted once, as GPU busy time
+    is) and an interval alone on the timeline gets its full length.
+
+    Args:
+        starts, ends: 1-D float arrays of equal length n (µs), in any order.
+
+    Returns:
+        float array of length n (µs), aligned with the inputs.
+    """
+    n = len(starts)
+    if n == 0:
+        return np.zeros(0)
+    t0 = float(np.min(starts))
+    points = np.concatenate([np.asarray(starts, dtype=np.float64), np.asarray(ends, dtype=np.float64)]) - t0
+    order = np.argsort(points, kind="stable")
+    p = points[order]
+    cover = np.cumsum(np.where(order < n, 1, -1))[:-1]        # intervals open on [p[i], p[i+1])
+    weight = np.where(cover > 0, np.diff(p) / np.maximum(cover, 1), 0.0)
+    before = np.concatenate([[0.0], np.cumsum(weight)])       # weight of the timeline before each point
+    rank = np.empty(2 * n, dtype=np.int64)
+    rank[order] = np.arange(2 * n)
+    return before[rank[n:]] - before[rank[:n]]

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import idle, integrity, kernels, launches, summary, timeline, transfers, verdict
+from tracekit.analysis import (collectives, communication, cpu_ops, idle, integrity, kernels, launches, modules,
+                               summary, timeline, transfers, verdict)
 from tracekit.trace.reader import EventTables
 
 QUANTILES = np.linspace(0, 1, 101)
@@ -23,7 +24,7 @@ class TraceResult:
 
 
 def analyze_trace(tables: EventTables, iterations: int | None = None,
-                  latency_ms: float | None = None) -> TraceResult:
+                  latency_ms: float | None = None, attribution: dict | None = None) -> TraceResult:
     """Run every analysis on one trace.
 
     Args:
@@ -32,11 +33,14 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
             no ``ProfilerStep`` markers (the runner records it in run.json).
         latency_ms: the run's unprofiled latency (median, ms) from run.json,
             to check the verdict against the profiler's overhead.
+        attribution: run.json's ``attribution`` (module scopes, Inductor
+            provenance, CUDA-graph captures), for :mod:`tracekit.analysis.attribution`.
 
     Returns:
         A :class:`TraceResult`. Its row has :func:`summary.summarize`'s metrics,
         the device idle breakdown (``idle_<cause>_us``, ``gaps_<cause>``), the
-        launch metrics of :func:`launches.summary`, and the verdict. Its tables:
+        launch metrics of :func:`launches.summary`, the verdict, and
+        ``attributed_busy_share`` (GPU busy time attributed to a module). Its tables:
 
         * iterations: per marked iteration: kernels, launches, busy, span,
           idle by cause, first launch and framework CPU time before it.
@@ -58,6 +62,19 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
           (:func:`integrity.checks`); the row's ``integrity`` and
           ``integrity_detail`` sum it up, and a failed check makes the verdict
           ``undetermined``.
+        * cpu_ops: CPU ops by name: calls and self time, per iteration
+          (:func:`cpu_ops.by_op`).
+        * collectives: one row per collective call, numbered by ``call``
+          (:func:`collectives.calls`); collective_idle: the GPU idle gaps inside
+          them (:func:`communication.idle_in_calls`), for the job analysis.
+        * attribution: GPU busy, kernels, launches, idle by cause per (module,
+          op, kernel, rule) (:func:`modules.long_table`); attribution_modules,
+          attribution_ops: the same per module (and op) at depth
+          ``modules.DEFAULT_DEPTH``; attribution_iterations: attributed share per
+          iteration (:mod:`tracekit.analysis.modules`).
+
+        The row also has the rank's communication, computation, their overlap and
+        exposed communication (:func:`communication.breakdown`) and ``collectives``.
     """
     row = summary.summarize(tables, iterations)
     checks = integrity.checks(tables)
@@ -78,6 +95,9 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
     if len(per_iter):  # a typical iteration's GPU work, for the verdict's unprofiled check
         row["iteration_busy_us"] = float(per_iter["gpu_busy_us"].median())
     row.update(verdict.verdict(row, latency_ms))
+    row.update(communication.breakdown(tables))
+    calls = collectives.calls(tables)
+    row["collectives"] = len(calls)
     n_iter = row["iterations"]
 
     if len(per_iter):
@@ -90,6 +110,9 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         devices = devices.merge(idle.breakdown(gaps, ["device"]).drop(columns=["idle_us", "idle_gaps"]),
                                 on="device", how="left").fillna(0)
     stream_gaps = idle.gaps(tables, per_stream=True)
+    attributed = modules.attributed_ops(tables, attribution, gaps)
+    by_key = modules.long_table(attributed)
+    row["attributed_busy_share"] = modules.coverage(by_key)
     durations = kernels.durations(tables)
     return TraceResult(row=row, tables={
         "iterations": per_iter,
@@ -106,4 +129,11 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         "transfer_iterations": transfers.per_iteration(tables),
         "timeline": timeline.iteration_timeline(tables),
         "integrity": checks,
+        "cpu_ops": cpu_ops.by_op(tables, n_iter),
+        "collectives": calls.assign(call=np.arange(len(calls))),
+        "collective_idle": communication.idle_in_calls(gaps, calls),
+        "attribution": by_key,
+        "attribution_modules": modules.by_module(by_key, modules.DEFAULT_DEPTH, n_iter, modules.scope_times(tables)),
+        "attribution_ops": modules.by_op(by_key, modules.DEFAULT_DEPTH, n_iter),
+        "attribution_iterations": modules.per_iteration(attributed),
     })

@@ -15,8 +15,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracekit.analysis.cluster import on_dask
 from tracekit.errors import ExitCode
+from tracekit.manifest import Manifest
 from tracekit.peaks import peaks
+from tracekit.timing import problems as timing_problems
 from tracekit.trace import NotATrace, Run, TraceError, discover, load
 
 if TYPE_CHECKING:
@@ -31,21 +34,30 @@ class Analysis:
     """What ``analyze`` found.
 
     runs:    one row per trace file (or per failed run without a trace):
-             identity (run, trace, model, mode, batch, dtype, phase, op (the op
+             identity (run, trace, rank, job, world_size, backend (of a
+             distributed run; rank and job None for others), model, mode, batch,
+             seq (token inputs' length, None for models without one), dtype,
+             phase, op (the op
              a single-op run computes), device_type (where the run really ran),
              requested_device (the spec's), device_name (where it ran), requested_device_name
              (the spec's device), status, reason, note),
              the manifest's timings
-             (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff) and the
+             (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff; and how far
+             the timing can be trusted: wall_median_ms, timer_agreement,
+             host_load_start/end (1-minute load), host_cpus, threads, processes,
+             process_spread, timing_warning: :mod:`tracekit.timing`) and the
              trace metrics of :func:`tracekit.analysis.pertrace.analyze_trace`
              (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
     tables:  name -> one DataFrame over all traces, each row tagged with its
-             run and trace: iterations, devices, streams, idle_histogram,
+             run, trace and rank: iterations, devices, streams, idle_histogram,
              verdict_evidence, launch_apis, kernels, kernel_classes,
-             kernel_quantiles, transfers, transfer_iterations, timeline (see
-             :func:`tracekit.analysis.pertrace.analyze_trace`); and, across runs
+             kernel_quantiles, transfers, transfer_iterations, timeline,
+             collectives, collective_idle (see
+             :func:`tracekit.analysis.pertrace.analyze_trace`); across runs
              (no run/trace columns), launch_vs_fusion
-             (:func:`tracekit.analysis.backends.launch_vs_fusion`).
+             (:func:`tracekit.analysis.backends.launch_vs_fusion`); and per
+             job of two ranks or more (a ``job`` column): jobs, ranks,
+             collective_calls, stragglers (:mod:`tracekit.analysis.job`).
     errors:  (path, problem, exit code) for each file that could not be read.
     skipped: (path, why) for JSON files found in a folder that are not
              traces (a summary.json, an ONNX Runtime profile).
@@ -72,34 +84,58 @@ class Analysis:
                 "skipped": [{"path": p, "why": w} for p, w in self.skipped]}
 
 
-def _manifest_fields(manifest: dict | None) -> dict:
-    if not manifest:
+def _nan(value) -> float:
+    return math.nan if value is None else value
+
+
+def _manifest_fields(manifest: Manifest | None) -> dict:
+    if manifest is None:
         return {"status": "trace only", "reason": ""}
-    spec = manifest.get("spec", {})
-    env = manifest.get("environment", {})
-    lat = manifest.get("latency_ms") or {}
+    spec = manifest.spec
     row = {
-        "model": manifest.get("model"), "mode": manifest.get("mode"), "batch": spec.get("batch"),
-        "dtype": spec.get("dtype"), "phase": spec.get("phase", "inference"), "op": manifest.get("op"),
-        "device_type": manifest.get("device_type"), "requested_device": spec.get("device"),
-        "device_name": manifest.get("device_name") or env.get("device_name"),  # where the work ran
-        "requested_device_name": env.get("device_name"),  # the spec's device (the machine's GPU)
-        "status": manifest.get("status", "unknown"),
-        "reason": manifest.get("reason", ""), "note": manifest.get("note", ""),
-        "compile_s": manifest.get("compile_s", math.nan),
-        "peak_memory_MB": manifest.get("peak_memory_MB", math.nan),
-        "max_abs_diff": manifest.get("max_abs_diff", math.nan),
-        "latency_timer": lat.get("timer"),
+        "model": manifest.model, "mode": manifest.mode, "batch": spec.get("batch"),
+        "seq": spec.get("seq"), "dtype": spec.get("dtype"), "phase": manifest.phase, "op": manifest.op,
+        # ranks and how they share the model: "ddp x2"; "" for one process
+        "parallel": f"{spec.get('parallel', 'ddp')} x{spec['nproc']}" if spec.get("nproc", 1) > 1 else "",
+        "device_type": manifest.device_type, "requested_device": spec.get("device"),
+        "device_name": manifest.ran_on_name,  # where the work ran
+        "requested_device_name": (manifest.environment or {}).get("device_name"),  # the spec's device (the machine's GPU)
+        "status": manifest.status or "unknown",
+        "reason": manifest.reason or "", "note": manifest.note or "",
+        "compile_s": _nan(manifest.compile_s),
+        "peak_memory_MB": _nan(manifest.peak_memory_MB),
+        "max_abs_diff": _nan(manifest.max_abs_diff),
+        "latency_timer": (manifest.latency_ms or {}).get("timer"),
+        **_timing_fields(manifest),
     }
-    row.update({f"latency_{k}_ms": lat.get(k, math.nan) for k in _LATENCY_FIELDS})
+    row.update({f"latency_{k}_ms": manifest.latency(k) for k in _LATENCY_FIELDS})
     row.update(_achieved(manifest, row["latency_median_ms"], row["device_name"]))
     return row
 
 
-def _achieved(manifest: dict, latency_ms: float, device_name: str | None) -> dict:
+def _timing_fields(manifest: Manifest) -> dict:
+    """How far the run's timing can be trusted (tracekit.timing): the synchronised wall
+    clock beside the latency, the host's load, the threads, the processes it was made in."""
+    load = manifest.host_load or {}
+    repeats = manifest.repeats or {}
+    wall = (manifest.wall_ms or {}).get("median", math.nan)
+    return {
+        "wall_median_ms": wall,
+        "timer_agreement": wall / latency - 1 if (latency := manifest.latency("median")) > 0 else math.nan,
+        "host_load_start": (load.get("start") or {}).get("loadavg_1m", math.nan),
+        "host_load_end": (load.get("end") or {}).get("loadavg_1m", math.nan),
+        "host_cpus": (load.get("start") or load.get("end") or {}).get("cpus", math.nan),
+        "threads": (manifest.environment or {}).get("cpu_threads", math.nan),
+        "processes": repeats.get("n", 1), "process_spread": repeats.get("spread", math.nan),
+        "timing_warning": "; ".join(timing_problems(manifest.latency("median"), wall,
+                                                   (manifest.latency_ms or {}).get("timer"), load)),
+    }
+
+
+def _achieved(manifest: Manifest, latency_ms: float, device_name: str | None) -> dict:
     """Achieved TFLOP/s and GB/s of a single-op run (its minimum work over its median
     latency), and their share of the device's datasheet peak (tracekit.peaks)."""
-    flop, nbytes = manifest.get("flop_per_iter"), manifest.get("bytes_per_iter")
+    flop, nbytes = manifest.flop_per_iter, manifest.bytes_per_iter
     if not flop or not latency_ms or latency_ms != latency_ms:
         return {}
     seconds = latency_ms / 1e3
@@ -107,7 +143,7 @@ def _achieved(manifest: dict, latency_ms: float, device_name: str | None) -> dic
     peak = peaks(device_name)
     if peak:
         bw, compute = peak
-        dtype = manifest.get("spec", {}).get("dtype", "fp32")
+        dtype = manifest.spec.get("dtype", "fp32")
         # fp32 matmuls may use TF32 tensor cores; the fp32 (CUDA-core) peak is the stricter yardstick
         out["pct_peak_compute"] = 100 * out["achieved_TFLOPs"] / compute.get(dtype, compute["fp32"])
         out["pct_peak_bw"] = 100 * out["achieved_GBps"] / bw
@@ -124,24 +160,31 @@ class _FileResult:
     problems: list[str] = field(default_factory=list)
     error: tuple[str, int] | None = None    # (problem, exit code)
     not_a_trace: bool = False
+    rank: int | None = None                 # distributedInfo.rank, else from the file name
+    distributed: dict = field(default_factory=dict)   # Kineto's distributedInfo
 
 
-def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None,
+def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None, attribution: dict | None,
                   workers: int | None) -> _FileResult:
     try:
         tables = load(path, workers=workers)
     except TraceError as exc:
         return _FileResult(error=(exc.problem, int(exc.code)), not_a_trace=isinstance(exc, NotATrace))
+    from tracekit.analysis import job
     from tracekit.analysis.pertrace import analyze_trace
 
-    result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms)
+    result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution)
     return _FileResult(metrics=result.row, tables=result.tables,
                        device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
-                       problems=tables.meta.get("problems", []))
+                       problems=tables.meta.get("problems", []), rank=job.rank_of(tables.meta, path),
+                       distributed=tables.meta.get("distributed") or {})
 
 
-def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis, scanned: bool) -> None:
-    base = {"run": run.name, **_manifest_fields(run.manifest)}
+def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_FileResult], result: Analysis,
+             scanned: bool) -> None:
+    from tracekit.analysis import job
+
+    base = {"run": run.name, **_manifest_fields(manifest)}
     if run.problem:
         result.errors.append((str(root / run.name / "run.json"), run.problem, int(ExitCode.BAD_CONTENT)))
     if not run.traces:
@@ -150,7 +193,7 @@ def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis,
     for path, r in zip(run.traces, results):
         if r.error:
             # Found by scanning a folder, a JSON that is no trace is passed over, not an error.
-            if r.not_a_trace and scanned and run.manifest is None:
+            if r.not_a_trace and scanned and manifest is None:
                 result.skipped.append((str(path), r.error[0]))
             else:
                 result.errors.append((str(path), *r.error))
@@ -161,23 +204,42 @@ def _collect(run: Run, root: Path, results: list[_FileResult], result: Analysis,
         rel = str(full.relative_to(top)) if full.is_relative_to(top) else str(path)
         if base.get("device_type") is None:
             base = {**base, "device_type": "cuda" if metrics["has_gpu"] else "cpu", "device_name": r.device_name}
-        result.runs.append({**base, "trace": rel, **metrics, "note": "; ".join(n for n in notes if n),
+        in_job = None if r.rank is None else job.job_name(run.name, rel, manifest is not None, root)
+        launched = (manifest.distributed if manifest else None) or {}
+        ranked = {"rank": r.rank, "job": in_job,
+                  "world_size": r.distributed.get("world_size") or launched.get("world_size"),
+                  "backend": r.distributed.get("backend") or launched.get("backend")}
+        result.runs.append({**base, "trace": rel, **ranked, **metrics, "note": "; ".join(n for n in notes if n),
                             "trace_problems": len(r.problems)})
         for name, df in r.tables.items():
             if len(df):
-                result.tables.setdefault(name, []).append(df.assign(run=run.name, trace=rel))
+                result.tables.setdefault(name, []).append(df.assign(run=run.name, trace=rel, rank=r.rank))
 
 
 PARALLEL_FILES_MIN_BYTES = 16 << 20  # several files totalling more than this are analyzed in parallel
 
 
-def _analyze_files(runs: list[Run], iterations: int | None) -> list[list[_FileResult]]:
-    """Analyze every trace of ``runs``: one file at a time (each decoded in parallel
-    if large), or, for several files of some size, one worker process per core."""
-    jobs = [(p, (r.manifest or {}).get("profile", {}).get("iterations", iterations),
-             ((r.manifest or {}).get("latency_ms") or {}).get("median")) for r in runs for p in r.traces]
+def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations: int | None,
+                   dask: str | None = None) -> list[list[_FileResult]]:
+    """Analyze every trace of ``runs``: where the files are read is chosen here, once.
+
+    On a Dask cluster when ``dask`` names one (a scheduler address such as
+    ``tcp://host:8786``, or ``"local"``): one task per file. Otherwise here: one file at a
+    time (each decoded in parallel if large), or, for several files of some size, one
+    worker process per core. Every way runs :func:`_analyze_file` on each file, so the
+    results are the same.
+
+    Raises:
+        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or its
+            scheduler unreachable.
+    """
+    jobs = [(p.absolute(), ((m and m.profile) or {}).get("iterations", iterations),
+             ((m and m.latency_ms) or {}).get("median"), m and m.attribution)
+            for r, m in zip(runs, manifests) for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
-    if workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
+    if dask and jobs:
+        flat = on_dask(dask, _analyze_file, [(*job, 1) for job in jobs])
+    elif workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
         import tracekit.analysis.pertrace  # noqa: F401 - once, before the workers fork
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             flat = list(pool.map(_analyze_file, *zip(*jobs), [1] * len(jobs)))
@@ -202,7 +264,7 @@ def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
-            iterations: int | None = None) -> Analysis:
+            iterations: int | None = None, dask: str | None = None) -> Analysis:
     """Analyze a trace file or every run under a folder (recursively), or several of them.
 
     Args:
@@ -212,6 +274,9 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
             relative to ``path``, e.g. ``"vit16x6x384/eager"``).
         iterations: iterations each trace holds, for traces with neither
             ProfilerStep markers nor a run.json (per-iteration figures).
+        dask: analyze the files on this Dask cluster (a scheduler address, or
+            ``"local"``), one task per file; None analyzes them here. The result is
+            the same either way.
 
     Returns:
         An :class:`Analysis`; unreadable files are listed in ``errors`` and do
@@ -219,6 +284,8 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
 
     Raises:
         TraceError: ``path`` does not exist.
+        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or its
+            scheduler unreachable.
     """
     paths = [Path(p) for p in path] if isinstance(path, (list, tuple)) else [Path(path)]
     unreadable: list[tuple[str, str]] = []
@@ -230,19 +297,22 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
         runs, base = _discover_all(paths)
         scanned = True
     runs = [r for r in runs if only is None or r.name in only]
+    manifests = [Manifest.from_dict(r.manifest) if r.manifest else None for r in runs]
     # Collect rows in lists first, then turn them into tables.
     result = Analysis(runs=[], tables={}, root=base,
                       errors=[(str(p), why, int(ExitCode.NOT_FOUND)) for p, why in unreadable])
-    for run, files in zip(runs, _analyze_files(runs, iterations)):
-        _collect(run, base, files, result, scanned)
+    for run, manifest, files in zip(runs, manifests, _analyze_files(runs, manifests, iterations, dask)):
+        _collect(run, manifest, base, files, result, scanned)
     import pandas as pd
 
+    from tracekit.analysis import job
     from tracekit.analysis.backends import launch_vs_fusion
 
     result.runs = _ordered(pd.DataFrame(result.runs))
     result.tables = {name: _front(pd.concat(parts, ignore_index=True)) for name, parts in result.tables.items()}
     if len(control := launch_vs_fusion(result.runs)):
         result.tables["launch_vs_fusion"] = control
+    result.tables.update(job.analyze_jobs(result.runs, result.table("collectives"), result.table("collective_idle")))
     return result
 
 
@@ -260,5 +330,5 @@ def _discover_all(paths: list[Path]) -> tuple[list[Run], Path]:
 
 
 def _front(df: pd.DataFrame) -> pd.DataFrame:
-    """run and trace as the first columns."""
-    return df[["run", "trace"] + [c for c in df.columns if c not in ("run", "trace")]]
+    """run, trace and rank as the first columns."""
+    return df[["run", "trace", "rank"] + [c for c in df.columns if c not in ("run", "trace", "rank")]]

@@ -12,8 +12,7 @@ from typing import Any, Callable
 
 import torch
 
-from tracekit.phases import PHASES
-from tracekit.spec import RunSpec
+from tracekit.spec import PHASES, RunSpec
 
 
 @dataclass
@@ -45,6 +44,11 @@ class Backend:
     here, else the reason and how to fix it. note(device_type) -> a caveat
     recorded in run.json. phases: the phases it supports. device(spec) -> the
     device the model and inputs are built on (default: the spec's).
+    module_scopes: the prepared callable runs the module's Python forward (eagerly,
+    or compiled only below some submodules), so the runner can mark each module's
+    calls (tracekit.attribution_record.module_scopes). graph_capture: where the mode
+    captures CUDA graphs ("prepare", the "warmup" calls, or "" for none), so the
+    runner records the capture (tracekit.attribution_record.capture_recording).
     """
 
     name: str
@@ -54,6 +58,8 @@ class Backend:
     note: Callable[[str], str] = lambda device: ""
     phases: frozenset = frozenset(PHASES)
     device: Callable[[RunSpec], str] = lambda spec: spec.device
+    module_scopes: bool = False
+    graph_capture: str = ""
 
 
 BACKENDS: dict[str, Backend] = {}
@@ -85,6 +91,23 @@ def why_not(backend: Backend, spec: RunSpec) -> str | None:
     if spec.phase not in backend.phases:
         return f"mode {backend.name} supports phases {', '.join(sorted(backend.phases))}, not {spec.phase}"
     return backend.unavailable(spec)
+
+
+def listing(device: str) -> list[dict]:
+    """Every mode as it stands on ``device`` ("cpu", "cuda"), in registration order.
+
+    Returns:
+        One dict per mode: mode, available (bool), reason (why not, with how to
+        fix it; "" when available), description, phases (list), note (what the
+        mode does differently on this device, e.g. no CUDA graphs on the CPU; "").
+    """
+    spec = RunSpec(model="mlp", device=device)
+    rows = []
+    for name, b in BACKENDS.items():
+        reason = why_not(b, spec) or ""
+        rows.append({"mode": name, "available": not reason, "reason": reason, "description": b.description,
+                     "phases": [p for p in PHASES if p in b.phases], "note": b.note(device.split(":")[0])})
+    return rows
 
 
 def needs_cuda(spec: RunSpec) -> str | None:

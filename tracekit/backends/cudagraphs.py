@@ -40,7 +40,7 @@ def capture(module, inputs, spec) -> Prepared:
 
 
 register(Backend("cudagraphs", "CUDA graph capture of the eager model (no fusion)", capture,
-                 unavailable=needs_cuda, phases=frozenset({"inference"})))
+                 unavailable=needs_cuda, phases=frozenset({"inference"}), module_scopes=True, graph_capture="prepare"))
 register(Backend("cudagraphs-compile", "torch.compile(backend='cudagraphs'): Dynamo + CUDA graphs, no Inductor",
                  lambda module, inputs, spec: mark_step(torch.compile(module, backend="cudagraphs")),
-                 unavailable=needs_cuda))
+                 unavailable=needs_cuda, graph_capture="warmup"))

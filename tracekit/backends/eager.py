@@ -2,4 +2,5 @@
 
 from tracekit.backends import Backend, register
 
-register(Backend("eager", "PyTorch eager mode (the baseline)", lambda module, inputs, spec: module))
+register(Backend("eager", "PyTorch eager mode (the baseline)", lambda module, inputs, spec: module,
+                 module_scopes=True))

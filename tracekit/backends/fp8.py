@@ -80,4 +80,4 @@ def prepare(module, inputs, spec) -> Prepared:
 
 
 register(Backend("fp8-scaled-mm", "FP8 linears via torch._scaled_mm (per-tensor scales; Ada/Hopper)", prepare,
-                 unavailable=fp8_unavailable, phases=frozenset({"inference"})))
+                 unavailable=fp8_unavailable, phases=frozenset({"inference"}), module_scopes=True))

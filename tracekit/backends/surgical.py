@@ -39,4 +39,5 @@ def prepare(module, inputs, spec) -> Prepared:
     return Prepared(module, spec.device.split(":")[0], {"compiled": chosen, "patterns": patterns})
 
 
-register(Backend("surgical", "torch.compile of chosen submodules only (--compile-only patterns)", prepare))
+register(Backend("surgical", "torch.compile of chosen submodules only (--compile-only patterns)", prepare,
+                 module_scopes=True))

@@ -42,8 +42,9 @@ def _note(mode: str):
 
 for _mode, _text in [
     ("default", "torch.compile, Inductor, mode=default (fusion, Triton/C++ kernels)"),
-    ("reduce-overhead", "torch.compile mode=reduce-overhead (Inductor + CUDA graphs)"),
-    ("max-autotune", "torch.compile mode=max-autotune (autotuned kernels + CUDA graphs)"),
+    ("reduce-overhead", "torch.compile mode=reduce-overhead (Inductor; CUDA graphs on CUDA)"),
+    ("max-autotune", "torch.compile mode=max-autotune (autotuned kernels; CUDA graphs on CUDA)"),
     ("max-autotune-no-cudagraphs", "torch.compile mode=max-autotune-no-cudagraphs"),
 ]:
-    register(Backend(_mode, _text, _prepare(_mode), note=_note(_mode)))
+    register(Backend(_mode, _text, _prepare(_mode), note=_note(_mode),
+                     graph_capture="warmup" if _mode in CUDAGRAPH_MODES else ""))

@@ -44,4 +44,5 @@ def prepare(module, inputs, spec) -> Prepared:
     return Prepared(run, "cuda", {"te_linears": len(converted), "fp8_recipe": "TE DelayedScaling (default)"})
 
 
-register(Backend("te-fp8", "TransformerEngine Linear layers under fp8_autocast", prepare, unavailable=unavailable))
+register(Backend("te-fp8", "TransformerEngine Linear layers under fp8_autocast", prepare, unavailable=unavailable,
+                 module_scopes=True))

@@ -1,13 +1,12 @@
-"""Hardware counters through Nsight Compute: per-kernel DRAM traffic, achieved GB/s and FLOP/s.
+"""Hardware counters through Nsight Compute, captured (the counters' counterpart of
+:mod:`tracekit.runner`): per-kernel DRAM traffic, achieved GB/s and FLOP/s.
 
 * :mod:`~tracekit.counters.ncu` runs a workload under ``ncu`` (needs a GPU and ncu).
 * :mod:`~tracekit.counters.workload` is the process ncu runs (imports torch).
-* :mod:`~tracekit.counters.parse`, :mod:`~tracekit.counters.join`,
-  :mod:`~tracekit.counters.analysis`, :mod:`~tracekit.counters.metrics`:
-  reading the CSV, joining it to a trace, the per-kernel and per-run tables
-  against the datasheet peaks of :mod:`tracekit.peaks` (no torch, no GPU: they run anywhere).
 
-:func:`run` is the library call behind ``tracekit counters``.
+Their analysis is :mod:`tracekit.analysis.counters` (no torch, no GPU), their
+report :mod:`tracekit.report.formats.counters`. :func:`run` is the library call
+behind ``tracekit counters``.
 """
 
 from __future__ import annotations
@@ -15,11 +14,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tracekit.counters.analysis import CountersResult, analyze
+from tracekit.analysis.counters import CountersResult, analyze
 from tracekit.counters.ncu import ProfilerError
-from tracekit.counters.parse import CountersError
 
-__all__ = ["CountersError", "CountersResult", "ProfilerError", "analyze", "run"]
+__all__ = ["ProfilerError", "run"]
 
 
 def run(spec, out: Path | str, traces: Path | str | None = "traces", kernels: int = 100, iters: int = 2,

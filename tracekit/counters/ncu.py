@@ -27,8 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tracekit.counters import metrics as M
-from tracekit.counters.parse import CountersError, parse
+from tracekit.analysis.counters import metrics as M
+from tracekit.analysis.counters.parse import CountersError, parse
 
 RANGE = "tracekit"
 NCU_ENV = "TRACEKIT_NCU"

@@ -21,8 +21,8 @@ from tracekit import backends, models
 from tracekit.counters.ncu import RANGE
 from tracekit.environment import default_device, describe
 from tracekit.io import write_json
-from tracekit.phases import PHASES, make_step
-from tracekit.spec import RunSpec, resolve
+from tracekit.phases import make_step
+from tracekit.spec import PHASES, RunSpec, resolve
 
 
 def run(spec: RunSpec, iters: int) -> None:
@@ -37,7 +37,7 @@ def run(spec: RunSpec, iters: int) -> None:
     if reason := backends.why_not(backend, spec):
         raise RuntimeError(f"mode {spec.mode} unavailable: {reason}")
     build_on = backend.device(spec)
-    module, inputs = models.build(spec.model, spec.batch, spec.dtype, build_on, spec.seed)
+    module, inputs = models.build(spec.model, spec.batch, spec.dtype, build_on, spec.seed, spec.seq, spec.phase)
     prepared = backend.prepare(module, inputs, spec)
     step = make_step(prepared.fn if isinstance(prepared, backends.Prepared) else prepared, module, spec.phase)
     cuda = build_on.startswith("cuda")

@@ -97,9 +97,9 @@ def build_rope(match, batch: int):
 
 @register("ropetx", r"ropetx(\d+)x(\d+)x(\d+)", "ropetx4x2048x2048", default_batch=8,
           description="RoPE transformer ropetx{layers}x{hidden}x{seq}: hidden/128 heads, FFN 2x hidden",
-          compile_targets="*.rope,*.qkv_reshape")
+          compile_targets="*.rope,*.qkv_reshape",
+          check=lambda m: None if int(m[2]) % HEAD_DIM == 0 else
+          f"the hidden size {m[2]} is not a multiple of the head size {HEAD_DIM}")
 def build_ropetx(match, batch: int):
     layers, hidden, seq = (int(g) for g in match.groups())
-    if hidden % HEAD_DIM or layers < 1:
-        raise ValueError(f"ropetx{layers}x{hidden}x{seq}: hidden must be a multiple of {HEAD_DIM}")
     return RopeTransformer(layers, hidden, seq), (torch.randn(batch, seq, hidden),)

@@ -63,11 +63,18 @@ class VisionTransformer(nn.Module):
         return self.head(x[:, 0])
 
 
+def _check(match) -> str | None:
+    patch, _, dim = (int(g) for g in match.groups())
+    if dim % 64:
+        return f"the width (dim) {dim} is not a multiple of 64 (one head per 64)"
+    if IMAGE % patch:
+        return f"the patch size {patch} does not divide the {IMAGE}-pixel image"
+    return None
+
+
 @register("vit", r"vit(\d+)x(\d+)x(\d+)", "vit16x6x384", default_batch=8,
           description="ViT vit{patch}x{depth}x{dim}: heads=dim/64, 224x224 images, 1000 classes",
-          compile_targets="blocks.*.attn")
+          compile_targets="blocks.*.attn", check=_check)
 def build_vit(match, batch: int):
     patch, depth, dim = (int(g) for g in match.groups())
-    if dim % 64 or IMAGE % patch or depth < 1:
-        raise ValueError(f"vit{patch}x{depth}x{dim}: dim must be a multiple of 64 and 224 divisible by patch")
     return VisionTransformer(patch, depth, dim), (torch.randn(batch, 3, IMAGE, IMAGE),)

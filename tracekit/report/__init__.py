@@ -1,10 +1,18 @@
-"""Reports from metric tables: terminal tables, summary.md, index.html, plots, CSV and JSON.
+"""Reports from finished tables: one format per module of ``tracekit/report/formats/``,
+each a registered renderer (:mod:`tracekit.report.base`): the terminal, plots/*.png,
+summary.md, index.html, runs.csv/comparison.csv/runs.json, a suite's report.md and the
+counters report. Reports never re-read traces or call analyses.
 
-Reports never re-read traces; they take an :class:`tracekit.analysis.runs.Analysis`.
+Importing this package imports every format module, which registers it.
 """
 
-from tracekit.report.content import Tables
-from tracekit.report.files import write_reports
-from tracekit.report.terminal import print_comparison, print_runs
+import importlib
+import pkgutil
 
-__all__ = ["Tables", "print_comparison", "print_runs", "write_reports"]
+from tracekit.report import formats
+from tracekit.report.base import RENDERERS, Renderer, Report, print_reports, register, write_reports
+
+for _module in sorted(m.name for m in pkgutil.iter_modules(formats.__path__)):
+    importlib.import_module(f"{formats.__name__}.{_module}")
+
+__all__ = ["RENDERERS", "Renderer", "Report", "print_reports", "register", "write_reports"]

@@ -60,9 +60,18 @@ HOST_COLUMNS = ["api", "name", "pid", "tid", "ts", "dur", "correlation", "extern
 CPU_COLUMNS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id"]
 MARKER_COLUMNS = ["step", "ts", "dur"]
 FLOW_COLUMNS = ["id", "ph", "pid", "tid", "ts"]
+# Events that are, or may carry the metadata of, a collective: NCCL/RCCL kernels, torch's
+# record_param_comms, nccl:*/gloo:* annotations, c10d::* ops. Checked on distinct names only.
+COMM_EVENT = re.compile(r"nccl|rccl|gloo|c10d::|record_param_comms", re.I)
+COMM_ARGS = ["collective", "in_msg_nelems", "out_msg_nelems", "group_size", "dtype", "pg_name", "pg_desc",
+             "pg_ranks", "seq"]
+COMM_TEXT = ["collective", "dtype", "pg_name", "pg_desc", "pg_ranks"]  # object columns: str or None
+COMM_COLUMNS = ["table", "name", "pid", "tid", "ts", "dur", "correlation", "external_id", *COMM_ARGS]
 
-# table -> its columns, and category -> (table, the label its rows get: kind, api or cat)
-TABLES = {"gpu": GPU_COLUMNS, "host": HOST_COLUMNS, "cpu": CPU_COLUMNS, "syncs": GPU_COLUMNS, "flows": FLOW_COLUMNS}
+# table -> its columns, and category -> (table, the label its rows get: kind, api or cat);
+# the comms table takes its rows from the gpu and cpu tables' (see _comms).
+TABLES = {"gpu": GPU_COLUMNS, "host": HOST_COLUMNS, "cpu": CPU_COLUMNS, "syncs": GPU_COLUMNS, "flows": FLOW_COLUMNS,
+          "comms": COMM_COLUMNS}
 ROUTES = {**{c: ("gpu", k) for c, k in GPU_OP_KINDS.items()},
           **{c: ("host", k) for c, k in HOST_CALL_KINDS.items()},
           **{c: ("cpu", label) for c, label in CPU_OP_CATS.items()},
@@ -193,6 +202,7 @@ def tabulate(events: list[Event]) -> Chunk:
         s = per_key[column]
         return Strings(s.codes[key_codes[rows]], s.values)
 
+    comms: dict[str, tuple[np.ndarray, ...]] = {}
     for table in TABLES:
         rows = np.flatnonzero(fits & (key_table == table)[key_codes])
         if len(rows) == 0:
@@ -226,7 +236,36 @@ def tabulate(events: list[Event]) -> Chunk:
             if table == "host":
                 cols["correlation"] = ints(list(map(attrgetter("correlation"), _pick(args_all, rows))))
         chunk.tables[table] = cols
+        if table in ("gpu", "cpu"):
+            comms[table] = (rows, ts, dur)
+    if comms:
+        _comms(chunk, comms, names, by_key, args_all, ext_all)
     return chunk
+
+
+def _comms(chunk: Chunk, parts: dict, names: Strings, by_key, args: list[Args], ext: np.ndarray) -> None:
+    """The ``comms`` table's columns: the gpu and cpu rows (``parts``: table -> (rows, ts,
+    dur) of the events kept) named like a collective (``COMM_EVENT``), in file order, with
+    their collective metadata args: text ones as str (or None), the others as float."""
+    is_comm = np.array([COMM_EVENT.search(v) is not None for v in names.values])
+    picked = [(table, rows[hit], ts[hit], dur[hit]) for table, (rows, ts, dur) in parts.items()
+              if (hit := is_comm[names.codes[rows]]).any()]
+    if not picked:
+        return
+    rows = np.concatenate([p[1] for p in picked])
+    order = np.argsort(rows, kind="stable")
+    rows = rows[order]
+    table = np.concatenate([np.full(len(p[1]), i, dtype=np.int32) for i, p in enumerate(picked)])[order]
+    args = _pick(args, rows)
+    cols = {"table": Strings(table, [f"{p[0]}_ops" for p in picked]),
+            "name": Strings(names.codes[rows], names.values), "pid": by_key("pid", rows), "tid": by_key("tid", rows),
+            "ts": np.concatenate([p[2] for p in picked])[order], "dur": np.concatenate([p[3] for p in picked])[order],
+            "correlation": ints(list(map(attrgetter("correlation"), args))), "external_id": ext[rows]}
+    for col in COMM_ARGS:
+        values = list(map(attrgetter(col), args))
+        cols[col] = (np.array([None if v is None else str(v) for v in values], dtype=object) if col in COMM_TEXT
+                     else floats([v if isinstance(v, (int, float, str)) else None for v in values]))
+    chunk.tables["comms"] = cols
 
 
 def _gpu_columns(evs: list[Event], args: list[Args]) -> dict[str, np.ndarray]:

@@ -47,6 +47,13 @@ class NotATrace(TraceError):
         super().__init__(path, problem, ExitCode.NOT_A_TRACE)
 
 
+def _no_comms() -> pd.DataFrame:
+    import pandas as pd
+
+    from tracekit.trace.columns import COMM_COLUMNS
+    return pd.DataFrame(columns=COMM_COLUMNS + ["end"])
+
+
 @dataclass
 class EventTables:
     """The events of one trace file, as pandas DataFrames (one row per event).
@@ -67,6 +74,15 @@ class EventTables:
     markers:    iteration markers: step, ts, dur, end (µs); sorted by ts.
     flows:      ac2g flow events: id, ph ('s'|'f'), pid, tid, ts (µs).
     devices:    one row per GPU in ``deviceProperties``: id, name, numSms, ...
+    comms:      the kernels and CPU ops named like a collective (NCCL/RCCL kernels,
+                record_param_comms, nccl:*, gloo:*, c10d::*), also in gpu_ops/cpu_ops,
+                with their collective metadata: table ('gpu_ops'|'cpu_ops'), name, pid,
+                tid, ts, dur, end (µs), correlation, external_id, collective, in_msg_nelems,
+                out_msg_nelems, group_size, dtype, pg_name, pg_desc, pg_ranks, seq (NaN or
+                None where the event has no such arg); sorted by ts.
+    meta:       trace_name, source, versions, events, categories (events per ``cat``),
+                problems and problem_counts (damage mended or dropped), and ``distributed``
+                (Kineto's distributedInfo: rank, world_size, backend, ...; {} if absent).
     """
 
     path: Path
@@ -78,6 +94,7 @@ class EventTables:
     flows: pd.DataFrame
     devices: pd.DataFrame
     meta: dict = field(default_factory=dict)
+    comms: pd.DataFrame = field(default_factory=_no_comms)
 
     @property
     def has_gpu(self) -> bool:
@@ -291,12 +308,13 @@ def _tables(path: Path, read: _Chunks) -> EventTables:
     meta = {"trace_name": header.traceName, "source": ort.SOURCE if header.traceName == ort.SOURCE else "pytorch",
             "cuda_runtime_version": header.cuda_runtime_version,
             "cuda_driver_version": header.cuda_driver_version, "events": builder.events,
-            "categories": dict(builder.categories.most_common())}
+            "categories": dict(builder.categories.most_common()),
+            "distributed": header.distributedInfo if isinstance(header.distributedInfo, dict) else {}}
     tables = EventTables(path=path, gpu_ops=gpu_ops, host_calls=host_calls, cpu_ops=cpu_ops,
                          syncs=builder.table("syncs"), markers=markers(cpu_ops),
                          flows=builder.table("flows", end=False),
                          devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),
-                         meta=meta)
+                         meta=meta, comms=builder.table("comms"))
     meta["problem_counts"] = {what: n for what, n in sorted(builder.problems.items()) if n}
     meta["problems"] = [f"{n} {what}" for what, n in meta["problem_counts"].items()]
     return tables

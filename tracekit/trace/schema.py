@@ -17,7 +17,7 @@ decoding, so no Python dict is built per event.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -40,6 +40,18 @@ class Args(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     occupancy_pct: Scalar = msgspec.field(default=None, name="est. achieved occupancy %")
     bytes: Scalar = None
     bandwidth_GBps: Scalar = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+    # Collective metadata: torch's record_param_comms CPU op writes them (and Kineto copies them
+    # onto NCCL kernels); names as torch/csrc/profiler/util.h spells them. Typed Any: their types
+    # vary between torch versions ("Process Group Ranks" is a str or a list), coerced in the reader.
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    in_msg_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_msg_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    dtype: Any = None
+    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    seq: Any = msgspec.field(default=None, name="Seq")
 
 
 class Event(msgspec.Struct, frozen=True, gc=False):
@@ -110,3 +122,5 @@ class Trace(msgspec.Struct, frozen=True):
     cuda_runtime_version: int | None = None
     cuda_driver_version: int | None = None
     traceName: str | None = None
+    # Written by Kineto when torch.distributed is initialized: rank, world_size, backend, pg_config.
+    distributedInfo: dict[str, Any] | None = None

@@ -13,7 +13,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from tracekit.trace.columns import ITERATION_MARKER, MARKER_COLUMNS, TABLES, Chunk, Strings, tabulate
+from tracekit.trace.columns import COMM_TEXT, ITERATION_MARKER, MARKER_COLUMNS, TABLES, Chunk, Strings, tabulate
 
 # Two events equal on these (numeric, so cheap to hash) columns are one event
 # written twice (a trace merged with itself, a buffer flushed twice): Kineto gives
@@ -22,11 +22,14 @@ DEDUP_KEYS = {
     "gpu": ["ts", "dur", "device", "stream", "correlation"],
     "host": ["ts", "dur", "correlation", "external_id"],
     "cpu": ["ts", "dur", "external_id"],
+    "comms": ["ts", "dur", "correlation", "external_id", "name"],
 }
 _DTYPES = {"step": np.int64, "ts": np.float64, "dur": np.float64, "end": np.float64, "device": np.int64, "stream": np.int64,
            "correlation": np.int64, "external_id": np.int64, "id": np.int64,
            **{c: np.float64 for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                                      "registers", "shared_memory", "occupancy_pct", "bytes")}}
+                                      "registers", "shared_memory", "occupancy_pct", "bytes",
+                                      "in_msg_nelems", "out_msg_nelems", "group_size", "seq")},
+           **{c: object for c in COMM_TEXT}}
 
 
 class TableBuilder:

@@ -1,0 +1,93 @@
+"""How far a comparison can be trusted (issue 17 part 4), on hand-made runs with known answers."""
+
+import math
+
+import pytest
+from tracebuilder import eager_trace, graph_trace, write_run
+
+from tracekit.analysis.compare import Tables, compare
+from tracekit.analysis.runs import analyze
+from tracekit.report import write_reports
+from tracekit.report.tables import OVERHEAD, SPEEDUP, comparison_view, headline, overhead_view
+
+
+def _pair(tmp_path, base=(0.08, 0.07, 0.09), other=(0.04, 0.035, 0.05), **extra):
+    write_run(tmp_path / "w" / "eager", eager_trace(), mode="eager", latency_ms=base, **extra.get("eager", {}))
+    write_run(tmp_path / "w" / "ro", graph_trace(), mode="reduce-overhead", latency_ms=other, **extra.get("ro", {}))
+    return analyze(tmp_path)
+
+
+def test_overlapping_ranges_make_an_inconclusive_speedup(tmp_path):
+    """eager p10-p90 0.07-0.09 ms, the other 0.065-0.085 ms: they overlap."""
+    c = compare(_pair(tmp_path, other=(0.075, 0.065, 0.085)).runs).set_index("mode")
+    ro = c.loc["reduce-overhead"]
+    assert ro["inconclusive"] and not c.loc["eager", "inconclusive"]
+    assert (ro["speedup_low"], ro["speedup_high"]) == pytest.approx((0.07 / 0.085, 0.09 / 0.065))
+    assert ro["finding"].startswith("inconclusive: the p10-p90 latency ranges overlap (speedup 0.82-1.38x), "
+                                    "so this may be noise: ")
+    headers, rows = headline(comparison_view(compare(analyze(tmp_path).runs)), SPEEDUP)
+    speedups = [r[headers.index("speedup (p10-p90 range)")] for r in rows]
+    assert speedups == ["1.00x (0.78-1.29)", "inconclusive (0.82-1.38x)"]   # not printed as 1.07x
+    from tracekit.report.figures import _speedups
+    assert _speedups(compare(analyze(tmp_path).runs)) == ["1.00x", "inconclusive"]  # the plots' labels too
+
+
+def test_separate_ranges_give_a_number(tmp_path):
+    c = compare(_pair(tmp_path).runs).set_index("mode")
+    assert not c.loc["reduce-overhead", "inconclusive"] and c.loc["reduce-overhead", "speedup"] == pytest.approx(2.0)
+    assert not c.loc["reduce-overhead", "finding"].startswith("inconclusive")
+
+
+def test_a_profiled_iteration_faster_than_the_unprofiled_one_is_an_unreliable_timing(tmp_path):
+    """eager_trace's profiled iterations take 0.1 ms; an unprofiled latency of 0.55 ms cannot be
+    right (the profiler only adds work): no "profiler overhead -82%"."""
+    t = Tables.of(_pair(tmp_path, base=(0.55, 0.5, 0.6)))
+    o = t.overhead.set_index("run")
+    assert o.loc["w/eager", "unreliable_unprofiled"] and not o.loc["w/eager", "flagged"]
+    assert o.loc["w/eager", "profiler_overhead"] == pytest.approx(0.1 / 0.55 - 1)   # kept in the data
+    headers, rows = headline(overhead_view(t.overhead), OVERHEAD)
+    cells = dict(zip(headers, rows[0]))
+    assert cells["flag"] == "unreliable unprofiled timing" and cells["profiler overhead"] == "-"
+    w = t.comparison.set_index("mode")["warning"]
+    assert w["eager"] == ("unreliable unprofiled timing: a profiled iteration took 0.100 ms, 82% less than the "
+                          "unprofiled latency 0.550 ms, though the profiler only adds work")
+    assert w["reduce-overhead"] == ("the eager baseline's unprofiled timing is unreliable (its profiled iteration "
+                                    "was shorter)")
+
+
+def test_timing_doubts_and_thread_counts_are_warnings(tmp_path):
+    busy = {"start": {"loadavg_1m": 5.9, "loadavg_5m": 5.8, "cpus": 2}, "end": {"loadavg_1m": 1.0, "cpus": 2}}
+    env = {"device_name": "AMD EPYC", "cpu_threads": 1}
+    extra = {"eager": dict(device_type="cpu", requested_device="cpu", environment=env,
+                           wall_ms={"median": 0.088}, host_load=busy),
+             "ro": dict(device_type="cpu", requested_device="cpu", environment={**env, "cpu_threads": 2},
+                        wall_ms={"median": 0.041}, repeats={"n": 3, "spread": 0.12})}
+    a = _pair(tmp_path, **extra)
+    c = compare(a.runs).set_index("mode")
+    assert c.loc["eager", "warning"] == ("timers disagree: cuda_events median 0.080 ms, synchronised wall clock "
+                                         "0.088 ms (+10%, over 5%); host busy at the start: load 5.9 on 2 CPUs")
+    assert c.loc["reduce-overhead", "warning"] == (
+        "ran with 2 CPU threads, the eager baseline with 1: the speedup compares thread counts too; "
+        "the 3 processes' latency medians spread by 12%")
+    assert c.loc["reduce-overhead", "timer_agreement"] == pytest.approx(0.041 / 0.04 - 1)
+    assert math.isnan(c.loc["eager", "process_spread"]) and c.loc["eager", "processes"] == 1
+    write_reports(Tables.of(a), tmp_path / "r", source="t")
+    summary = (tmp_path / "r" / "summary.md").read_text()
+    assert "## How far the timing can be trusted" in summary
+    assert "| vit16x6x384 b8 fp32 cpu | reduce-overhead | 0.040 | 0.041 | +2.5% | 3 | 12.0% | 2 |" in summary
+
+
+def test_suite_findings_count_inconclusive_speedups_apart(tmp_path):
+    from tracekit.analysis.findings import suite_findings
+    from tracekit.analysis.suite import comparison
+    write_run(tmp_path / "a" / "eager", eager_trace(), mode="eager", latency_ms=(0.08, 0.07, 0.09))
+    write_run(tmp_path / "a" / "default", eager_trace(), mode="default", latency_ms=(0.04, 0.035, 0.05))
+    write_run(tmp_path / "b" / "eager", eager_trace(), mode="eager", latency_ms=(0.08, 0.07, 0.09), batch=1)
+    write_run(tmp_path / "b" / "default", eager_trace(), mode="default", latency_ms=(0.09, 0.08, 0.1), batch=1)
+    cmp = comparison(analyze(tmp_path).runs).set_index("run")
+    assert cmp.loc["b/default", "speedup_inconclusive"] and cmp.loc["b/default", "speedup_text"] == \
+        "inconclusive (0.70-1.12x)"
+    assert cmp.loc["a/default", "speedup_text"] == "2.00x (1.40-2.57)"
+    text = [f for f in suite_findings(cmp.reset_index()) if f.startswith("default vs eager")]
+    assert text == ["default vs eager: faster on 1 of 2 workloads, speedup 2x (median 2x); inconclusive on 1 "
+                    "(the p10-p90 latency ranges overlap: vit16x6x384 b1 fp32 cuda)."]

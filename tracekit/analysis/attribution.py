@@ -1,0 +1,309 @@
+"""Which module and which aten op launched each GPU op (issue 20).
+
+Every GPU op (kernel, memcpy, memset) gets a ``module`` path (``blocks.3.mlp``; ""
+is the model itself), an ``op`` (aten op names, ``+``-joined for a fused kernel) and
+the ``rule`` that found them. The launch call of an op (by correlation id) is placed
+in the nest of CPU ops of its thread; the first rule that applies wins:
+
+1. ``graph capture``: the op is replayed by a CUDA graph (``cudaGraphLaunch``) whose
+   capture the runner recorded (run.json ``attribution.captures``, from
+   :func:`captured_launches`): the i-th op of the replay, by start time, is the i-th
+   launch of the capture (a graph captured on one stream replays in capture order).
+   The capture is the one of the same graph call (FX graph key) with as many launches
+   as the replay has ops (a compiled graph split in several CUDA graphs has several),
+   and the replay must run on one stream.
+2. ``graph replay (kernel name)``: without that record, a replayed Triton kernel is
+   matched by name like rule 3: its k-th occurrence in the replay is the k-th call
+   site of that kernel in the graph's generated code.
+3. ``inductor provenance``: the launch lies in a ``## Call CompiledFxGraph <key> ##``
+   range whose graph the runner recorded (run.json ``attribution.provenance``,
+   :class:`tracekit.attribution_record.InductorProvenance`). The CPU op directly inside that
+   range (a ``triton_*`` kernel's range, or ``aten::mm`` for a library call) is the
+   k-th of its name in this call of the graph, and the generated code makes its
+   calls in a fixed order: it is the k-th call site of that name, which lists the
+   modules and aten ops of the FX nodes it computes (less those an earlier call
+   computed: recomputed inputs). A fused kernel's module is the innermost module
+   holding all its nodes (their common path prefix).
+4. ``module scope``: the innermost ``module::<path>`` range (the runner's scopes,
+   :func:`tracekit.attribution_record.module_scopes`) around the launch; the op is the
+   innermost ``aten::`` op around it.
+
+Otherwise the module is ``(unattributed)`` with the reason as the rule (``none:
+...``); the op is still given where known (the innermost aten op, or the ops a
+Triton kernel's name lists: Inductor names kernels after the original aten ops
+they compute, torch/_inductor/codegen/triton.py). Nothing is dropped. A module
+found by rules 1-3 inside a module scope (a compiled submodule in an eager model) is
+prefixed with that scope's path. Op names lose the ``aten::`` prefix, and a few
+implementation ops take the name of the public op they serve (``OP_ALIASES``), so
+eager and compiled runs name the same work alike.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis.idle import op_iterations
+from tracekit.analysis.kernels import short_name
+from tracekit.analysis.nest import Nest, threads
+from tracekit.trace.reader import EventTables
+
+SCOPE_PREFIX = "module::"
+REGION_PREFIX = "Torch-Compiled Region: "
+GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
+UNATTRIBUTED = "(unattributed)"
+GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
+CAPTURE_BEGIN, CAPTURE_END = re.compile(r"^(cuda|hip)StreamBeginCapture"), re.compile(r"^(cuda|hip)StreamEndCapture")
+# FX ops that move no data (views) are left out of a call site's ops unless it has nothing else.
+VIEW_OPS = frozenset({"view", "reshape", "_unsafe_view", "t", "transpose", "permute", "expand", "select",
+                      "slice", "squeeze", "unsqueeze", "as_strided", "alias", "detach", "unbind", "split",
+                      "split_with_sizes", "chunk", "flatten", "unflatten", "view_as", "expand_as", "narrow",
+                      "movedim", "lift_fresh", "getitem"})
+# Backend-specific aten ops -> the op they implement (eager dispatches conv2d to
+# cudnn_convolution, Inductor's graphs call convolution).
+OP_ALIASES = {
+    **dict.fromkeys(["conv1d", "conv2d", "conv3d", "_convolution", "cudnn_convolution", "mkldnn_convolution",
+                     "miopen_convolution", "_nnpack_spatial_convolution"], "convolution"),
+    **dict.fromkeys(["_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+                     "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
+                     "_efficient_attention_forward", "_flash_attention_forward", "_cudnn_attention_forward"],
+                    "scaled_dot_product_attention"),
+    "native_layer_norm": "layer_norm", "native_group_norm": "group_norm",
+    "_native_batch_norm_legit_no_training": "batch_norm", "cudnn_batch_norm": "batch_norm",
+    "native_batch_norm": "batch_norm",
+}
+_TRITON = re.compile(r"^triton_(?:poi|red|per|tem|for)_(?:fused_)?(.*?)(?:_\d+)?$")
+# Multi-word aten ops as they appear in Inductor kernel names (which join op names with "_").
+_MULTIWORD = sorted({"native_layer_norm", "layer_norm", "native_batch_norm", "batch_norm", "group_norm",
+                     "native_group_norm", "scaled_dot_product_attention", "log_softmax", "_log_softmax",
+                     "_softmax", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "constant_pad_nd",
+                     "index_select", "masked_fill", "scatter_add", "index_put", "_to_copy", "clamp_min",
+                     "clamp_max", "full_like", "zeros_like", "ones_like", "new_zeros", "gelu_backward",
+                     "native_dropout", "rand_like", "_unsafe_view", "select_scatter", "slice_scatter",
+                     "logical_not", "bitwise_and", "embedding_dense_backward", "threshold_backward", "where_self",
+                     "_foreach_copy", "squeeze_copy", "permute_copy"}, key=len, reverse=True)
+
+
+def normalize_op(name: str) -> str:
+    """An op name as attribution tables show it: ``aten::cudnn_convolution`` ->
+    ``convolution``, ``extern_kernels.mm`` and ``torch.ops.aten.mm.default`` -> ``mm``."""
+    if name.startswith("aten::"):
+        name = name[6:]
+    elif name.startswith("graph_"):  # Inductor's C++ kernels as profiled (cpp.enable_kernel_profile)
+        name = re.sub(r"^graph_\d+_", "", name)
+    elif m := re.match(r"^(?:extern_kernels|torch\.ops\.aten|aten)\.(\w+?)(?:\.(?:default|out|Tensor|Scalar|int))?$",
+                       name):
+        name = m.group(1)
+    return OP_ALIASES.get(name, name)
+
+
+def kernel_ops(kernel: str) -> list[str]:
+    """The aten ops an Inductor kernel's name lists (``triton_poi_fused_addmm_gelu_view_4``
+    -> ``[addmm, gelu]``), views left out; [] for other kernels."""
+    m = _TRITON.match(kernel)
+    if not m:
+        return []
+    rest, ops = m.group(1), []
+    while rest:
+        word = next((w for w in _MULTIWORD if rest == w or rest.startswith(w + "_")), rest.split("_", 1)[0])
+        ops.append(normalize_op(word))
+        rest = rest[len(word):].lstrip("_")
+    return sorted({o for o in ops if o and o not in VIEW_OPS}) or sorted(set(ops))
+
+
+def _per_name(names: pd.Series, fn) -> np.ndarray:
+    """``fn`` of each name, computed once per distinct name (traces repeat a few names many times)."""
+    codes, uniques = pd.factorize(names)
+    return np.array([fn(u) for u in uniques] + [None], dtype=object)[codes]
+
+
+def common_module(paths: list[str]) -> str:
+    """The innermost module holding all ``paths`` (their common dotted prefix; "" for the model)."""
+    if not paths:
+        return ""
+    parts = [p.split(".") if p else [] for p in paths]
+    out = []
+    for level in zip(*parts):
+        if len(set(level)) > 1:
+            break
+        out.append(level[0])
+    return ".".join(out)
+
+
+def _join(scope: str, path: str) -> str:
+    return f"{scope}.{path}" if scope and path else scope or path
+
+
+def _sites(record: dict | None) -> dict[str, dict[str, list]]:
+    """Provenance call sites: graph key -> normalized call name -> [(modules, ops)] in call order."""
+    out: dict[str, dict[str, list]] = {}
+    for graph in ((record or {}).get("provenance") or {}).get("graphs", []):
+        by_name: dict[str, list] = {}
+        for kernel, _handle, modules, ops in graph.get("calls", []):
+            by_name.setdefault(normalize_op(kernel), []).append((modules, ops))
+        out[graph.get("key", "")] = by_name
+    return out
+
+
+def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) -> pd.DataFrame:
+    """Rules 3-4 for launch calls (rows of ``tables.host_calls``).
+
+    Returns one row per call (same index): module (None when not found), op, rule,
+    graph (the FX graph key of the ``## Call CompiledFxGraph`` range around it, "" if
+    none), region ("0/0": the ``Torch-Compiled Region`` around it, "" if none).
+    """
+    n = len(calls)
+    module, rule = np.full(n, None, dtype=object), np.full(n, "none: outside module scopes", dtype=object)
+    out = pd.DataFrame({"module": module, "op": "", "rule": rule, "graph": "", "region": ""}, index=calls.index)
+    if calls.empty or tables.cpu_ops.empty:
+        return out
+    t_cpu, t_calls = threads(tables.cpu_ops, calls)
+    nest = Nest(tables.cpu_ops, t_cpu)
+    inner = nest.innermost(t_calls, calls["ts"].to_numpy())
+    scope = nest.ancestor(inner, nest.per_name(lambda n: n.startswith(SCOPE_PREFIX)))
+    aten = nest.ancestor(inner, nest.per_name(lambda n: n.startswith("aten::")))
+    region = nest.ancestor(inner, nest.per_name(lambda n: n.startswith(REGION_PREFIX)))
+    keys = nest.per_name(lambda n: m.group(1) if (m := GRAPH_CALL.match(n)) else None, object)
+    is_call = np.zeros(len(keys), dtype=bool)
+    up = nest.parent >= 0
+    is_call[up] = pd.notna(keys[nest.parent[up]])
+    call = nest.ancestor(inner, is_call)
+
+    def at(pos: np.ndarray, values: np.ndarray, default) -> np.ndarray:
+        return np.where(pos >= 0, values[np.maximum(pos, 0)], default)
+    scope_path = np.array([s[len(SCOPE_PREFIX):] if s else "" for s in at(scope, nest.names, "")], dtype=object)
+    out["region"] = [r[len(REGION_PREFIX):] if r else "" for r in at(region, nest.names, "")]
+    out["op"] = _per_name(pd.Series(at(aten, nest.names, "")), lambda a: normalize_op(a) if a else "")
+    graph = at(nest.ancestor(inner, pd.notna(keys)), keys, None)
+    out["graph"] = graph = np.array([g if isinstance(g, str) else "" for g in graph], dtype=object)
+    module[scope >= 0], rule[scope >= 0] = scope_path[scope >= 0], "module scope"      # rule 4
+    # Rule 3: the k-th call op of a name in one call of a graph is the k-th call site of that name.
+    calls_at = np.flatnonzero(is_call)
+    group = pd.DataFrame({"parent": nest.parent[calls_at], "name": [normalize_op(x) for x in nest.names[calls_at]]})
+    by = group.groupby(["parent", "name"], sort=False)
+    site_of = dict(zip(calls_at, zip(group["name"], by.cumcount(), by["name"].transform("size"))))
+    sites, ops = _sites(record), out["op"].to_numpy(dtype=object)
+    for i in np.flatnonzero(call >= 0):
+        name, k, count = site_of[call[i]]
+        found = sites.get(graph[i], {}).get(name)
+        if graph[i] not in sites:
+            module[i], rule[i] = None, f"none: compiled graph {graph[i][:12]} without provenance"
+        elif found is None:
+            module[i], rule[i] = None, f"none: {name} is no call site of the graph's generated code"
+        elif len(found) != count:
+            module[i], rule[i] = None, "none: call count differs from the graph's call sites"
+        elif not found[k][0]:
+            module[i], rule[i] = None, "none: provenance without module paths (a cache hit)"
+        else:
+            paths, names_ = found[k]
+            module[i] = _join(scope_path[i], common_module(paths))
+            ops[i], rule[i] = "+".join(sorted({normalize_op(o) for o in names_})), "inductor provenance"
+    outside = (out["region"] != "").to_numpy() & (call < 0) & (scope < 0)
+    rule[outside] = "none: compiled region, outside its generated code"
+    out["module"], out["op"], out["rule"] = module, ops, rule
+    return out
+
+
+def captured_launches(tables: EventTables, record: dict | None) -> list[dict]:
+    """The launches of each CUDA graph captured in ``tables`` (a profile of the calls
+    that captured them), in order, attributed by :func:`launch_rules`.
+
+    A captured launch is a launch call that enqueued no GPU op (nothing runs while a
+    stream captures) between a ``cudaStreamBeginCapture`` and ``cudaStreamEndCapture``
+    on its thread (anywhere, where the trace has no such calls).
+
+    Returns:
+        [{"graph": the FX graph key of the launches' graph call ("" for a capture
+        outside compiled code), "launches": [[module or None, op, rule], ...]}, ...]
+    """
+    calls = tables.host_calls
+    executed = set(tables.gpu_ops["correlation"].to_numpy().tolist())
+    windows = [(0.0, np.inf, None)]
+    begins = calls[calls["name"].str.match(CAPTURE_BEGIN)]
+    if len(begins):
+        ends = calls[calls["name"].str.match(CAPTURE_END)]
+        windows = [(b.ts, ends.loc[(ends["ts"] > b.ts) & (ends["tid"] == b.tid), "ts"].min(), b.tid)
+                   for b in begins.itertuples()]
+    launch_like = calls["name"].str.contains("Launch|Memset|Memcpy", regex=True) & ~calls["name"].isin(GRAPH_LAUNCHES)
+    captured = calls[launch_like & ~calls["correlation"].isin(executed)]
+    rules = launch_rules(tables, captured, record)
+    out = []
+    for start, end, tid in windows:
+        inside = (captured["ts"] > start) & (captured["ts"] < end) & ((captured["tid"] == tid) if tid else True)
+        part = rules[inside.to_numpy()]
+        if len(part):
+            out.append({"graph": part["graph"].iloc[0],
+                        "launches": part[["module", "op", "rule"]].to_numpy().tolist()})
+    return out
+
+
+def attribute(tables: EventTables, record: dict | None = None) -> pd.DataFrame:
+    """Attribute every GPU op of ``tables`` (see the module docstring).
+
+    Args:
+        tables: a trace's event tables.
+        record: run.json's ``attribution`` (module scopes, Inductor provenance,
+            CUDA-graph captures), or None.
+
+    Returns:
+        One row per GPU op, index aligned with ``tables.gpu_ops``: module (path, ""
+        for the model itself, ``UNATTRIBUTED``), op, kernel (short name), kind,
+        rule, region (compiled region id, "" if none), replay (True for an op
+        replayed by a CUDA graph), correlation, device, stream, ts, dur (µs),
+        iteration (ProfilerStep, -1 outside).
+    """
+    ops = tables.gpu_ops
+    att = pd.DataFrame({"module": None, "op": "", "kernel": _per_name(ops["name"], short_name),
+                        "kind": ops["kind"], "rule": "none: no launch call in the trace", "region": "",
+                        "replay": False, "correlation": ops["correlation"], "device": ops["device"],
+                        "stream": ops["stream"], "ts": ops["ts"], "dur": ops["dur"]}, index=ops.index)
+    calls = tables.host_calls[tables.host_calls["correlation"] >= 0].drop_duplicates("correlation")
+    calls = calls[calls["correlation"].isin(ops["correlation"])].set_index("correlation", drop=False)
+    rules = launch_rules(tables, calls, record)
+    known = ops["correlation"].isin(calls.index)
+    for col in ("module", "op", "rule", "region"):
+        att.loc[known, col] = ops.loc[known, "correlation"].map(rules[col]).to_numpy()
+    api = ops["correlation"].map(calls["name"])
+    att["replay"] = api.isin(GRAPH_LAUNCHES).to_numpy()
+    _replays(att, ops["correlation"].map(rules["graph"]).fillna(""), record)
+    named = att["op"] == ""
+    att.loc[named, "op"] = _per_name(att.loc[named, "kernel"], lambda k: "+".join(kernel_ops(k)))
+    att["module"] = att["module"].where(att["module"].notna(), UNATTRIBUTED)
+    att["iteration"] = op_iterations(tables, ops)
+    return att
+
+
+def _replays(att: pd.DataFrame, graph: pd.Series, record: dict | None) -> None:
+    """Rules 1-2 for the ops of CUDA-graph launches, in place."""
+    replay = att[att["replay"]].sort_values(["ts", "stream"])
+    if replay.empty:
+        return
+    key = graph[replay.index].to_numpy(dtype=object)
+    by_launch = replay.groupby("correlation", sort=False)
+    pos, size = by_launch.cumcount().to_numpy(), by_launch["ts"].transform("size").to_numpy()
+    one_stream = (by_launch["stream"].transform("nunique") == 1).to_numpy()
+    by_kernel = replay.groupby(["correlation", "kernel"], sort=False)
+    rank, same = by_kernel.cumcount().to_numpy(), by_kernel["ts"].transform("size").to_numpy()
+    captures: dict[tuple[str, int], list] = {}   # (graph key, launches) -> the latest such capture
+    for c in (record or {}).get("captures", []):
+        captures[(c["graph"], len(c["launches"]))] = c["launches"]
+    sites = _sites(record)
+    found = []
+    for i, (g, kernel) in enumerate(zip(key, replay["kernel"].to_numpy(dtype=object))):
+        launches = captures.get((g, size[i]))
+        if launches is not None and one_stream[i]:
+            m, o, r = launches[pos[i]]
+            found.append((m, o, r if m is None else "graph capture"))
+        elif (calls := sites.get(g, {}).get(kernel)) and len(calls) == same[i]:
+            paths, names = calls[rank[i]]
+            found.append((common_module(paths), "+".join(sorted({normalize_op(o) for o in names})),
+                          "graph replay (kernel name)"))
+        else:
+            found.append((None, "", "none: CUDA graph replay without a recorded capture"))
+    at = att.index.get_indexer(replay.index)
+    for col, values in zip(("module", "op", "rule"), zip(*found)):
+        column = att[col].to_numpy(dtype=object, copy=True)
+        column[at] = values
+        att[col] = column

@@ -1,0 +1,190 @@
+"""Attribution tables: what each module and op costs the GPU (issue 20).
+
+From the per-op attribution of :func:`tracekit.analysis.attribution.attribute`:
+
+* GPU busy time is split exactly among ops: time when k ops run at once (several
+  streams) counts 1/k for each (:func:`tracekit.analysis.intervals.busy_shares`),
+  so module busy times sum to the run's ``gpu_busy_us``.
+* An idle gap of the device (:func:`tracekit.analysis.idle.gaps`, streams merged)
+  belongs to the op that ends it (the GPU was waiting to run it), with its cause,
+  so module idle times sum to the run's ``idle_<cause>_us``.
+* A launch (a correlation id of GPU ops) counts once, for the innermost module holding all the
+  ops it enqueued: an eager kernel's own module; a ``cudaGraphLaunch`` replaying the
+  whole model, the model (""). So module launches sum to ``host_launches``, and the
+  launches a CUDA graph absorbed leave their modules. ``launch_cpu_us`` is the launch
+  call's duration.
+* ``host_us``: time the host spent in a module's own scope (its
+  ``module::`` range less its submodules' ranges), where the run recorded scopes.
+
+Depth: a module path is cut to its first ``depth`` parts (``blocks.3.mlp.fc1`` at
+depth 3 is ``blocks.3.mlp``); ``(unattributed)`` stays a row of its own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis import idle
+from tracekit.analysis.attribution import SCOPE_PREFIX, UNATTRIBUTED, attribute, common_module
+from tracekit.analysis.nest import Nest, threads
+from tracekit.analysis.intervals import busy_shares
+from tracekit.trace.reader import EventTables
+
+KEYS = ["module", "op", "kernel", "rule"]
+SUMS = ["gpu_ops", "kernels", "busy_us", "launches", "launch_cpu_us",
+        *[f"idle_{c}_us" for c in idle.CAUSES], "idle_us"]
+DEFAULT_DEPTH = 3
+
+
+def attributed_ops(tables: EventTables, record: dict | None = None, gaps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`attribute`'s rows plus busy_us (share of busy time), idle_<cause>_us
+    (the gap before the op), and, on the first op of each launch, launches (1),
+    launch_cpu_us and the launch's own keys (launch_module, launch_op, launch_kernel).
+    ``gaps``: :func:`idle.gaps` of ``tables`` if already computed."""
+    att = attribute(tables, record)
+    att["busy_us"] = 0.0
+    for _device, idx in att.groupby("device").indices.items():
+        rows = att.index[idx]
+        att.loc[rows, "busy_us"] = busy_shares(att.loc[rows, "ts"].to_numpy(), (att.loc[rows, "ts"]
+                                                                               + att.loc[rows, "dur"]).to_numpy())
+    idle_us = {c: np.zeros(len(att)) for c in idle.CAUSES}
+    for device, g in (idle.gaps(tables) if gaps is None else gaps).groupby("device"):
+        ops = att[att["device"] == device].sort_values("ts", kind="stable")
+        at = ops.index[np.minimum(np.searchsorted(ops["ts"].to_numpy(), g["end"].to_numpy()), len(ops) - 1)]
+        for cause, part in g.assign(op=at).groupby("cause"):
+            np.add.at(idle_us[cause], att.index.get_indexer(part["op"]), part["gap_us"].to_numpy())
+    for c in idle.CAUSES:
+        att[f"idle_{c}_us"] = idle_us[c]
+    att["idle_us"] = att[[f"idle_{c}_us" for c in idle.CAUSES]].sum(axis=1)
+    calls = tables.host_calls.drop_duplicates("correlation").set_index("correlation")
+    att["launches"], att["launch_cpu_us"] = 0, 0.0
+    att["launch_module"], att["launch_op"], att["launch_kernel"] = att["module"], att["op"], att["kernel"]
+    launched = att[att["correlation"] >= 0]   # a launch is a correlation id, as summary.summarize counts them
+    first = launched.sort_values("ts", kind="stable").drop_duplicates("correlation")
+    att.loc[first.index, "launches"] = 1
+    att.loc[first.index, "launch_cpu_us"] = first["correlation"].map(calls["dur"]).fillna(0.0).to_numpy()
+    kinds = launched.groupby("correlation")[["module", "op", "kernel"]].nunique().max(axis=1)
+    many = launched[launched["correlation"].isin(kinds.index[kinds > 1])]
+    if len(many):  # a launch of several kinds of ops (a CUDA graph): the module holding them all
+        def holding(paths: pd.Series) -> str:
+            known = set(paths.tolist()) - {UNATTRIBUTED}
+            return common_module(sorted(known)) if known else UNATTRIBUTED
+        holder = many.groupby("correlation")["module"].agg(holding)
+        rows = first[first["correlation"].isin(holder.index)]
+        att.loc[rows.index, "launch_module"] = rows["correlation"].map(holder).to_numpy()
+        att.loc[rows.index, "launch_op"] = ""
+        launcher = rows["correlation"].map(calls["name"]).astype(object)  # the reader's names are categorical
+        att.loc[rows.index, "launch_kernel"] = launcher.fillna("launch").to_numpy()
+    return att
+
+
+def long_table(att: pd.DataFrame) -> pd.DataFrame:
+    """One row per (module, op, kernel, rule): the sums ``SUMS`` (µs, counts) over the
+    trace. GPU-op figures come from each op's own keys, launches from the launch's."""
+    if att.empty:
+        return pd.DataFrame(columns=KEYS + SUMS)
+    work = att.assign(gpu_ops=1, kernels=(att["kind"] == "kernel").astype(int))
+    ops = work.groupby(KEYS, sort=False)[[c for c in SUMS if not c.startswith("launch")]].sum()
+    launch = work[work["launches"] > 0].rename(columns={"module": "_m", "op": "_o", "kernel": "_k"}).rename(
+        columns={"launch_module": "module", "launch_op": "op", "launch_kernel": "kernel"})
+    launch = launch.groupby(KEYS, sort=False)[["launches", "launch_cpu_us"]].sum()
+    out = ops.join(launch, how="outer").fillna(0).reset_index()
+    for c in ("gpu_ops", "kernels", "launches"):
+        out[c] = out[c].astype(np.int64)
+    return out[KEYS + SUMS].sort_values("busy_us", ascending=False).reset_index(drop=True)
+
+
+def cut(module: pd.Series, depth: int) -> pd.Series:
+    """Module paths cut to ``depth`` parts; ``(unattributed)`` unchanged."""
+    short = module.str.split(".").str[:depth].str.join(".")
+    return short.where(module != UNATTRIBUTED, UNATTRIBUTED)
+
+
+def scope_times(tables: EventTables) -> pd.Series:
+    """Host time (µs) in each module's own scope: its ``module::`` ranges less the
+    ranges of the scopes directly inside them, summed per path. Empty without scopes."""
+    cpu = tables.cpu_ops
+    if cpu.empty or not cpu["name"].str.startswith(SCOPE_PREFIX).any():
+        return pd.Series(dtype=float)
+    nest = Nest(cpu, threads(cpu)[0])
+    is_scope = nest.per_name(lambda n: n.startswith(SCOPE_PREFIX))
+    at = np.flatnonzero(is_scope)
+    up = nest.ancestor(np.where(nest.parent[at] >= 0, nest.parent[at], -1), is_scope)
+    own = pd.Series(nest.ops["dur"].to_numpy()[at], index=at)
+    inner = own[up >= 0].groupby(up[up >= 0]).sum()
+    own = own.sub(inner, fill_value=0)
+    return own.groupby(pd.Series(nest.names[at], index=at).str[len(SCOPE_PREFIX):]).sum()
+
+
+def by_module(long: pd.DataFrame, depth: int = DEFAULT_DEPTH, iterations: float | None = None,
+              host: pd.Series | None = None) -> pd.DataFrame:
+    """Per module cut to ``depth``: module, depth, the ``SUMS``, busy_share (of the
+    run's GPU busy time), host_us (NaN where no scope was recorded), per-iteration
+    busy/kernels/launches (``_per_iter``), and ops (the ops of its kernels, most busy
+    first, with their GPU ops per iteration: ``addmm x2, gelu, add``); sorted by busy time."""
+    if long.empty:
+        return pd.DataFrame(columns=["module", "depth", *SUMS, "busy_share", "host_us", "ops"])
+    work = long.assign(module=cut(long["module"], depth))
+    out = work.groupby("module")[SUMS].sum()
+    total = out["busy_us"].sum()
+    out["busy_share"] = out["busy_us"] / total if total > 0 else np.nan
+    if host is not None and len(host):  # modules with host time only get a row too
+        own = host.groupby(cut(pd.Series(host.index, index=host.index), depth).to_numpy()).sum()
+        out = out.reindex(out.index.union(own.index)).fillna({c: 0 for c in SUMS + ["busy_share"]})
+        out["host_us"] = own
+    else:
+        out["host_us"] = np.nan
+    out.index.name = "module"
+    n = iterations if iterations and iterations == iterations else 1
+    out["ops"] = work[work["gpu_ops"] > 0].groupby("module").apply(lambda rows: _ops_text(rows, n),
+                                                                     include_groups=False)
+    out = out.reset_index()
+    out.insert(1, "depth", [0 if m in ("", UNATTRIBUTED) else m.count(".") + 1 for m in out["module"]])
+    _per_iter(out, iterations)
+    return out.sort_values("busy_us", ascending=False).reset_index(drop=True)
+
+
+def by_op(long: pd.DataFrame, depth: int = DEFAULT_DEPTH, iterations: float | None = None) -> pd.DataFrame:
+    """Per (module cut to ``depth``, op): the ``SUMS`` and per-iteration figures,
+    sorted by busy time."""
+    if long.empty:
+        return pd.DataFrame(columns=["module", "op", *SUMS])
+    out = long.assign(module=cut(long["module"], depth)).groupby(["module", "op"])[SUMS].sum().reset_index()
+    _per_iter(out, iterations)
+    return out.sort_values("busy_us", ascending=False).reset_index(drop=True)
+
+
+def per_iteration(att: pd.DataFrame) -> pd.DataFrame:
+    """Per marked iteration: step, gpu_ops, busy_us, attributed_busy_us, coverage
+    (attributed share of busy time), unattributed_ops."""
+    a = att[att["iteration"] >= 0]
+    if a.empty:
+        return pd.DataFrame(columns=["step", "gpu_ops", "busy_us", "attributed_busy_us", "coverage",
+                                     "unattributed_ops"])
+    known = a["module"] != UNATTRIBUTED
+    out = a.assign(attributed=a["busy_us"].where(known, 0.0), unknown=(~known).astype(int)).groupby("iteration").agg(
+        gpu_ops=("busy_us", "size"), busy_us=("busy_us", "sum"), attributed_busy_us=("attributed", "sum"),
+        unattributed_ops=("unknown", "sum"))
+    out["coverage"] = out["attributed_busy_us"] / out["busy_us"].where(out["busy_us"] > 0)
+    return out.rename_axis("step").reset_index()
+
+
+def coverage(long: pd.DataFrame) -> float:
+    """Share of GPU busy time attributed to a module (NaN without GPU ops)."""
+    total = long["busy_us"].sum() if len(long) else 0.0
+    return float(long.loc[long["module"] != UNATTRIBUTED, "busy_us"].sum() / total) if total > 0 else float("nan")
+
+
+def _per_iter(out: pd.DataFrame, iterations: float | None) -> None:
+    n = iterations if iterations and iterations == iterations else np.nan
+    for col, name in (("busy_us", "busy_per_iter_us"), ("kernels", "kernels_per_iter"),
+                      ("launches", "launches_per_iter")):
+        out[name] = out[col] / n
+
+
+def _ops_text(rows: pd.DataFrame, iterations: float) -> str:
+    """``addmm x2, gelu``: a module's ops by busy time, with their GPU ops per iteration."""
+    per = rows.groupby("op").agg(busy=("busy_us", "sum"), n=("gpu_ops", "sum")).sort_values("busy", ascending=False)
+    return ", ".join(f"{op or '?'}" + (f" x{k:g}" if (k := round(n / iterations, 1)) != 1 else "")
+                     for op, n in zip(per.index, per["n"]))

@@ -1,0 +1,258 @@
+"""The Python API: ``tracekit trace`` on a module you built, and ``tracekit analyze`` as DataFrames.
+
+A thin layer, like the CLI: :func:`profile` runs each mode through the runner
+(:func:`tracekit.runner.run`: the same warm-up, timing, profiled window, run
+folder and ``run.json``) and :func:`analyze` is the analysis behind
+``tracekit analyze``. In a script or a notebook::
+
+    import torch, tracekit
+
+    model = MyNet().cuda()
+    x = torch.randn(8, 3, 224, 224, device="cuda")
+    result = tracekit.profile(model, (x,), modes=["eager", "default", "reduce-overhead"], name="mynet")
+    result.comparison[["mode", "speedup", "d_busy_per_iter_ms", "d_idle_est_ms", "dominant"]]
+    result                                # in a notebook: the speedup table
+    tracekit.analyze("traces/").runs      # any runs, however they were made
+
+This module imports no torch itself (``tracekit.analyze`` works without it);
+:func:`profile` imports the runner when called.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from tracekit.analysis.compare import Tables
+from tracekit.analysis.runs import Analysis
+from tracekit.analysis.runs import analyze as run_analysis
+from tracekit.errors import ExitCode
+from tracekit.manifest import Manifest
+from tracekit.spec import DEFAULT_ITERS, DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec, folder_name
+from tracekit.trace import TraceError
+
+
+@dataclass
+class Result:
+    """The tables of an analysis, as ``tracekit analyze`` reports them.
+
+    runs:       one row per trace file (or per run without a trace: failed,
+                skipped): identity (run, model, mode, batch, seq, dtype, phase,
+                device), status and reason, the manifest's figures (latency_*_ms,
+                compile_s, peak_memory_MB, max_abs_diff) and the trace's
+                (kernels, host_launches, busy_us, idle_us, idle by cause,
+                utilization, verdict...); units in the column names (µs ``_us``,
+                ms ``_ms``, s ``_s``, MB ``_MB``).
+    comparison: one row per run against the ``baseline`` run of its workload:
+                speedup (unprofiled median latencies) with speedup_low/high,
+                d_latency_ms = d_busy_per_iter_ms + d_idle_est_ms (ms per
+                iteration, run minus baseline), kernels_ratio, launches_ratio,
+                dominant ("busy" or "idle"), finding and warning
+                (:func:`tracekit.analysis.compare.compare`).
+    overhead:   profiled vs unprofiled iteration time of each run
+                (:func:`tracekit.analysis.compare.profiler_overhead`).
+    tables:     the per-trace tables by name: iterations, kernels, kernel_classes,
+                idle_histogram, launch_apis, streams, transfers, timeline,
+                collectives...; and of distributed jobs: jobs, ranks, job_balance,
+                collective_calls, stragglers (:class:`tracekit.analysis.runs.Analysis`).
+    errors:     (path, problem, exit code) of each file that could not be read.
+    manifests:  the run.json of each run :func:`profile` made, in mode order ([] from :func:`analyze`).
+    baseline:   the mode the comparison is against.
+    root:       the folder run names are relative to.
+
+    ``result["kernels"]`` is ``result.tables["kernels"]`` (also "runs", "comparison",
+    "overhead"); in a notebook the result shows its speedup table.
+    """
+
+    runs: pd.DataFrame
+    comparison: pd.DataFrame
+    overhead: pd.DataFrame
+    tables: dict[str, pd.DataFrame]
+    errors: list[tuple[str, str, int]]
+    baseline: str = "eager"
+    root: Path = Path(".")
+    manifests: list[Manifest] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, analysis: Analysis, baseline: str = "eager") -> "Result":
+        t = Tables.of(analysis, baseline)
+        return cls(analysis.runs, t.comparison, t.overhead, analysis.tables, analysis.errors, baseline,
+                   Path(analysis.root))
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        if name in ("runs", "comparison", "overhead"):
+            return getattr(self, name)
+        return self.tables.get(name, pd.DataFrame())
+
+    def _repr_html_(self) -> str:
+        from tracekit.report.tables import SPEEDUP, comparison_view, headline
+
+        headers, rows = headline(comparison_view(self.comparison), SPEEDUP)
+        table = pd.DataFrame(rows, columns=headers).to_html(index=False) if rows else "<p>no runs</p>"
+        return (f"<p>tracekit: {len(self.runs)} run(s) under {self.root}, compared with "
+                f"<code>{self.baseline}</code></p>{table}")
+
+
+def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", iterations: int | None = None,
+            only: set[str] | None = None, dask: str | None = None) -> Result:
+    """The tables ``tracekit analyze PATH`` reports, as DataFrames (:class:`Result`).
+
+    Args:
+        path: a trace file, a folder (searched recursively: run folders of
+            ``tracekit trace``, ``bench``, :func:`profile`, :func:`tracekit.record`, or
+            bare traces), or a list of them.
+        baseline: the mode each run is compared with.
+        iterations: iterations each trace holds, for traces with neither
+            ProfilerStep markers nor a run.json.
+        only: analyze just the runs with these names (``"<label>/<mode>"``, relative to ``path``).
+        dask: analyze the files on this Dask cluster (a scheduler address, or ``"local"``);
+            the same tables as without it.
+
+    Raises:
+        tracekit.trace.TraceError: ``path`` does not exist (``code`` 3), holds no
+            traces (4), or no file in it could be read (the first file's problem
+            and code; the others are in its message). A folder where some files
+            are unreadable is analyzed, and they are in ``errors``.
+        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or
+            its scheduler unreachable.
+    """
+    analysis = run_analysis(list(path) if isinstance(path, (list, tuple)) else path, only=only,
+                            iterations=iterations, dask=dask)
+    if analysis.runs.empty:
+        if not analysis.errors:
+            raise TraceError(path, "no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)
+        p, problem, code = analysis.errors[0]
+        raise TraceError(p, problem + "".join(f"; {q}: {e}" for q, e, _ in analysis.errors[1:]), code)
+    return Result.of(analysis, baseline)
+
+
+def _describe(module, inputs: tuple, dtype: str | None, device: str | None) -> tuple[str, str]:
+    """The dtype name and device string of a module and its inputs (its first floating
+    parameter, else its first input)."""
+    import torch
+
+    from tracekit.models import DTYPES
+
+    tensors = [*module.parameters(), *(x for x in inputs if isinstance(x, torch.Tensor))]
+    floating = [t for t in tensors if t.is_floating_point()]
+    if dtype is None:
+        found = floating[0].dtype if floating else torch.float32
+        names = {v: k for k, v in DTYPES.items()}
+        if found not in names:
+            raise ValueError(f"the module is in {found}; tracekit runs fp32, bf16 or fp16 (give dtype=)")
+        dtype = names[found]
+    if device is None:
+        device = str(tensors[0].device) if tensors else "cpu"
+    return dtype, device
+
+
+def profile(module, inputs, modes: Sequence[str] = ("eager", "default"), phase: str = "inference",
+            out: Path | str = "traces", name: str | None = None, *, baseline: str = "eager",
+            batch: int | None = None, dtype: str | None = None, device: str | None = None,
+            warmup: int = DEFAULT_WARMUP, iters: int = DEFAULT_ITERS, profile_iters: int = DEFAULT_PROFILE_ITERS,
+            compile_only: str = "", copy_module: bool = True, log: Callable[[str], None] | None = None) -> Result:
+    """Run ``module`` in each mode as ``tracekit trace`` does, then analyze and compare the runs.
+
+    Each mode gets a run folder ``out/<name>/<mode>/`` (a non-inference phase adds
+    ``-<phase>`` to ``<name>``) with its trace and ``run.json`` (``source``: the
+    module's class), written as the runner writes them: the eager reference output,
+    the backend's preparation and first call (``compile_s``), ``warmup`` calls,
+    ``iters`` timed calls (``latency_ms``: CUDA events on a GPU, perf_counter on
+    the CPU), the output's max-abs-diff against eager, and ``profile_iters``
+    iterations under torch.profiler. A mode that fails or cannot run here is a
+    row with its status and reason, as in ``tracekit trace``.
+
+    Args:
+        module: a ``torch.nn.Module``, already on its device and in its dtype
+            (nothing is moved or cast; it is put in eval mode).
+        inputs: its example inputs, a tuple of tensors (or one tensor); each
+            iteration calls ``module(*inputs)``.
+        modes: backend modes (``tracekit backends``), each its own run.
+        phase: inference, forward, forward-backward or train-step
+            (:mod:`tracekit.phases`; the module's own loss where its output has a ``loss``).
+        out: the traces root.
+        name: the workload's name and folder (default: the module's class name).
+        baseline: the mode the others are compared with.
+        batch: recorded in the manifest (default: the first input's leading dimension).
+        dtype, device: recorded (default: those of the module's first floating
+            parameter, else of its first input).
+        warmup, iters, profile_iters: as ``tracekit trace``.
+        compile_only: ``surgical`` mode's patterns of submodule names.
+        copy_module: run each mode on a deep copy of ``module`` (so a surgical
+            compile or a training step of one mode never changes the next; it
+            needs memory for a second copy). With False they share it.
+        log: where progress lines go (default: stderr).
+
+    Returns:
+        :class:`Result` of these runs (``manifests`` in mode order).
+
+    Raises:
+        backends.UnknownMode: a mode that does not exist (before anything runs).
+        ValueError: a name that is not a plain folder name, a module in another
+            dtype than fp32/bf16/fp16, inputs that are not tensors, or a device
+            torch cannot use.
+        tracekit.trace.TraceError: no run wrote anything analyzable (every mode skipped here).
+    """
+    import torch
+
+    from tracekit import backends, models, runner
+
+    inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+    if not isinstance(module, torch.nn.Module) or not all(isinstance(x, torch.Tensor) for x in inputs):
+        raise ValueError("profile() takes an nn.Module and a tuple of input tensors")
+    name = name or type(module).__name__
+    if folder_name(name) != name or any(f.pattern.fullmatch(name) for f in models.FAMILIES.values()):
+        raise ValueError(f"name {name!r}: use a plain folder name that is not a built-in model "
+                         f"(letters, digits, . _ -), e.g. {folder_name(name)!r}-mine")
+    for mode in modes:
+        backends.get(mode)
+    dtype, device = _describe(module, inputs, dtype, device)
+    batch = batch or (inputs[0].shape[0] if inputs and inputs[0].dim() else 1)
+
+    def builder(match, batch, dtype, device):
+        return (copy.deepcopy(module) if copy_module else module), inputs
+
+    family = models.Family(None, name, batch, builder, f"{type(module).__name__} given to tracekit.profile",
+                           options=("dtype", "device"),
+                           source={"kind": "python", "class": f"{type(module).__module__}.{type(module).__qualname__}"})
+    spec = RunSpec(model=name, batch=batch, dtype=dtype, device=device, phase=phase, compile_only=compile_only,
+                   warmup=warmup, iters=iters, profile_iters=profile_iters)
+    manifests, names = [], []
+    models.PROVIDED[name] = family
+    try:
+        for mode in modes:
+            run_spec = replace(spec, mode=mode)
+            manifests.append(runner.run(run_spec, out, **({"log": log} if log else {})))
+            names.append(runner.run_dir(run_spec, Path()).as_posix())
+    finally:
+        del models.PROVIDED[name]
+    result = analyze(out, baseline=baseline, only=set(names))
+    result.manifests = manifests
+    return result
+
+
+def diff(a: Path | str, b: Path | str | None = None, depth: int = 3, iterations: int | None = None):
+    """``tracekit diff`` as Python: where GPU time and launches went, module by module.
+
+    Args:
+        a, b: two run folders or trace files; or ``a`` alone, a folder of runs.
+        depth: module paths are cut to this many parts.
+        iterations: iterations of a trace with neither markers nor run.json.
+
+    Returns:
+        For two runs a :class:`tracekit.analysis.rundiff.RunDiff` (``modules`` and ``ops``
+        DataFrames, ``totals``, ``coverage_a``/``coverage_b``); for a folder, one per pair of
+        modes of each workload (a list).
+
+    Raises:
+        tracekit.trace.TraceError: a path is missing or unreadable.
+        ValueError: a run path holds no trace or several.
+    """
+    from tracekit.analysis.rundiff import diff_pairs, diff_runs
+
+    return diff_pairs(a, depth, iterations) if b is None else diff_runs(a, b, depth, iterations)
+

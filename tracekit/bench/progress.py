@@ -1,0 +1,99 @@
+"""Running a suite's planned cells one after another with a progress bar (rich): the
+cell, its stage and the time left; Ctrl-C or SIGTERM stops it, keeping every finished cell."""
+
+from __future__ import annotations
+
+import signal
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+
+from tracekit.bench.cells import run_cell, write_status
+from tracekit.bench.plan import Planned, suite_traces
+from tracekit.manifest import Manifest
+from tracekit.suite import Suite
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM during a bench run; finished cells are kept, the running one is redone next time."""
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (kill, a job scheduler) takes the same path as Ctrl-C."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _outcome(manifest: Manifest) -> str:
+    if manifest.status == "ok":
+        return f"ok  p50 {manifest.latency('median'):.3f} ms, first call {manifest.compile_s or 0:.1f} s"
+    return f"{manifest.status or '?'}: {str(manifest.reason or '')[:200]}"
+
+
+def run_planned(suite: Suite, planned: list[Planned], traces: Path | str, timeout_s: float | None = None,
+                deadline: float | None = None, console: Console | None = None) -> tuple[dict[str, Manifest], list[str]]:
+    """Run the cells of ``planned`` that are to run, with a progress bar; record the others' states.
+
+    Cells that cannot run here and cells left when ``deadline`` passes get a
+    "skipped" run.json with the reason. Returns (run name ->
+    manifest for every cell with a run.json, names of the cells run now).
+
+    Raises:
+        Interrupted: Ctrl-C or SIGTERM; every cell finished before it is kept.
+    """
+    root = suite_traces(traces, suite)
+    console = console or Console(stderr=True)
+    manifests: dict[str, Manifest] = {}
+    for p in planned:
+        if p.selected and p.problem is not None:
+            manifests[p.name] = write_status(root / p.name, p, "skipped", p.problem)
+    todo = [p for p in planned if p.to_run]
+    ran: list[str] = []
+    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), TextColumn("{task.fields[limit]}")]
+    with _sigterm_as_interrupt(), Progress(*columns, console=console) as progress:
+        task = progress.add_task(suite.name, total=len(todo), limit="")
+
+        def show(p: Planned, stage: str = "") -> None:
+            limit = "" if deadline is None else f"(time limit in {max(0, deadline - time.monotonic()) / 60:.1f} min)"
+            progress.update(task, description=escape(f"{suite.name}: {p.name}" + (f" · {stage}" if stage else "")),
+                            limit=limit)
+
+        current = ""
+        try:
+            for p in todo:
+                if deadline is not None and time.monotonic() >= deadline:
+                    manifests[p.name] = write_status(root / p.name, p, "skipped",
+                                                      "time limit: the suite's time ran out before this cell started")
+                    progress.advance(task)
+                    continue
+                current = p.name
+                show(p)
+                t0 = time.monotonic()
+                manifests[p.name] = run_cell(p, root, timeout_s, deadline, on_stage=lambda stage, p=p: show(p, stage))
+                ran.append(p.name)
+                progress.console.print(f"  {p.name}: {_outcome(manifests[p.name])} ({time.monotonic() - t0:.0f} s)",
+                                       highlight=False, markup=False)
+                progress.advance(task)
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted during {current or suite.name}; the {len(ran)} cells finished in this "
+                              "run are kept: run the same command again to go on") from None
+    for p in planned:
+        if p.name not in manifests and (manifest := Manifest.read(root / p.name)):
+            manifests[p.name] = manifest
+    return manifests, ran

@@ -1,0 +1,84 @@
+"""The ``tracekit`` command line (click). Each command parses options, calls one
+library function and prints; everything here is callable from Python too.
+
+One module per verb (as memray's ``commands/``): trace, analyze (and compare),
+bench, counters, diff, listing (models, backends); each adds its command to
+:func:`main` at import, and the imports at the end of this file load them.
+"""
+
+from __future__ import annotations
+
+import click
+
+from tracekit import __version__
+from tracekit.errors import ExitCode
+
+
+class UserError(click.ClickException):
+    """A problem with the user's input: one line on stderr, no traceback, and the
+    exit code of its kind (:class:`tracekit.errors.ExitCode`)."""
+
+    def __init__(self, message: str, code: int = ExitCode.USAGE):
+        super().__init__(message)
+        self.exit_code = int(code)
+
+
+class _Main(click.Group):
+    """The command group; an unexpected exception becomes one line and exit code
+    INTERNAL (70), with the traceback only under ``--debug``."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the last line of defence
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"tracekit: internal error: {type(exc).__name__}: {exc} "
+                       "(rerun with --debug for the traceback)", err=True)
+            ctx.exit(ExitCode.INTERNAL)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracekit")
+@click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """Profiler-driven analysis of PyTorch performance.
+
+    \b
+    Run a workload under torch.profiler and write its trace:
+      tracekit trace --model vit16x6x384 --mode reduce-overhead
+    Measure kernels, launches, GPU busy and idle time from the traces, compare
+    the modes of each workload, write reports/ (summary.md, index.html, plots):
+      tracekit analyze traces/
+    Compare chosen runs:
+      tracekit compare traces/vit16x6x384/eager traces/vit16x6x384/reduce-overhead
+    Where the time went between two runs, module by module:
+      tracekit diff traces/vit16x6x384/eager traces/vit16x6x384/default
+
+    \b
+    Exit codes: 0 ok; 1 a run failed (see its run.json); 2 usage; 3 path not
+    found; 4 no traces; 5 corrupt gzip; 6 truncated JSON; 7 not JSON; 8 not a
+    PyTorch profiler trace; 9 bad trace content; 10 analyzed, but some files or
+    events were bad (listed); 11 ncu missing or unable to profile; 70 internal error;
+    130 a bench interrupted (Ctrl-C, SIGTERM; run it again to go on).
+    """
+    ctx.obj = {"debug": debug}
+
+
+def report_options(command):
+    """The options of a command that writes an analysis report: how its files refer to
+    plots and traces (passed to :func:`tracekit.report.write_reports` as ``html_plots``
+    and ``link_traces``)."""
+    command = click.option("--link-traces/--no-link-traces", default=True, show_default=True,
+                           help="Link each run of summary.md and index.html to its trace file; "
+                                "--no-link-traces for a report kept or sent without its traces.")(command)
+    return click.option("--html-plots", type=click.Choice(["inline", "link"]), default="inline", show_default=True,
+                        help="index.html with its plots inline (one self-contained file) or linked to the "
+                             "PNGs in plots/ (each plot stored once, as in a repository).")(command)
+
+
+# The verbs; each module adds its command(s) to main.
+from tracekit.cli import analyze, bench, counters, diff, listing, trace  # noqa: E402,F401,I001

@@ -1,0 +1,133 @@
+"""`tracekit analyze` and `tracekit compare`: analyze traces, compare modes, write the report."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from tracekit.cli import UserError, main, report_options
+from tracekit.errors import ExitCode
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),
+              show_default=True, help="Where summary.md, runs.csv and runs.json go.")
+@click.option("--json", "as_json", is_flag=True, help="Print every table as JSON on stdout instead of "
+              "the terminal table.")
+@click.option("--iterations", type=click.IntRange(min=1), default=None,
+              help="Iterations each trace holds, for traces without ProfilerStep markers or run.json.")
+@click.option("--baseline", default="eager", show_default=True,
+              help="The mode every other mode of a workload is compared with.")
+@click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
+              help="Analyze the files on a Dask cluster, one task per file: a scheduler address "
+                   "(tcp://host:8786; the files must be readable by its workers at the same paths), or "
+                   "'local' for a LocalCluster of one worker per core here. Same results as without it.")
+@report_options
+def analyze(path, out, as_json, iterations, baseline, dask_address, html_plots, link_traces) -> None:
+    """Analyze the traces under PATH (a folder, searched recursively, or one file).
+
+    Per run: kernels executed, host launches (distinct correlation ids: one
+    cudaGraphLaunch is one launch however many kernels it replays), GPU busy
+    time (union of kernel/memcpy/memset intervals across streams), active span,
+    utilization = busy/span; GPU idle time by cause (host wait, launch latency,
+    sync, other), launch-to-start latency, and a verdict: launch-bound,
+    gpu-bound or mixed, with the evidence; per iteration where markers exist.
+    Runs of one workload (model, batch, seq, dtype, phase, device) are compared with
+    the BASELINE mode: speedup, and its split into Δ GPU busy and Δ idle.
+    Per-rank traces of a distributed run (rank from distributedInfo or the file
+    name) are one job: per rank computation, communication, their overlap and
+    exposed communication, collectives matched across ranks, stragglers, and a
+    verdict per rank and per job.
+    Writes OUT/summary.md, OUT/index.html, OUT/plots/*.png, OUT/runs.csv,
+    OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
+    """
+    result = _analysis(path, iterations, dask_address, as_json)  # first: it starts reading before pandas is imported
+    from tracekit.analysis.compare import Tables
+    from tracekit.io import jsonable
+    from tracekit.report import print_reports, write_reports
+
+    tables = Tables.of(result, baseline)
+    written = write_reports(tables, out, source=str(path), html_plots=html_plots, link_traces=link_traces)
+    if as_json:
+        click.echo(json.dumps(jsonable(result.to_dict()), default=str))
+    else:
+        print_reports(tables)
+        click.echo(f"wrote {out}/: " + ", ".join(p.name for p in written if p.suffix != ".png")
+                   + f"; plots/: {sum(p.suffix == '.png' for p in written)} PNG", err=True)
+    _exit_if_partial(result)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--baseline", default="eager", show_default=True,
+              help="The mode every other mode of a workload is compared with.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Also write the full report (summary.md, index.html, plots...) here.")
+@report_options
+def compare(paths, baseline, out, html_plots, link_traces) -> None:
+    """Compare runs: PATHS are run folders, trace folders or trace files.
+
+    Runs are grouped by workload (model, batch, seq, dtype, phase, device, from each
+    run.json, never from file names); each mode is compared with the BASELINE
+    run of its workload: unprofiled speedup with its p10-p90 range, Δ GPU busy
+    and Δ idle per iteration (which dominates), kernels and launches ratios,
+    and the same split inside the profiled window by idle cause. A run that ran
+    on another device than its baseline is flagged.
+
+    \b
+    Example: tracekit compare traces/vit16x6x384/eager traces/vit16x6x384/reduce-overhead
+    """
+    from tracekit.analysis.compare import Tables
+    from tracekit.report import print_reports, write_reports
+
+    tables = Tables.of(_analysis(list(paths), None), baseline)
+    print_reports(tables, runs=False, detail=True)
+    if out is not None:
+        write_reports(tables, out, source=" ".join(str(p) for p in paths), html_plots=html_plots,
+                      link_traces=link_traces)
+        click.echo(f"report in {out}/", err=True)
+    _exit_if_partial(tables.analysis)
+
+
+def _analysis(path, iterations, dask=None, as_json: bool = False):
+    """Analyze PATH (or several) for analyze/compare; bad input becomes a UserError (with
+    ``as_json``, the errors are also printed as JSON on stdout: ``{"runs": [], "errors": [...]}``)."""
+    from tracekit.analysis.cluster import ClusterError
+    from tracekit.analysis.runs import analyze as run_analysis
+    from tracekit.trace import TraceError
+
+    def fail(problems: list[tuple[str, str, int]]) -> None:
+        if as_json:
+            click.echo(json.dumps({"runs": [], "errors": [{"path": p, "problem": e, "code": c} for p, e, c in problems]}))
+
+    try:
+        result = run_analysis(path, iterations=iterations, dask=dask)
+    except TraceError as exc:
+        fail([(str(exc.path), exc.problem, int(exc.code))])
+        raise UserError(str(exc), exc.code) from None
+    except ClusterError as exc:
+        fail([(str(path), str(exc), int(ExitCode.USAGE))])
+        raise UserError(str(exc), ExitCode.USAGE) from None
+    if result.runs.empty:
+        fail(result.errors)
+        if not result.errors:
+            raise UserError(f"{path}: no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)
+        for p, problem, _ in result.errors[1:]:
+            click.echo(f"Error: {p}: {problem}", err=True)
+        p, problem, code = result.errors[0]
+        raise UserError(f"{p}: {problem}", code)  # nothing analyzed: no report written over an old one
+    return result
+
+
+def _exit_if_partial(result) -> None:
+    import pandas as pd
+
+    damaged = result.runs.get("trace_problems", pd.Series(dtype=float)).fillna(0).sum()
+    if result.errors or damaged:
+        click.echo(f"warning: {len(result.errors)} unreadable file(s), {int(damaged)} damaged trace(s) "
+                   "(listed above and in the report)", err=True)
+        sys.exit(ExitCode.PARTIAL)

@@ -1,0 +1,153 @@
+"""The run manifest, ``run.json``: what defines a run, where it ran, what it measured, how it ended.
+
+One typed, versioned record, read and written only here (:meth:`Manifest.read`,
+:meth:`Manifest.from_dict`, :meth:`Manifest.write`); the runner fills it as the
+run goes, the bench writes the states it decides (timeout, time limit), and
+analyses read it (no torch needed).
+
+Versions (``manifest_version``):
+
+* 1: written before this class existed (no ``manifest_version`` key). The
+  earliest runs' ``spec`` has no ``phase`` or ``compile_only`` (read as
+  "inference" and ""), and they lack ``compile_cache``, ``prepare_s``,
+  ``first_call_s``, ``backend`` and ``diff_ok`` (read as None).
+* 2: ``manifest_version`` written; the fields are version 1's.
+* 3 (issue 17): ``host_load``, ``wall_ms``, ``timer_agreement``, ``repeats``;
+  ``latency_ms`` keeps its ``samples``; the spec may have ``threads`` and
+  ``repeats`` (left out where they are the defaults, None and 1).
+* 4: ``source``, ``parameters``, ``build_s``, ``loss``, ``steps``, ``steps_ms`` (issue 14:
+  user models and recorded loops); ``distributed`` and the spec's ``nproc`` and
+  ``parallel`` (issue 15, the spec fields left out at their defaults 1 and "ddp");
+  ``attribution`` (issue 20). Older files read them as None.
+
+Adding a field is one line in :class:`Manifest`: its name, type, a default of
+None ("not recorded", as in every older file) and a comment with its unit.
+Fields that a newer tracekit wrote and this one does not know are kept in
+``extra`` and written back unchanged, so reading and rewriting a manifest
+(the bench does, to record a status) never loses them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from tracekit.io import write_json
+
+FILENAME = "run.json"
+VERSION = 4
+
+
+@dataclass
+class Manifest:
+    """One run's ``run.json``. Times in seconds (``_s``), latencies in ms, memory in MB.
+
+    None means "not recorded" (the run stopped before that stage, or an older
+    tracekit wrote the file); :meth:`to_dict` leaves such fields out.
+    """
+
+    manifest_version: int = VERSION
+    tracekit: str | None = None            # the tracekit version that wrote it
+    spec: dict = field(default_factory=dict)  # the resolved RunSpec fields (or a suite cell's raw settings)
+    label: str | None = None               # the workload folder name (RunSpec.label)
+    model: str | None = None
+    mode: str | None = None
+    device_type: str | None = None         # where the run really ran: "cuda" or "cpu" (ONNX Runtime may differ)
+    status: str | None = None              # running, ok, skipped, oom, failed, timeout
+    reason: str | None = None              # why a run is not ok ("" if it is)
+    stage: str | None = None               # the runner's last stage (where a failure happened)
+    note: str | None = None                # caveats of the run, "; "-separated
+    source: dict | None = None             # where the model comes from: kind (built-in, library, file, module,
+                                           # python), file/module/function, library and version (models.Family)
+    environment: dict | None = None        # tracekit.environment.describe(): versions, device and host
+    started_at: str | None = None          # ISO 8601, UTC
+    build_s: float | None = None           # building the model and its inputs
+    parameters: int | None = None          # the model's parameter count
+    compile_cache: str | None = None       # "cold" or the user's TORCHINDUCTOR_CACHE_DIR
+    prepare_s: float | None = None         # the backend's preparation (trace, export, capture)
+    backend: dict | None = None            # what the backend reports of itself (Prepared.info)
+    device_name: str | None = None         # the device that did the work, where not the spec's
+    first_call_s: float | None = None      # the first call (torch.compile compiles here)
+    loss: str | None = None                # backward phases: the model's own loss or the synthetic one
+    compile_s: float | None = None         # prepare_s + first_call_s
+    max_abs_diff: float | None = None      # first output vs eager's
+    diff_tolerance: float | None = None    # the largest max_abs_diff that is ok (tracekit.outputs.DIFF_RTOL)
+    diff_ok: bool | None = None
+    warmup_s: float | None = None
+    latency_ms: dict | None = None         # unprofiled iterations: timing.latency_stats() + "timer"
+    wall_ms: dict | None = None            # synchronised wall clock per call: timing.wall_clock()
+    timer_agreement: float | None = None   # wall_ms median / latency_ms median - 1 (timing.agreement)
+    host_load: dict | None = None          # {"start", "end"}: timing.host_load() at each end of the run
+    repeats: dict | None = None            # a run made in several processes: tracekit.repeats.combine()
+    steps: int | None = None               # a recorded loop (tracekit.record): the steps it ran
+    steps_ms: list | None = None           # a recorded loop: each timed step outside the profiled window, ms
+    flop_per_iter: float | None = None     # single ops: a call's minimum work (models.cost)
+    bytes_per_iter: float | None = None
+    op: str | None = None                  # single ops: the op a call computes
+    peak_memory_MB: float | None = None
+    memory_source: str | None = None       # cuda_max_memory_allocated or process_max_rss
+    profile: dict | None = None            # the profiled window: iterations, trace file names
+    distributed: dict | None = None        # tracekit trace --nproc: world_size, backend, parallel, per-rank latencies
+    attribution: dict | None = None        # module scopes, Inductor provenance, CUDA-graph captures (tracekit.attribution_record)
+    finished_at: str | None = None         # ISO 8601, UTC
+    extra: dict = field(default_factory=dict)  # fields of a newer tracekit, kept as read
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Manifest":
+        """A manifest from parsed ``run.json`` content of any version (see the module docstring)."""
+        known = {f.name for f in fields(cls)} - {"extra"}
+        values = {k: v for k, v in data.items() if k in known}
+        values.setdefault("manifest_version", 1)
+        return cls(**values, extra={k: v for k, v in data.items() if k not in known})
+
+    def to_dict(self) -> dict:
+        """The JSON object written as ``run.json``: recorded fields in order, then ``extra``."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        return {**{k: v for k, v in out.items() if v is not None}, **self.extra}
+
+    @classmethod
+    def read(cls, folder: Path | str) -> "Manifest | None":
+        """The manifest in ``folder`` (or at a ``run.json`` path); None when missing, unreadable or not an object."""
+        path = Path(folder)
+        path = path if path.name == FILENAME else path / FILENAME
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return cls.from_dict(data) if isinstance(data, dict) else None
+
+    def write(self, folder: Path | str) -> Path:
+        """Write ``folder/run.json`` atomically; return its path."""
+        return write_json(Path(folder) / FILENAME, self.to_dict())
+
+    def __getitem__(self, key: str):
+        """Read access by run.json key, as in the file (``m["status"]``, an ``extra`` key too).
+
+        Raises:
+            KeyError: a field that is not recorded (None), or a key no version has.
+        """
+        return self.to_dict()[key]
+
+    def get(self, key: str, default=None):
+        """Like ``dict.get`` on the run.json content."""
+        return self.to_dict().get(key, default)
+
+    def add_note(self, text: str) -> None:
+        """Append ``text`` to :attr:`note` ("; "-separated)."""
+        self.note = "; ".join(n for n in (self.note, text) if n)
+
+    @property
+    def phase(self) -> str:
+        return self.spec.get("phase", "inference")
+
+    @property
+    def ran_on_name(self) -> str | None:
+        """The name of the device that did the work (:attr:`device_name`, else the machine's device)."""
+        return self.device_name or (self.environment or {}).get("device_name")
+
+    def latency(self, stat: str) -> float:
+        """One statistic of the unprofiled latency (``median``, ``p10``...) in ms; NaN if not recorded."""
+        value = (self.latency_ms or {}).get(stat)
+        return math.nan if value is None else value

@@ -1,0 +1,121 @@
+"""One run made in several processes: the median process, and the spread across them.
+
+Host speed varies between processes (up to 1.6x on the lent H100), more than
+within one: the p10-p90 range of one process's timed iterations does not show
+it. ``repeats = N`` (``--repeats N``, ``REPEATS=N``, a suite's ``repeats``)
+runs the spec in N fresh processes, one after the other (``python -m
+tracekit.bench --cell``, as a suite's cells run), each a whole run with its
+own compile, timing and profiled window. :func:`combine` makes the run's
+manifest from theirs:
+
+* ``latency_ms``: median = the median of the processes' medians; p10, p90,
+  mean, std, min, max over all their timed iterations pooled, so the range a
+  speedup is given with holds the noise between processes too;
+* ``wall_ms``: the median process's synchronised wall clock, with the median
+  of the processes' wall-clock medians as its median; ``timer_agreement``
+  from the two medians;
+* ``repeats``: n, each process's status, latency and wall-clock medians and
+  host load, ``median_process`` (the process whose median is the median; its
+  trace is the run's trace, its other fields the run's) and ``spread`` =
+  (max - min) / median of the processes' latency medians;
+* ``host_load``: the first process's start and the last one's end.
+
+A process that does not end ok makes the run end as it did (its status and
+reason, naming the process). The other processes' traces are not kept: a
+folder holds one run and its trace (see :func:`tracekit.trace.discover`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from tracekit import timing
+from tracekit.manifest import Manifest
+from tracekit.spec import RunSpec, resolve
+from tracekit.trace.reader import is_trace_file
+
+
+def _pooled(parts: list[dict], timer: str) -> dict:
+    """Median of the parts' medians (``latency_ms`` dicts); the other figures over their pooled samples."""
+    samples = np.concatenate([np.asarray(p.get("samples", []), dtype=np.float64) for p in parts])
+    out = {"timer": timer, "median": float(np.median([p["median"] for p in parts]))}
+    if samples.size:
+        out.update(n=int(samples.size), mean=float(samples.mean()), p10=float(np.percentile(samples, 10)),
+                   p90=float(np.percentile(samples, 90)), std=float(samples.std(ddof=1)) if samples.size > 1 else 0.0,
+                   min=float(samples.min()), max=float(samples.max()), samples=[float(x) for x in samples])
+    return out
+
+
+def combine(spec: RunSpec, processes: list[Manifest]) -> tuple[Manifest, int]:
+    """The manifest of a run made in ``processes`` (their manifests, in order), and the
+    index of the median process (see the module docstring)."""
+    ok = [i for i, m in enumerate(processes) if m.status == "ok"]
+    medians = [m.latency("median") for m in processes]
+    order = sorted(ok, key=lambda i: medians[i])
+    pick = order[(len(order) - 1) // 2] if order else len(processes) - 1
+    run = Manifest.from_dict(processes[pick].to_dict())
+    run.spec = spec.to_dict()
+    run.repeats = {"n": len(processes), "median_process": pick, "processes": [
+        {"status": m.status, "reason": m.reason or "", "latency_median_ms": m.latency("median"),
+         "wall_median_ms": (m.wall_ms or {}).get("median"), "host_load": m.host_load} for m in processes]}
+    failed = [(i, m) for i, m in enumerate(processes) if m.status != "ok"]
+    if failed:
+        i, m = failed[0]
+        run.status, run.reason = m.status, f"process {i + 1} of {len(processes)}: {m.reason}"
+        return run, pick
+    run.latency_ms = _pooled([m.latency_ms for m in processes], processes[pick].latency_ms["timer"])
+    if all(m.wall_ms for m in processes):
+        run.wall_ms = {**processes[pick].wall_ms, "median": float(np.median([m.wall_ms["median"] for m in processes])),
+                       "processes": len(processes)}
+        run.timer_agreement = timing.agreement(run.latency_ms["median"], run.wall_ms["median"])
+    run.repeats["spread"] = (max(medians) - min(medians)) / run.latency_ms["median"]
+    run.host_load = {"start": (processes[0].host_load or {}).get("start"),
+                     "end": (processes[-1].host_load or {}).get("end")}
+    return run, pick
+
+
+def run(spec: RunSpec, out: Path | str, log: Callable[[str], None]) -> Manifest:
+    """Run ``spec`` in ``spec.repeats`` processes and write the run's folder (run.json and
+    the median process's trace) where a single run would go; return its manifest."""
+    from tracekit import models
+    from tracekit.environment import default_device
+    from tracekit.runner import run_dir
+
+    directory = run_dir(spec, Path(out))
+    directory.mkdir(parents=True, exist_ok=True)
+    spec = resolve(spec, models.default_batch(spec.model), default_device())  # as a single run records it
+    one = replace(spec, repeats=1)
+    processes = []
+    with tempfile.TemporaryDirectory(dir=directory.parent, prefix=f".{spec.mode}.repeats-") as tmp:
+        folders = []
+        for i in range(spec.repeats):
+            log(f"[{directory}] process {i + 1} of {spec.repeats}")
+            root = Path(tmp) / str(i)
+            subprocess.run([sys.executable, "-m", "tracekit.bench", "--cell", json.dumps(one.to_dict()),
+                            "--out", str(root), "--parent", str(os.getpid())], stdin=subprocess.DEVNULL, check=False)
+            folder = run_dir(one, root)
+            folders.append(folder)
+            processes.append(Manifest.read(folder) or Manifest(
+                spec=one.to_dict(), model=spec.model, mode=spec.mode, status="failed",
+                reason="the process ended without writing run.json"))
+        manifest, pick = combine(spec, processes)
+        for old in directory.iterdir():
+            if old.is_file() and is_trace_file(old):
+                old.unlink()
+        if folders[pick].is_dir():
+            for trace in folders[pick].iterdir():
+                if trace.is_file() and is_trace_file(trace):
+                    shutil.move(trace, directory / trace.name)
+    manifest.label = directory.parent.name
+    manifest.write(directory)
+    return manifest

@@ -1,0 +1,36 @@
+"""The data formats: ``runs.csv`` (every metric of every run, units in the column names,
+plus the profiler-overhead columns), ``comparison.csv`` (the comparison with the
+baseline), ``modules.csv`` (each mode against the baseline, module by module, when
+runs have attribution rows) and ``runs.json`` (every table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracekit.analysis.compare import Tables
+from tracekit.io import write_atomic, write_json
+from tracekit.report.base import Renderer, Report, register
+
+
+@register
+class CsvJson(Renderer):
+    name = "csv/json"
+    takes = Tables
+
+    def write(self, report: Report) -> list[Path]:
+        t, out = report.data, report.out
+        runs = t.analysis.runs
+        if len(t.overhead):
+            runs = runs.merge(t.overhead[["run", "profiler_overhead", "flagged"]].rename(
+                columns={"flagged": "profiler_overhead_flagged"}), on="run", how="left")
+        # The timeline table (one iteration's events, for the plot) is events, not metrics: left out.
+        data = {**{k: v for k, v in t.analysis.to_dict().items() if k != "timeline"},
+                "comparison": t.comparison.to_dict("records"), "cpu_op_changes": t.cpu_op_changes.to_dict("records"),
+                "profiler_overhead": t.overhead.to_dict("records"), "baseline": t.baseline,
+                "modules": t.modules.to_dict("records"), "module_busy": t.module_busy.to_dict("records")}
+        files = [write_atomic(out / "runs.csv", runs.to_csv(index=False)),
+                 write_atomic(out / "comparison.csv", t.comparison.to_csv(index=False)),
+                 write_json(out / "runs.json", data)]
+        if len(t.modules):
+            files.append(write_atomic(out / "modules.csv", t.modules.to_csv(index=False)))
+        return files

@@ -1,0 +1,140 @@
+"""The diff formats (``tracekit diff``): two runs compared module by module, on the
+terminal and as ``diff.md``, ``diff_modules.csv``, ``diff_ops.csv`` and ``diff.json``;
+and every pair of modes of each workload (a :class:`DiffSet`): those files per pair
+in ``<workload>/<mode A>-vs-<mode B>/``, and ``diffs.md``/``diffs.csv``, one line per
+pair with the attributed share of each run and the check that the rows sum to the
+runs' totals.
+
+Options: ``top`` (default 20) rows of the module table on the terminal and of both
+tables in diff.md (the CSV and JSON files hold every row).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+
+from tracekit.analysis.rundiff import DiffSet, RunDiff
+from tracekit.io import jsonable, write_atomic
+from tracekit.report.base import Renderer, Report, register
+from tracekit.report.tables import headline, markdown_table, rich_table
+
+MODULES = [
+    ("module", "module", "{}"),
+    ("busy_us_a", "busy A (µs/iter)", "{:.1f}"),
+    ("busy_us_b", "busy B", "{:.1f}"),
+    ("d_busy_us", "Δ busy", "{:+.1f}"),
+    ("contribution", "share of Δ busy", "{:.0%}"),
+    ("d_kernels", "Δ kernels", "{:+.3g}"),
+    ("d_launches", "Δ launches", "{:+.3g}"),
+    ("d_idle_us", "Δ idle before", "{:+.1f}"),
+    ("change", "what changed", "{}"),
+]
+OPS = [("module", "module", "{}"), ("op", "op", "{}"), *MODULES[1:]]
+CHECKS = [
+    ("workload", "workload", "{}"),
+    ("a", "A", "{}"),
+    ("b", "B", "{}"),
+    ("coverage_a", "attributed A", "{:.1%}"),
+    ("coverage_b", "attributed B", "{:.1%}"),
+    ("covered_text", "both >= min", "{}"),
+    ("d_busy_us", "Δ busy (µs/iter)", "{:+.1f}"),
+    ("d_kernels", "Δ kernels", "{:+.3g}"),
+    ("d_launches", "Δ launches", "{:+.3g}"),
+    ("sum_error", "rows - total", "{:.1e}"),
+    ("top_modules", "top modules", "{}"),
+]
+
+
+def _totals_line(d: RunDiff) -> str:
+    t = d.totals
+    return (f"Per iteration, B - A: GPU busy {t['d_busy_us']:+.1f} µs ({t['busy_us_a']:.1f} -> {t['busy_us_b']:.1f}), "
+            f"kernels {t['d_kernels']:+.3g}, launches {t['d_launches']:+.3g}, GPU idle {t['d_idle_us']:+.1f} µs; "
+            f"the module rows sum to these exactly (largest difference {max(d.sum_error.values(), default=0):.1e}). "
+            f"Attributed to a module: A {d.coverage_a:.1%}, B {d.coverage_b:.1%} of GPU busy time.")
+
+
+def _title(d: RunDiff) -> str:
+    n = lambda i: f"{i:g} iterations" if i == i else "iterations unknown: figures per trace"  # noqa: E731
+    return f"A = {d.a} ({n(d.iterations_a)}), B = {d.b} ({n(d.iterations_b)}); modules at depth {d.depth}"
+
+
+def diff_markdown(d: RunDiff, top: int = 20) -> str:
+    """diff.md: totals, then the top rows by module and by (module, op)."""
+    parts = ["# tracekit diff\n", _title(d) + ".\n", _totals_line(d) + "\n",
+             f"## By module (top {top} by |Δ busy|)\n", markdown_table(*headline(d.modules.head(top), MODULES)),
+             f"\n## By module and op (top {top})\n", markdown_table(*headline(d.ops.head(top), OPS)), ""]
+    return "\n".join(parts)
+
+
+def diff_dict(d: RunDiff) -> dict:
+    """Everything, as JSON-ready data."""
+    return jsonable({"a": d.a, "b": d.b, "depth": d.depth, "iterations_a": d.iterations_a,
+                     "iterations_b": d.iterations_b, "coverage_a": d.coverage_a, "coverage_b": d.coverage_b,
+                     "totals": d.totals, "modules": d.modules.to_dict("records"), "ops": d.ops.to_dict("records")})
+
+
+def _folder(d: RunDiff) -> str:
+    """``<workload>/<mode A>-vs-<mode B>`` (the runs' last path parts), file-name safe."""
+    safe = lambda t: re.sub(r"[^A-Za-z0-9._-]+", "-", t).strip("-")  # noqa: E731
+    return f"{safe(d.workload) or 'runs'}/{safe(Path(d.a).name)}-vs-{safe(Path(d.b).name)}"
+
+
+def _checks(s: DiffSet) -> pd.DataFrame:
+    c = s.checks()
+    return c.assign(covered_text=c["covered"].map({True: "yes", False: "NO"}))
+
+
+def diffs_markdown(s: DiffSet) -> str:
+    """diffs.md: one line per pair, with a link to its diff.md."""
+    c = _checks(s)
+    headers, rows = headline(c, CHECKS)
+    for row, d in zip(rows, s.diffs):
+        row[0] = f"[{row[0]}]({_folder(d)}/diff.md)"
+    return "\n".join(["# tracekit diff: every pair of modes\n",
+                      f"Each run's GPU ops are attributed to modules; a pair's module rows sum to its runs' Δ busy, "
+                      f"Δ kernels, Δ launches and Δ idle (\"rows - total\": the largest difference, float rounding "
+                      f"only). \"both >= min\": both runs have at least {s.min_coverage:.0%} of their GPU busy time "
+                      "attributed to a module.\n", markdown_table(headers, rows), ""])
+
+
+@register
+class Diffs(Renderer):
+    name = "diffs"
+    takes = DiffSet
+
+    def write(self, report: Report) -> list[Path]:
+        s, out = report.data, report.out
+        files = []
+        for d in s.diffs:
+            files += Diff().write(Report(d, out / _folder(d), options=report.options))
+        return files + [write_atomic(out / "diffs.md", diffs_markdown(s)),
+                        write_atomic(out / "diffs.csv", s.checks().to_csv(index=False))]
+
+    def show(self, report: Report, console: Console) -> None:
+        console.print(rich_table("every pair of modes, module by module", *headline(_checks(report.data), CHECKS)))
+
+
+@register
+class Diff(Renderer):
+    name = "diff"
+    takes = RunDiff
+
+    def write(self, report: Report) -> list[Path]:
+        d, out = report.data, report.out
+        top = report.options.get("top", 20)
+        return [write_atomic(out / "diff.md", diff_markdown(d, top)),
+                write_atomic(out / "diff_modules.csv", d.modules.to_csv(index=False)),
+                write_atomic(out / "diff_ops.csv", d.ops.to_csv(index=False)),
+                write_atomic(out / "diff.json", json.dumps(diff_dict(d), indent=1) + "\n")]
+
+    def show(self, report: Report, console: Console) -> None:
+        d = report.data
+        top = report.options.get("top", 20)
+        table = d.modules.head(top) if len(d.modules) else pd.DataFrame()
+        console.print(rich_table(_title(d), *headline(table, MODULES)))
+        console.print(_totals_line(d), highlight=False)

@@ -1,0 +1,106 @@
+"""The HTML format: ``index.html``, the whole report in one page (sortable tables, each run
+linked to its trace), from a Jinja2 template.
+
+Options: ``html_plots`` "inline" (default: the plots inline as data URIs, so the page is
+self-contained) or "link" (``<img>`` links to the PNGs beside it, so a report kept in a
+repository holds each plot once); ``link_traces`` (default True) links each run to its
+trace file (False for a report published without its traces).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+from pathlib import Path
+
+import jinja2
+
+from tracekit import __version__
+from tracekit.analysis import integrity
+from tracekit.analysis.compare import Tables
+from tracekit.io import write_atomic
+from tracekit.report.base import Renderer, Report, register
+from tracekit.report.tables import (CPU_OPS, DETAILS, HEADLINE, IDLE, MODULES_HINT, MODULE_DIFF, OVERHEAD,
+                                    PERFETTO_HINT, PROFILED, SOURCES, SPEEDUP, TIMING, comparison_view, cpu_op_view,
+                                    evidence, finding_rows, gpu_runs, headline, job_tables, module_rows, notes,
+                                    overhead_view, timing_view, trace_links)
+
+
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
+                          autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
+
+
+def data_uri(png: Path) -> str:
+    """A PNG file as a ``data:image/png;base64,...`` URI."""
+    return "data:image/png;base64," + base64.b64encode(Path(png).read_bytes()).decode("ascii")
+
+
+def _table(df, spec, title: str, links: dict[str, str] | None = None) -> dict:
+    headers, rows = headline(df, spec)
+    # Columns of numbers (1.38x, +70%, 2.1e-05, "-") align right, text columns left.
+    numeric = [all(c == "-" or re.match(r"^[+-]?\d", c) for c in col) for col in zip(*rows)] or [False] * len(headers)
+    return {"title": title, "headers": headers, "rows": rows, "numeric": numeric,
+            "link_col": headers.index("run") if links is not None and "run" in headers else -1,
+            "links": links or {}}
+
+
+def _markdown_bold(text: str) -> str:
+    """SOURCES and hints are written for markdown; the page shows them as plain text."""
+    return text.replace("**", "").replace("`", "")
+
+
+def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path, inline: bool = True,
+               link_traces: bool = True) -> str:
+    """The page: the comparison tables and findings, the plots (``inline`` or linked),
+    profiler overhead, and every run (with a link to its trace file if ``link_traces``)."""
+    a, comp = t.analysis, comparison_view(t.comparison)
+    src = data_uri if inline else (lambda p: os.path.relpath(Path(p).absolute(), Path(out).absolute()))
+    gpu_comp = comp[comp["busy_per_iter_ms"].notna()] if len(comp) else comp
+    gpu = gpu_runs(a.runs)
+    tables = []
+    if len(comp):
+        tables.append(_table(comp, SPEEDUP, f"Speedup over {t.baseline}, and why"))
+    context = {
+        "version": __version__, "source": source, "baseline": t.baseline,
+        "sources": _markdown_bold(SOURCES), "perfetto_hint": _markdown_bold(PERFETTO_HINT),
+        "speedup": tables[0] if tables else None,
+        "findings": finding_rows(comp) if len(comp) else [],
+        "overview": src(plots[""][0]) if "" in plots else None,
+        "profiled": _table(gpu_comp, PROFILED, "Inside the profiled window: GPU busy and idle by cause "
+                           "(ms per iteration)") if len(gpu_comp) else None,
+        "details": _table(comp, DETAILS, "Work, compile time, memory, accuracy") if len(comp) else None,
+        "timing": _table(timing_view(comp), TIMING, "How far the timing can be trusted")
+        if len(timing_view(comp)) else None,
+        "cpu_ops": _table(cpu_op_view(t.cpu_op_changes), CPU_OPS, "CPU runs: what changed, op by op (profiled "
+                          "self time per iteration)") if len(t.cpu_op_changes) else None,
+        "modules": _table(module_rows(t.modules), MODULE_DIFF, "Where the time went, module by module")
+        if len(t.modules) else None,
+        "modules_hint": _markdown_bold(MODULES_HINT),
+        "overhead": _table(overhead_view(t.overhead), OVERHEAD, "Profiler overhead") if len(t.overhead) else None,
+        "workloads": [(w, [src(p) for p in ps]) for w, ps in plots.items() if w],
+        "runs": _table(a.runs, HEADLINE, "All runs", trace_links(a, out) if link_traces else {}),
+        "idle": _table(gpu, IDLE, "GPU idle time by cause (share of the active span) and verdict")
+        if len(gpu) else None,
+        "evidence": evidence(gpu) if len(gpu) else [],
+        "jobs": [_table(df, spec, title) for title, df, spec in job_tables(a)],
+        "job_lines": list(a.table("jobs").get("finding", [])),
+        "integrity": integrity.lines(a.runs),
+        "notes": notes(a.runs),
+        "errors": [(p, why) for p, why, _ in a.errors],
+        "skipped": [p for p, _ in a.skipped],
+    }
+    return _ENV.get_template("index.html.j2").render(**context)
+
+
+@register
+class Html(Renderer):
+    name = "index.html"
+    takes = Tables
+    order = 20
+
+    def write(self, report: Report) -> list[Path]:
+        page = index_html(report.data, report.source, report.plots, report.out,
+                          inline=report.options.get("html_plots", "inline") == "inline",
+                          link_traces=report.options.get("link_traces", True))
+        return [write_atomic(report.out / "index.html", page)]

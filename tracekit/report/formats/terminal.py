@@ -1,0 +1,93 @@
+"""The terminal format (rich): the run table, idle time by cause with each verdict's
+evidence, and the comparison with its findings.
+
+Options (:func:`tracekit.report.print_reports`): ``runs`` (default True) prints the
+runs; ``comparison`` (default True) the comparison; ``detail`` (default False)
+adds the profiled-window split by cause, the details table and, for CPU runs, the
+op-by-op changes.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from tracekit.analysis import integrity
+from tracekit.analysis.compare import Tables
+from tracekit.report.base import Renderer, Report, register
+from tracekit.report.tables import (CPU_OPS, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING, comparison_view, cpu_op_view,
+                                    evidence, finding_rows, gpu_runs, headline, job_tables, notes, rich_table,
+                                    timing_view)
+
+
+
+def print_runs(t: Tables, console: Console) -> None:
+    """The run table, the idle-time table with each verdict's evidence, the distributed
+    jobs (their tables and findings), each trace's integrity, then notes and any unreadable files."""
+    analysis = t.analysis
+    console.print(rich_table("tracekit: runs", *headline(analysis.runs)))
+    gpu = gpu_runs(analysis.runs)
+    if len(gpu):
+        console.print(rich_table("GPU idle time by cause (share of the active span)", *headline(gpu, IDLE)))
+        for line in evidence(gpu):
+            console.print(f"  {line}", highlight=False)
+    for title, df, spec in job_tables(analysis):
+        console.print(rich_table(title, *headline(df, spec)))
+    for line in analysis.table("jobs").get("finding", []):
+        console.print(f"  {line}", highlight=False)
+    for line in integrity.lines(analysis.runs):
+        console.print(f"  {line}", highlight=False)
+    for line in notes(analysis.runs):
+        console.print(f"  note: {line}", highlight=False)
+    for path, problem, _ in analysis.errors:
+        console.print(f"[red]unreadable[/red] {path}: {problem}", highlight=False)
+    for path, why in analysis.skipped:
+        console.print(f"[dim]skipped {path}: {why}[/dim]", highlight=False)
+
+
+def print_comparison(t: Tables, console: Console, detail: bool = False) -> None:
+    """The speedup table (each mode vs the baseline, with Δ busy / Δ idle), its findings
+    and warnings, and the runs whose profiler overhead is over 10%; with ``detail``
+    also the profiled-window split by cause and the details table."""
+    comp = comparison_view(t.comparison)
+    if comp.empty:
+        console.print("no runs with a run.json to compare (model and mode unknown)", highlight=False)
+        return
+    console.print(rich_table(f"speedup over {t.baseline}, and why (latency unprofiled; Δ per iteration)",
+                             *headline(comp, SPEEDUP)))
+    for workload, mode, finding, warning in finding_rows(comp):
+        console.print(f"  {workload} {mode}: {finding}" + (f" [bold red]warning:[/bold red] {warning}" if warning else ""),
+                      highlight=False)
+    if detail:
+        gpu = comp[comp["busy_per_iter_ms"].notna()]
+        if len(gpu):
+            console.print(rich_table("inside the profiled window (ms per iteration)", *headline(gpu, PROFILED)))
+        console.print(rich_table("work, compile time, memory, accuracy", *headline(comp, DETAILS)))
+        if len(timed := timing_view(comp)):
+            console.print(rich_table("how far the timing can be trusted", *headline(timed, TIMING)))
+        if len(t.cpu_op_changes):
+            console.print(rich_table("CPU runs: what changed, op by op (profiled self time per iteration)",
+                                     *headline(cpu_op_view(t.cpu_op_changes), CPU_OPS)))
+    flagged = t.overhead[t.overhead["flagged"]]
+    if len(flagged):
+        console.print("  profiler overhead > 10% (profiled vs unprofiled iteration): "
+                      + ", ".join(f"{r} {o:+.0%}" for r, o in zip(flagged["run"], flagged["profiler_overhead"]))
+                      + "; their profiled figures (idle time above all) are inflated", highlight=False)
+    unreliable = t.overhead[t.overhead["unreliable_unprofiled"]]
+    if len(unreliable):
+        console.print("  unreliable unprofiled timing (a profiled iteration was shorter): "
+                      + ", ".join(f"{r} (profiled {p:.3f} ms, unprofiled {u:.3f} ms)" for r, p, u in zip(
+                          unreliable["run"], unreliable["profiled_iter_ms"], unreliable["latency_median_ms"])),
+                      highlight=False)
+
+
+@register
+class Terminal(Renderer):
+    name = "terminal"
+    takes = Tables
+
+    def show(self, report: Report, console: Console) -> None:
+        options = report.options
+        if options.get("runs", True):
+            print_runs(report.data, console)
+        if options.get("comparison", True):
+            print_comparison(report.data, console, detail=options.get("detail", False))
