@@ -14,6 +14,15 @@ def test_wall_clock_is_torch_benchmark_timers_per_call_time():
     assert 2.0 <= w["p10"] <= w["median"] <= w["p90"] < 50  # a 2 ms sleep takes at least 2 ms a call
 
 
+def test_wall_clock_with_fixed_calls_makes_exactly_that_many():
+    """The ranks of a distributed run each call the step the same number of times."""
+    calls = []
+    w = timing.wall_clock(lambda: calls.append(time.sleep(0.001)), budget_s=5.0, calls=7)
+    assert w["n"] == 1 and w["calls_per_block"] == 7 and w["iqr"] == 0
+    assert 7 <= len(calls) <= 9    # and at most the Timer's two warm-up calls
+    assert w["timer"] == "torch.utils.benchmark.Timer.timeit" and 1.0 <= w["p10"] <= w["median"] <= w["p90"]
+
+
 def test_time_calls_on_the_cpu_is_perf_counter_per_call():
     samples, timer = timing.time_calls(lambda: time.sleep(0.001), 5, "cpu")
     assert timer == "perf_counter" and len(samples) == 5 and min(samples) >= 1.0

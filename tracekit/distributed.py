@@ -45,7 +45,8 @@ RANK_FILE = ".rank{}.result"  # not *.json: never taken for a trace
 # Copied from rank 0's results into the run's manifest: the stages every rank measured.
 _RANK0_FIELDS = ("device_type", "device_name", "build_s", "parameters", "prepare_s", "backend", "first_call_s",
                  "loss", "compile_s", "max_abs_diff", "diff_tolerance", "diff_ok", "warmup_s", "flop_per_iter",
-                 "bytes_per_iter", "op", "peak_memory_MB", "memory_source", "attribution")
+                 "bytes_per_iter", "op", "peak_memory_MB", "memory_source", "attribution", "wall_ms",
+                 "timer_agreement")
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=10)
 
 
@@ -80,7 +81,7 @@ def launch(spec: RunSpec, directory: Path, manifest: Manifest, stage, log) -> No
         RuntimeError: the launcher or a rank failed (the rank's reason, else the output's end).
     """
     from tracekit import models
-    from tracekit.runner import latency_stats
+    from tracekit.timing import latency_stats
 
     backend, note = backend_for(spec.device.split(":")[0], spec.nproc)
     manifest.add_note(note)
@@ -101,7 +102,8 @@ def launch(spec: RunSpec, directory: Path, manifest: Manifest, stage, log) -> No
                                                        key=lambda p: int(p.name.split(".")[1][4:]))]
     for p in directory.glob(RANK_FILE.format("*")):
         p.unlink()
-    bad = [r for r in ranks if r.get("status") != "ok"]
+    # the rank that failed first is the cause; the others lost their peer after it
+    bad = sorted((r for r in ranks if r.get("status") != "ok"), key=lambda r: r.get("failed_at", 0))
     if bad and bad[0]["status"] == "skipped":
         raise models.Unavailable(bad[0]["reason"])
     if bad or proc.returncode != 0 or len(ranks) != spec.nproc:
@@ -180,12 +182,14 @@ def main(argv: list[str] | None = None) -> int:
                                       wrap=lambda m: wrap(m, spec.parallel, device),
                                       worker=f"{socket.gethostname()}_rank{rank}")
         manifest.attribution = recorder.result()
-        manifest.status, reason = "ok", ""
+        manifest.status, reason, failed_at = "ok", "", None
     except Exception as exc:  # noqa: BLE001 - recorded for the launching process
+        failed_at = time.time()
         manifest.status, reason = runner._classify(exc), f"{type(exc).__name__}: {str(exc).strip()[:2000]}"
         stage(f"{manifest.status}: {reason[:300]}")
     (args.dir / RANK_FILE.format(rank)).write_text(json.dumps(
-        {"rank": rank, "device": device, "status": manifest.status, "reason": reason, "samples_ms": samples,
+        {"rank": rank, "device": device, "status": manifest.status, "reason": reason, "failed_at": failed_at,
+         "samples_ms": samples,
          "manifest": manifest.to_dict()}, default=str))
     if manifest.status != "ok":
         return 1   # the launcher stops the other ranks (a collective may be waiting for this one)

@@ -328,7 +328,8 @@ def _measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
     samples, timer = timing.time_calls(lambda: step(inputs), spec.iters, device)
     manifest.latency_ms = {**timing.latency_stats(samples), "timer": timer}
     stage("timing (synchronised wall clock)")
-    manifest.wall_ms = timing.wall_clock(lambda: step(inputs), sum(samples) / 1e3)
+    manifest.wall_ms = timing.wall_clock(lambda: step(inputs), sum(samples) / 1e3,
+                                         calls=spec.iters if spec.nproc > 1 else None)
     manifest.timer_agreement = timing.agreement(manifest.latency_ms["median"], manifest.wall_ms["median"])
     if work := models.cost(spec.model, spec.batch, spec.dtype):  # single ops: the minimum work of a call
         manifest.flop_per_iter, manifest.bytes_per_iter = work["flop"], work["bytes"]

@@ -35,6 +35,7 @@ import numpy as np
 
 TIMER_DISAGREEMENT = 0.05
 WALL_TIMER = "torch.utils.benchmark.Timer.blocked_autorange"
+FIXED_WALL_TIMER = "torch.utils.benchmark.Timer.timeit"  # one block of fixed calls: distributed ranks
 WALL_MIN_S, WALL_MAX_S = 0.2, 5.0  # bounds of the wall-clock measurement's length (s)
 
 
@@ -70,7 +71,7 @@ def time_calls(fn: Callable[[], object], n: int, device: str) -> tuple[list[floa
     return out, "perf_counter"
 
 
-def wall_clock(fn: Callable[[], object], budget_s: float) -> dict:
+def wall_clock(fn: Callable[[], object], budget_s: float, calls: int | None = None) -> dict:
     """The synchronised wall clock per call of ``fn``, by torch.utils.benchmark.Timer.
 
     Args:
@@ -78,6 +79,10 @@ def wall_clock(fn: Callable[[], object], budget_s: float) -> dict:
         budget_s: about how long to measure (``blocked_autorange``'s min_run_time),
             clipped to [WALL_MIN_S, WALL_MAX_S]; the runner gives the time its timed
             iterations took, so both figures rest on about as many calls.
+        calls: a fixed number of calls in one block (``Timer.timeit``, after its own two
+            warm-up calls), instead of the budget. The ranks of a distributed run need it: each
+            call runs collectives, and ranks that chose their own counts would pair one rank's
+            timing calls with another's profiled ones.
 
     Returns:
         {median, mean, p10, p90, iqr (ms per call, over the blocks), n (blocks),
@@ -88,12 +93,17 @@ def wall_clock(fn: Callable[[], object], budget_s: float) -> dict:
     from torch.utils.benchmark import Timer
 
     timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-    m = timer.blocked_autorange(min_run_time=min(max(budget_s, WALL_MIN_S), WALL_MAX_S))
-    per_call = np.asarray(m.times, dtype=np.float64) * 1e3
+    if calls:
+        m = timer.timeit(calls)
+        per_call, per_block, iqr, name = np.asarray(m.times) * 1e3, calls, 0.0, FIXED_WALL_TIMER
+    else:
+        m = timer.blocked_autorange(min_run_time=min(max(budget_s, WALL_MIN_S), WALL_MAX_S))
+        per_call, per_block = np.asarray(m.times, dtype=np.float64) * 1e3, m.number_per_run
+        iqr, name = float(m.iqr * 1e3), WALL_TIMER
     return {"median": float(np.median(per_call)), "mean": float(per_call.mean()),
             "p10": float(np.percentile(per_call, 10)), "p90": float(np.percentile(per_call, 90)),
-            "iqr": float(m.iqr * 1e3), "n": int(per_call.size), "calls_per_block": int(m.number_per_run),
-            "timer": WALL_TIMER}
+            "iqr": iqr, "n": int(per_call.size), "calls_per_block": int(per_block),
+            "timer": name}
 
 
 def agreement(latency_median_ms: float, wall_median_ms: float) -> float:
