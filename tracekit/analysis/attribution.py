@@ -173,11 +173,10 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
 
     def at(pos: np.ndarray, values: np.ndarray, default) -> np.ndarray:
         return np.where(pos >= 0, values[np.maximum(pos, 0)], default)
-    scope_path = np.array([s[len(SCOPE_PREFIX):] if s else "" for s in at(scope, nest.names, "")], dtype=object)
-    out["region"] = [r[len(REGION_PREFIX):] if r else "" for r in at(region, nest.names, "")]
-    out["op"] = _per_name(pd.Series(at(aten, nest.names, "")), lambda a: normalize_op(a) if a else "")
-    graph = at(nest.ancestor(inner, pd.notna(keys)), keys, None)
-    out["graph"] = graph = np.array([g if isinstance(g, str) else "" for g in graph], dtype=object)
+    scope_path = at(scope, nest.per_name(lambda n: n[len(SCOPE_PREFIX):], object), "")
+    out["region"] = at(region, nest.per_name(lambda n: n[len(REGION_PREFIX):], object), "")
+    out["op"] = at(aten, nest.per_name(normalize_op, object), "")
+    out["graph"] = graph = at(nest.ancestor(inner, pd.notna(keys)), keys, "")
     module[scope >= 0], rule[scope >= 0] = scope_path[scope >= 0], "module scope"      # rule 4
     # Rule 3: the k-th call op of a name in one call of a graph is the k-th call site of that name.
     calls_at = np.flatnonzero(is_call)

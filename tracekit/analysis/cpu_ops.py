@@ -24,6 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.nest import Nest, threads
 from tracekit.trace.reader import EventTables
 
 OP_COLUMNS = ["op", "kind", "calls", "calls_per_iter", "self_us", "self_per_iter_us", "self_share", "total_us"]
@@ -39,24 +40,17 @@ def self_us(cpu: pd.DataFrame) -> np.ndarray:
     """Self time (µs) of each row of ``cpu`` (an ``EventTables.cpu_ops`` table with its
     ``depth``): its ``dur`` less the ``dur`` of its direct children, never below 0.
 
-    With the ops of each thread sorted by start (longer first), an op's parent is
-    the nearest earlier op one level shallower (ops of a thread nest properly).
+    An op's children are the ops its thread nests directly inside it (:class:`nest.Nest`).
     """
     n = len(cpu)
     if n == 0:
         return np.zeros(0)
-    thread = pd.factorize(pd.MultiIndex.from_arrays([cpu["pid"], cpu["tid"]]))[0]
-    order = np.lexsort((-cpu["dur"].to_numpy(), cpu["ts"].to_numpy(), thread))
-    depth, dur = cpu["depth"].to_numpy()[order], cpu["dur"].to_numpy(dtype=np.float64)[order]
-    children = np.zeros(n)
-    position = np.arange(n)
-    for d in range(1, int(depth.max()) + 1):
-        parents, kids = position[depth == d - 1], position[depth == d]
-        at = np.searchsorted(parents, kids) - 1
-        found = at >= 0
-        np.add.at(children, parents[at[found]], dur[kids[found]])
+    tree = Nest(cpu, threads(cpu)[0])
+    dur = tree.dur.astype(np.float64)
+    child = tree.parent >= 0
+    children = np.bincount(tree.parent[child], weights=dur[child], minlength=n)
     out = np.empty(n)
-    out[order] = np.maximum(dur - children, 0.0)
+    out[tree.order] = np.maximum(dur - children, 0.0)
     return out
 
 

@@ -64,8 +64,8 @@ def checks(tables: EventTables) -> pd.DataFrame:
                      "detail": f"{missing} of {len(ops)} GPU ops have no correlation id: their launches are unknown"
                                + (" (the trace's launches are unknown)" if missing == len(ops) else "")})
     calls = tables.host_calls
-    launch_calls = int(calls["name"].astype(str).str.startswith(LAUNCH_PREFIXES).sum()) if len(calls) else 0
-    if launch_calls and ops.empty:
+    launch_calls = int(calls["name"].astype(str).str.startswith(LAUNCH_PREFIXES).sum()) if ops.empty else 0
+    if launch_calls:
         rows.append({"check": "GPU activity", "status": "failed", "count": launch_calls,
                      "detail": f"{launch_calls} launch calls but no GPU op: GPU activity was not recorded; "
                                f"profile with {ENABLE_GPU}"})

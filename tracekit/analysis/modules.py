@@ -105,13 +105,13 @@ def scope_times(tables: EventTables) -> pd.Series:
     """Host time (µs) in each module's own scope: its ``module::`` ranges less the
     ranges of the scopes directly inside them, summed per path. Empty without scopes."""
     cpu = tables.cpu_ops
-    if cpu.empty or not cpu["name"].str.startswith(SCOPE_PREFIX).any():
+    if cpu.empty or not pd.Categorical(cpu["name"]).categories.str.startswith(SCOPE_PREFIX).any():
         return pd.Series(dtype=float)
     nest = Nest(cpu, threads(cpu)[0])
     is_scope = nest.per_name(lambda n: n.startswith(SCOPE_PREFIX))
     at = np.flatnonzero(is_scope)
     up = nest.ancestor(np.where(nest.parent[at] >= 0, nest.parent[at], -1), is_scope)
-    own = pd.Series(nest.ops["dur"].to_numpy()[at], index=at)
+    own = pd.Series(nest.dur[at], index=at)
     inner = own[up >= 0].groupby(up[up >= 0]).sum()
     own = own.sub(inner, fill_value=0)
     return own.groupby(pd.Series(nest.names[at], index=at).str[len(SCOPE_PREFIX):]).sum()

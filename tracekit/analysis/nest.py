@@ -5,6 +5,8 @@ the first ancestor with some property. Vectorised with numpy; relies on the read
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 import pandas as pd
 
@@ -15,11 +17,10 @@ class Nest:
     longer first); ops of one thread nest (the reader's ``depth`` column)."""
 
     def __init__(self, cpu: pd.DataFrame, threads: np.ndarray):
-        order = np.lexsort((-cpu["dur"].to_numpy(), cpu["ts"].to_numpy(), threads))
-        self.ops = cpu.iloc[order].reset_index(drop=True)
+        self.order = order = _nest_order(threads, cpu["ts"].to_numpy(), cpu["dur"].to_numpy())  # position -> row
         self.thread = threads[order]
-        self.ts, self.end = self.ops["ts"].to_numpy(), self.ops["end"].to_numpy()
-        depth = self.ops["depth"].to_numpy()
+        self.ts, self.end, self.dur = (cpu[c].to_numpy()[order] for c in ("ts", "end", "dur"))
+        depth = cpu["depth"].to_numpy()[order]
         self.parent = np.full(len(order), -1, dtype=np.int64)
         for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
             up, here = np.flatnonzero(depth == d - 1), np.flatnonzero(depth == d)
@@ -27,8 +28,13 @@ class Nest:
             ok = k >= 0
             ok[ok] = self.thread[up[k[ok]]] == self.thread[here[ok]]
             self.parent[here[ok]] = up[k[ok]]
-        self.names = self.ops["name"].to_numpy(dtype=object)
-        self._codes, self._distinct = pd.factorize(self.names)
+        names = pd.Categorical(cpu["name"])  # the reader's names are categorical already: no hashing
+        self._codes, self._distinct = names.codes[order], names.categories.to_numpy(dtype=object)
+
+    @cached_property
+    def names(self) -> np.ndarray:
+        """The op name at each position (object array)."""
+        return self._distinct[self._codes]
 
     def per_name(self, fn, dtype=bool) -> np.ndarray:
         """``fn(name)`` for each position, computed once per distinct name."""
@@ -58,6 +64,22 @@ class Nest:
             found[hit] = cur[hit]
             cur = np.where(cur >= 0, self.parent[np.maximum(cur, 0)], -1)
         return found
+
+
+def _nest_order(threads: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Rows ordered by (thread, start, longer first). The reader's tables are in ts order:
+    then a stable sort by thread (a radix sort of small ints) and a sort of the ties do."""
+    if len(ts) < 2 or not (ts[1:] >= ts[:-1]).all():
+        return np.lexsort((-dur, ts, threads))
+    order = np.argsort(threads.astype(np.int16) if threads.max() < 2**15 else threads, kind="stable")
+    t, s = threads[order], ts[order]
+    tie = np.zeros(len(ts), dtype=bool)
+    tie[1:] = (t[1:] == t[:-1]) & (s[1:] == s[:-1])
+    tie[:-1] |= tie[1:]
+    if tie.any():
+        at = np.flatnonzero(tie)
+        order[at] = order[at][np.lexsort((-dur[order[at]], s[at], t[at]))]
+    return order
 
 
 def threads(*frames: pd.DataFrame) -> list[np.ndarray]:
