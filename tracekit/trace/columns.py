@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import count
 from operator import attrgetter
 
 import msgspec
@@ -27,6 +26,7 @@ import numpy as np
 
 from tracekit.trace.schema import NO_ARGS, Args, Event, Trace
 from tracekit.trace.stream import decode_chunk, decode_range, decode_tail, no_gc
+from tracekit.trace.values import Strings, factorize, floats, ints, pick, strings
 
 # Kineto category names, old (capitalised, torch < 1.11) and new, mapped to ours.
 GPU_OP_KINDS = {
@@ -80,14 +80,6 @@ _GPU_ARGS = ("registers", "shared_memory", "occupancy_pct", "bytes")
 
 
 @dataclass
-class Strings:
-    """A string column of a chunk: ``values[codes]`` (codes int32, values the distinct strings)."""
-
-    codes: np.ndarray
-    values: list[str]
-
-
-@dataclass
 class Chunk:
     """The columns one chunk of events gave: table -> column -> array or :class:`Strings`."""
 
@@ -96,59 +88,6 @@ class Chunk:
     problems: Counter = field(default_factory=Counter)
     header: Trace | None = None  # the file's keys after the events, for the chunk at its end
     categories: Counter = field(default_factory=Counter)  # events per category ("cat")
-
-
-def factorize(values: list) -> tuple[np.ndarray, list]:
-    """(codes, distinct values in first-seen order): ``distinct[codes] == values``; one hash per value."""
-    first: dict = {}
-    seen = np.fromiter(map(first.setdefault, values, count()), np.int64, len(values))  # index of first sighting
-    dense = np.empty(len(values) + 1, dtype=np.int32)
-    dense[np.fromiter(first.values(), np.int64, len(first))] = np.arange(len(first), dtype=np.int32)
-    return dense[seen], list(first)
-
-
-def _strings(values: list) -> Strings:
-    """A column of str; other values (int pids) are str()-ed once per distinct value."""
-    codes, distinct = factorize(values)
-    return Strings(codes, [v if isinstance(v, str) else str(v) for v in distinct])
-
-
-def _num(value) -> float:
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return np.nan
-    return np.nan
-
-
-def _int(value) -> float:
-    if isinstance(value, str):
-        try:
-            return float(int(value, 0))  # ROCm writes "0x0"
-        except ValueError:
-            return np.nan
-    return _num(value)
-
-
-def floats(values: list) -> np.ndarray:
-    """float64 array; None and non-numeric values become NaN."""
-    try:
-        return np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        return np.array([_num(v) for v in values], dtype=np.float64)
-
-
-def ints(values: list, default: int = -1) -> np.ndarray:
-    """int64 array; None and unparsable values become ``default``; "0x1f" parses."""
-    try:
-        a = np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        a = np.array([_int(v) for v in values], dtype=np.float64)
-    a[~np.isfinite(a)] = default
-    return a.astype(np.int64)
 
 
 def _dims(args: list[Args], attr: str) -> list[np.ndarray]:
@@ -161,10 +100,6 @@ def _dims(args: list[Args], attr: str) -> list[np.ndarray]:
         rows = [v[:3] if isinstance(v, list) and len(v) >= 3 else (np.nan,) * 3 for v in vals]
         cols = np.array(rows, dtype=np.float64).reshape(-1, 3)
     return [cols[:, 0], cols[:, 1], cols[:, 2]]
-
-
-def _pick(items: list, rows: np.ndarray) -> list:
-    return items if len(rows) == len(items) else list(map(items.__getitem__, rows.tolist()))
 
 
 _KEY = attrgetter("cat", "ph", "pid", "tid")
@@ -189,13 +124,13 @@ def tabulate(events: list[Event]) -> Chunk:
                      for (table, _), (_, ph, _, _) in zip(routes, keys)])[key_codes]
     ts_all = floats(list(map(attrgetter("ts"), events)))
     dur_all = floats(list(map(attrgetter("dur"), events)))
-    names = _strings(list(map(attrgetter("name"), events)))
+    names = strings(list(map(attrgetter("name"), events)))
     args_all = list(map(attrgetter("args"), events))
     if None in args_all:
         args_all = [a or NO_ARGS for a in args_all]
     ext_all = ints(list(map(attrgetter("external_id"), args_all)))
-    per_key = {c: _strings([v[i] for v in keys]) for i, c in ((1, "ph"), (2, "pid"), (3, "tid"))}
-    per_key["label"] = _strings([label for _, label in routes])
+    per_key = {c: strings([v[i] for v in keys]) for i, c in ((1, "ph"), (2, "pid"), (3, "tid"))}
+    per_key["label"] = strings([label for _, label in routes])
     key_table = np.array([table or "" for table, _ in routes], dtype=object)
 
     def by_key(column: str, rows: np.ndarray) -> Strings:
@@ -210,7 +145,7 @@ def tabulate(events: list[Event]) -> Chunk:
         ts = ts_all[rows]
         if table == "flows":
             rows, ts = rows[np.isfinite(ts)], ts[np.isfinite(ts)]
-            chunk.tables[table] = {"id": ints(list(map(attrgetter("id"), _pick(events, rows)))),
+            chunk.tables[table] = {"id": ints(list(map(attrgetter("id"), pick(events, rows)))),
                                    "ph": by_key("ph", rows), "pid": by_key("pid", rows),
                                    "tid": by_key("tid", rows), "ts": ts}
             continue
@@ -230,11 +165,11 @@ def tabulate(events: list[Event]) -> Chunk:
         cols = {TABLES[table][0]: by_key("label", rows), "name": Strings(names.codes[rows], names.values),
                 "ts": ts, "dur": dur, "external_id": ext_all[rows]}
         if table in ("gpu", "syncs"):
-            cols.update(_gpu_columns(_pick(events, rows), _pick(args_all, rows)))
+            cols.update(_gpu_columns(pick(events, rows), pick(args_all, rows)))
         else:
             cols.update(pid=by_key("pid", rows), tid=by_key("tid", rows))
             if table == "host":
-                cols["correlation"] = ints(list(map(attrgetter("correlation"), _pick(args_all, rows))))
+                cols["correlation"] = ints(list(map(attrgetter("correlation"), pick(args_all, rows))))
         chunk.tables[table] = cols
         if table in ("gpu", "cpu"):
             comms[table] = (rows, ts, dur)
@@ -256,7 +191,7 @@ def _comms(chunk: Chunk, parts: dict, names: Strings, by_key, args: list[Args], 
     order = np.argsort(rows, kind="stable")
     rows = rows[order]
     table = np.concatenate([np.full(len(p[1]), i, dtype=np.int32) for i, p in enumerate(picked)])[order]
-    args = _pick(args, rows)
+    args = pick(args, rows)
     cols = {"table": Strings(table, [f"{p[0]}_ops" for p in picked]),
             "name": Strings(names.codes[rows], names.values), "pid": by_key("pid", rows), "tid": by_key("tid", rows),
             "ts": np.concatenate([p[2] for p in picked])[order], "dur": np.concatenate([p[3] for p in picked])[order],

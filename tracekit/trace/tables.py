@@ -13,7 +13,8 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from tracekit.trace.columns import COMM_TEXT, ITERATION_MARKER, MARKER_COLUMNS, TABLES, Chunk, Strings, tabulate
+from tracekit.trace.columns import COMM_TEXT, ITERATION_MARKER, MARKER_COLUMNS, TABLES, Chunk, tabulate
+from tracekit.trace.values import Strings
 
 # Two events equal on these (numeric, so cheap to hash) columns are one event
 # written twice (a trace merged with itself, a buffer flushed twice): Kineto gives
