@@ -13,8 +13,9 @@ import pandas as pd
 
 class Nest:
     """The CPU ops of a trace as ranges nested per thread: parent links, and the
-    innermost range around a point. Positions index ``ops`` sorted by (thread, start,
-    longer first); ops of one thread nest (the reader's ``depth`` column)."""
+    innermost range around a point. Positions index the ops sorted by (thread, start,
+    longer first): ``order[position]`` is the op's row in ``cpu``, and ``ts``, ``end``,
+    ``dur``, ``names`` are per position; ops of one thread nest (the reader's ``depth``)."""
 
     def __init__(self, cpu: pd.DataFrame, threads: np.ndarray):
         self.order = order = _nest_order(threads, cpu["ts"].to_numpy(), cpu["dur"].to_numpy())  # position -> row
