@@ -144,9 +144,12 @@ def test_replay_without_capture_matches_triton_kernels_by_name(tmp_path):
     assert att["rule"].iloc[2] == "none: CUDA graph replay without a recorded capture"
 
 
-def test_captured_launches(tmp_path):
+@pytest.mark.parametrize("wrapper", [None, "CUDAGraphNode.record (dynamo_timed)", "CUDAGraphNode.record"])
+def test_captured_launches(tmp_path, wrapper):
     """A profile of the capturing call: a warm-up run executes (its kernels are in the
-    trace), then the capture's launches enqueue nothing; only those are the graph's."""
+    trace), then the capture's launches enqueue nothing; only those are the graph's.
+    cudagraph trees (torch 2.11) put a ``CUDAGraphNode.record`` range between the graph's
+    call and its call sites: the call sites are found through it."""
     t = TraceBuilder()
     add_cpu_range(t, "Torch-Compiled Region: 0/0", 0, 200)
     add_cpu_range(t, GRAPH, 1, 60, cat="user_annotation")      # the warm-up run: executed
@@ -154,6 +157,8 @@ def test_captured_launches(tmp_path):
     t.kernel("triton_poi_fused_addmm_gelu_0", start=6, dur=1, launch_at=6, api="cuLaunchKernel")
     add_host_call(t, "cudaStreamBeginCapture", 100)
     add_cpu_range(t, GRAPH, 105, 80, cat="user_annotation")    # the capture
+    if wrapper:
+        add_cpu_range(t, wrapper, 106, 78)
     for start in (110, 140):
         add_cpu_range(t, "triton_poi_fused_addmm_gelu_0", start, 5)
         add_host_call(t, "cuLaunchKernel", start + 1)

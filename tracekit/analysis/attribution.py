@@ -53,6 +53,11 @@ from tracekit.trace.reader import EventTables
 SCOPE_PREFIX = "module::"
 REGION_PREFIX = "Torch-Compiled Region: "
 GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
+# Ranges torch puts between a graph's call and its generated code's call sites: cudagraph
+# trees time the recording of a graph as ``CUDAGraphNode.record (dynamo_timed)``
+# (torch._inductor.cudagraph_trees; seen with torch 2.11 on the H100), so the call sites of a
+# captured graph sit one level below the graph's call.
+CALL_WRAPPER = re.compile(r"^CUDAGraph\w*\.\w+( \(dynamo_timed\))?$")
 UNATTRIBUTED = "(unattributed)"
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
 CAPTURE_BEGIN, CAPTURE_END = re.compile(r"^(cuda|hip)StreamBeginCapture"), re.compile(r"^(cuda|hip)StreamEndCapture")
@@ -166,9 +171,18 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
     aten = nest.ancestor(inner, nest.per_name(lambda n: n.startswith("aten::")))
     region = nest.ancestor(inner, nest.per_name(lambda n: n.startswith(REGION_PREFIX)))
     keys = nest.per_name(lambda n: m.group(1) if (m := GRAPH_CALL.match(n)) else None, object)
+    # a call site: its parent, past any wrapper ranges, is a graph's call
+    wrapper = nest.per_name(lambda n: CALL_WRAPPER.match(n) is not None)
+    parent = nest.parent.copy()
+    for _ in range(4):    # wrappers nest at most a few deep
+        wrapped = parent >= 0
+        wrapped[wrapped] = wrapper[parent[wrapped]]
+        if not wrapped.any():
+            break
+        parent[wrapped] = nest.parent[parent[wrapped]]
     is_call = np.zeros(len(keys), dtype=bool)
-    up = nest.parent >= 0
-    is_call[up] = pd.notna(keys[nest.parent[up]])
+    up = parent >= 0
+    is_call[up] = pd.notna(keys[parent[up]]) & ~wrapper[up]
     call = nest.ancestor(inner, is_call)
 
     def at(pos: np.ndarray, values: np.ndarray, default) -> np.ndarray:
@@ -180,7 +194,7 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
     module[scope >= 0], rule[scope >= 0] = scope_path[scope >= 0], "module scope"      # rule 4
     # Rule 3: the k-th call op of a name in one call of a graph is the k-th call site of that name.
     calls_at = np.flatnonzero(is_call)
-    group = pd.DataFrame({"parent": nest.parent[calls_at], "name": [normalize_op(x) for x in nest.names[calls_at]]})
+    group = pd.DataFrame({"parent": parent[calls_at], "name": [normalize_op(x) for x in nest.names[calls_at]]})
     by = group.groupby(["parent", "name"], sort=False)
     site_of = dict(zip(calls_at, zip(group["name"], by.cumcount(), by["name"].transform("size"))))
     sites, ops = _sites(record), out["op"].to_numpy(dtype=object)
