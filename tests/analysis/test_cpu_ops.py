@@ -6,7 +6,7 @@ from tracebuilder import TraceBuilder, write_run
 from tracekit.analysis import cpu_ops
 from tracekit.analysis.compare import compare
 from tracekit.analysis.runs import analyze
-from tracekit.analysis.compare import Tables
+from tracekit.analysis.tables import Tables
 from tracekit.report.tables import SPEEDUP, comparison_view, headline
 from tracekit.trace import load
 

@@ -5,7 +5,8 @@ import math
 import pytest
 from tracebuilder import eager_trace, graph_trace, write_run
 
-from tracekit.analysis.compare import Tables, compare
+from tracekit.analysis.compare import compare
+from tracekit.analysis.tables import Tables
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 from tracekit.report.tables import OVERHEAD, SPEEDUP, comparison_view, headline, overhead_view

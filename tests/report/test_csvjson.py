@@ -2,7 +2,7 @@ import json
 
 import pandas as pd
 
-from tracekit.analysis.compare import Tables
+from tracekit.analysis.tables import Tables
 from tracekit.analysis.runs import analyze
 from tracekit.report import RENDERERS, Report
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 from tests.analysis.test_diff import RECORD, compiled_mlp, eager_mlp
 from tests.tracebuilder import write_run
-from tracekit.analysis.compare import Tables
+from tracekit.analysis.tables import Tables
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 

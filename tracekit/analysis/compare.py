@@ -45,15 +45,12 @@ shorter by as much means an unreliable unprofiled timing, not a negative overhea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-
 import numpy as np
 import pandas as pd
 
 from tracekit.analysis import cpu_ops as ops_analysis
 from tracekit.analysis import trust
 from tracekit.analysis.idle import CAUSES
-from tracekit.analysis.runs import Analysis
 
 WORKLOAD_KEYS = ("model", "batch", "seq", "dtype", "phase", "parallel", "device", "device_name")
 PROFILER_OVERHEAD_FLAG = trust.PROFILER_OVERHEAD_FLAG
@@ -294,44 +291,6 @@ def baseline_rows(rows: pd.DataFrame, is_baseline: pd.Series) -> pd.DataFrame:
     """
     ok = rows[is_baseline & (rows["status"] == "ok")].sort_values("run")
     return ok.drop_duplicates("workload").set_index("workload").reindex(rows["workload"]).set_axis(rows.index)
-
-
-@dataclass
-class Tables:
-    """What every report of an analysis shows: the analysis, its comparison with
-    ``baseline`` (:func:`compare`), each run's profiler overhead (:func:`profiler_overhead`),
-    the CPU runs' op-by-op changes (:func:`tracekit.analysis.cpu_ops.changes`), each run
-    against its baseline module by module (``modules``:
-    :func:`tracekit.analysis.rundiff.versus_baseline`) and busy time per kind of module
-    per run (``module_busy``: :func:`tracekit.analysis.rundiff.busy_by_kind`)."""
-
-    analysis: Analysis
-    comparison: pd.DataFrame
-    overhead: pd.DataFrame
-    baseline: str
-    cpu_op_changes: pd.DataFrame = field(default_factory=pd.DataFrame)
-    modules: pd.DataFrame = field(default_factory=pd.DataFrame)
-    module_busy: pd.DataFrame = field(default_factory=pd.DataFrame)
-
-    @classmethod
-    def of(cls, analysis: Analysis, baseline: str = "eager") -> "Tables":
-        """The tables of ``analysis``; the comparison's findings name the modules that
-        contribute most to each run's Δ busy (``top_modules``)."""
-        from tracekit.analysis.rundiff import busy_by_kind, top_modules, versus_baseline
-
-        ops = analysis.table("cpu_ops")
-        comparison = compare(analysis.runs, baseline, ops)
-        runs = analysis.runs.drop_duplicates("run") if "iterations" in analysis.runs else pd.DataFrame()
-        iterations = dict(zip(runs.get("run", []), pd.to_numeric(runs.get("iterations", []), errors="coerce")))
-        attribution = analysis.table("attribution")
-        modules = versus_baseline(attribution, comparison, iterations)
-        if len(modules):
-            top = comparison["run"].map({r: top_modules(g) for r, g in modules.groupby("run")}).fillna("")
-            comparison["top_modules"] = top
-            comparison["finding"] = [f + (f"; by module: {t}" if f and t else "") for f, t in
-                                     zip(comparison["finding"], top)]
-        return cls(analysis, comparison, profiler_overhead(analysis.runs), baseline,
-                   ops_analysis.changes(ops, comparison), modules, busy_by_kind(attribution, comparison, iterations))
 
 
 def profiler_overhead(runs: pd.DataFrame, threshold: float = PROFILER_OVERHEAD_FLAG) -> pd.DataFrame:

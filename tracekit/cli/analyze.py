@@ -46,7 +46,7 @@ def analyze(path, out, as_json, iterations, baseline, dask_address, html_plots, 
     OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
     """
     result = _analysis(path, iterations, dask_address, as_json)  # first: it starts reading before pandas is imported
-    from tracekit.analysis.compare import Tables
+    from tracekit.analysis.tables import Tables
     from tracekit.io import jsonable
     from tracekit.report import print_reports, write_reports
 
@@ -81,7 +81,7 @@ def compare(paths, baseline, out, html_plots, link_traces) -> None:
     \b
     Example: tracekit compare traces/vit16x6x384/eager traces/vit16x6x384/reduce-overhead
     """
-    from tracekit.analysis.compare import Tables
+    from tracekit.analysis.tables import Tables
     from tracekit.report import print_reports, write_reports
 
     tables = Tables.of(_analysis(list(paths), None), baseline)

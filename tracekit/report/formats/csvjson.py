@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracekit.analysis.compare import Tables
+from tracekit.analysis.tables import Tables
 from tracekit.io import write_atomic, write_json
 from tracekit.report.base import Renderer, Report, register
 

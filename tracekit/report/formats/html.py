@@ -18,7 +18,7 @@ import jinja2
 
 from tracekit import __version__
 from tracekit.analysis import integrity
-from tracekit.analysis.compare import Tables
+from tracekit.analysis.tables import Tables
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.tables import (CPU_OPS, DETAILS, HEADLINE, IDLE, MODULES_HINT, MODULE_DIFF, OVERHEAD,

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from tracekit.analysis import integrity
-from tracekit.analysis.compare import Tables
+from tracekit.analysis.tables import Tables
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.tables import (CPU_OPS, CPU_OPS_SHOWN, DETAILS, IDLE, MODULES_HINT, MODULE_DIFF, OVERHEAD,

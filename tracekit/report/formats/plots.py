@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracekit.analysis.compare import Tables
+from tracekit.analysis.tables import Tables
 from tracekit.report.base import Renderer, Report, register
 
 
