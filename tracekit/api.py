@@ -89,7 +89,8 @@ class Result:
         return self.tables.get(name, pd.DataFrame())
 
     def _repr_html_(self) -> str:
-        from tracekit.report.tables import SPEEDUP, comparison_view, headline
+        from tracekit.report.columns import SPEEDUP
+        from tracekit.report.tables import comparison_view, headline
 
         headers, rows = headline(comparison_view(self.comparison), SPEEDUP)
         table = pd.DataFrame(rows, columns=headers).to_html(index=False) if rows else "<p>no runs</p>"

@@ -7,7 +7,8 @@ from tracekit.analysis import cpu_ops
 from tracekit.analysis.compare import compare
 from tracekit.analysis.runs import analyze
 from tracekit.analysis.tables import Tables
-from tracekit.report.tables import SPEEDUP, comparison_view, headline
+from tracekit.report.columns import SPEEDUP
+from tracekit.report.tables import comparison_view, headline
 from tracekit.trace import load
 
 

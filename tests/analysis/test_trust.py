@@ -9,7 +9,8 @@ from tracekit.analysis.compare import compare
 from tracekit.analysis.tables import Tables
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
-from tracekit.report.tables import OVERHEAD, SPEEDUP, comparison_view, headline, overhead_view
+from tracekit.report.columns import OVERHEAD, SPEEDUP
+from tracekit.report.tables import comparison_view, headline, overhead_view
 
 
 def _pair(tmp_path, base=(0.08, 0.07, 0.09), other=(0.04, 0.035, 0.05), **extra):

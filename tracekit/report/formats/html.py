@@ -21,10 +21,10 @@ from tracekit.analysis import integrity
 from tracekit.analysis.tables import Tables
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import (CPU_OPS, DETAILS, HEADLINE, IDLE, MODULES_HINT, MODULE_DIFF, OVERHEAD,
-                                    PERFETTO_HINT, PROFILED, SOURCES, SPEEDUP, TIMING, comparison_view, cpu_op_view,
-                                    evidence, finding_rows, gpu_runs, headline, job_tables, module_rows, notes,
-                                    overhead_view, timing_view, trace_links)
+from tracekit.report.columns import CPU_OPS, DETAILS, HEADLINE, IDLE, MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP, TIMING
+from tracekit.report.tables import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view, evidence,
+                                    finding_rows, gpu_runs, headline, job_tables, module_rows, notes, overhead_view,
+                                    timing_view, trace_links)
 
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),

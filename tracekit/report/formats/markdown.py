@@ -14,10 +14,11 @@ from tracekit.analysis import integrity
 from tracekit.analysis.tables import Tables
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import (CPU_OPS, CPU_OPS_SHOWN, DETAILS, IDLE, MODULES_HINT, MODULE_DIFF, OVERHEAD,
-                                    PERFETTO_HINT, PROFILED, SOURCES, SPEEDUP, TIMING, comparison_view, cpu_op_view,
-                                    evidence, finding_rows, gpu_runs, headline, job_tables, markdown_table,
-                                    module_rows, notes, overhead_view, timing_view, trace_links)
+from tracekit.report.columns import (CPU_OPS, CPU_OPS_SHOWN, DETAILS, IDLE, MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP,
+                                     TIMING)
+from tracekit.report.tables import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view, evidence,
+                                    finding_rows, gpu_runs, headline, job_tables, markdown_table, module_rows, notes,
+                                    overhead_view, timing_view, trace_links)
 
 
 TIMING_TEXT = ("Each run's latency is timed twice: per call (CUDA events on a GPU, perf_counter on the CPU) and "

@@ -13,7 +13,8 @@ from tracekit.analysis.suite import SuiteTables
 from tracekit.io import write_atomic
 from tracekit.manifest import Manifest
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import IDLE, TIMING, headline, markdown_table, timing_view
+from tracekit.report.columns import IDLE, TIMING
+from tracekit.report.tables import headline, markdown_table, timing_view
 
 RESULTS = [
     ("run", "run", "{}"), ("status", "status", "{}"), ("latency_median_ms", "latency p50 (ms)", "{:.3f}"),

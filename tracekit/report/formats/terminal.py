@@ -14,9 +14,9 @@ from rich.console import Console
 from tracekit.analysis import integrity
 from tracekit.analysis.tables import Tables
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import (CPU_OPS, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING, comparison_view, cpu_op_view,
-                                    evidence, finding_rows, gpu_runs, headline, job_tables, notes, rich_table,
-                                    timing_view)
+from tracekit.report.columns import CPU_OPS, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
+from tracekit.report.tables import (comparison_view, cpu_op_view, evidence, finding_rows, gpu_runs, headline,
+                                    job_tables, notes, rich_table, timing_view)
 
 
 
