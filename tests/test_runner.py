@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from tracekit import backends, models, runner
+from tracekit import backends, measure, models, runner
 from tracekit.analysis.runs import analyze
 from tracekit.spec import RunSpec
 from tracekit.trace import load
@@ -89,7 +89,7 @@ def test_kineto_usdt_lines_are_dropped_and_the_rest_of_stderr_kept(capfd):
     import os
     import sys
     print("before", file=sys.stderr)
-    with runner._without_kineto_usdt_lines():
+    with measure._without_kineto_usdt_lines():
         os.write(2, b"USDT:2026-11-24 19:01:30 9736:9736 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
         os.write(2, b"a real warning\n")
         os.write(2, b"USDT:2026-11-24 19:01:31 9736:9736 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")

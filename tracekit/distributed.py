@@ -5,7 +5,7 @@ The run's process (:func:`launch`) starts ``python -m torch.distributed.run --st
 program (:func:`main`). Each rank joins the process group, builds the model, wraps it
 (``--parallel ddp``: DistributedDataParallel; ``fsdp``: FSDP2's ``fully_shard`` on each
 block of a ``ModuleList`` and on the whole model), and runs the runner's stages
-(each rank builds the model, then :func:`tracekit.runner._measure`: every backend mode
+(each rank builds the model, then :func:`tracekit.measure.measure`: every backend mode
 applies per rank): first call,
 warm-up, timed iterations, the profiled window, its trace written as
 ``<host>_rank<r>.<ts>.pt.trace.json.gz`` into the one run folder, and its results into
@@ -145,7 +145,7 @@ def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module
 def main(argv: list[str] | None = None) -> int:
     """One rank (run by torch.distributed.run, which sets RANK, LOCAL_RANK, WORLD_SIZE):
     measure, write ``.rank<r>.json``; exit 0 if ok, 1 if not (the launcher then stops the others)."""
-    from tracekit import attribution_record, backends, models, runner
+    from tracekit import attribution_record, backends, measure, models, runner
     from tracekit.bench.cells import _set_parent_death_signal
 
     # torch.distributed.run starts each rank in a session of its own: a rank must not outlive
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         built = models.build(spec.model, spec.batch, spec.dtype, backend.device(spec), spec.seed, spec.seq, spec.phase)
         manifest.build_s = time.perf_counter() - t0
         with attribution_record.Recorder(backend) as recorder:
-            samples = runner._measure(spec, backend, args.dir, manifest, stage, recorder, *built,
+            samples = measure.measure(spec, backend, args.dir, manifest, stage, recorder, *built,
                                       wrap=lambda m: wrap(m, spec.parallel, device),
                                       worker=f"{socket.gethostname()}_rank{rank}")
         manifest.attribution = recorder.result()

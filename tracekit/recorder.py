@@ -45,7 +45,8 @@ import torch
 
 from tracekit.environment import default_device
 from tracekit.manifest import Manifest
-from tracekit.runner import _classify, _peak_memory, _stop_compile_workers, new_manifest
+from tracekit.measure import peak_memory, stop_compile_workers
+from tracekit.runner import _classify, new_manifest
 from tracekit.timing import latency_stats
 from tracekit.spec import DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec
 from tracekit.trace.reader import is_trace_file
@@ -112,7 +113,7 @@ class Recorder:
         self._mark()
         self._profiler.step()
         if self.steps == self.spec.warmup:
-            _stop_compile_workers()  # as the runner does after its warm-up: idle compile workers take CPU time
+            stop_compile_workers()  # as the runner does after its warm-up: idle compile workers take CPU time
         if self.steps == self._last:  # the trace was exported in that call: the next step starts after it
             self._times.pop()
             self._events[-1:] = []
@@ -138,7 +139,7 @@ class Recorder:
         if timed:
             m.latency_ms = {**latency_stats(timed), **m.latency_ms}
         m.steps, m.steps_ms = self.steps, timed
-        m.peak_memory_MB, m.memory_source = _peak_memory(spec.device)
+        m.peak_memory_MB, m.memory_source = peak_memory(spec.device)
         traces = sorted(p.name for p in self.folder.iterdir() if is_trace_file(p))
         m.profile = {"iterations": max(0, min(self.steps, self._last) - self._first + 1), "traces": traces}
         if exc is not None:

@@ -1,0 +1,189 @@
+"""The measuring stages of a run, in the process that holds the model: reference
+output, backend preparation, first call (compile), warm-up, timing, the profiled
+window that writes the trace; and what they need (peak memory, shutting down
+Inductor's compile workers, Kineto's stderr lines dropped).
+
+:func:`tracekit.runner.run` calls :func:`measure` for a run in one process, each rank
+of a distributed run (:mod:`tracekit.distributed`) for its own part.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import sys
+import tempfile
+import time
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from tracekit import attribution_record, models, outputs, timing
+from tracekit.backends import Prepared
+from tracekit.environment import describe
+from tracekit.manifest import Manifest
+from tracekit.phases import TRAINING, make_step, model_loss
+from tracekit.spec import RunSpec
+from tracekit.trace.reader import is_trace_file
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def peak_memory(device: str) -> tuple[float, str]:
+    """The peak memory of the run so far on ``device`` in MB, and where the figure
+    comes from: ``torch.cuda.max_memory_allocated`` on a GPU, else the process's
+    peak resident set (``ru_maxrss``, over the process's whole life)."""
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated(torch.device(device)) / 2**20, "cuda_max_memory_allocated"
+    # Linux reports ru_maxrss in KiB: the process's peak resident set, over its whole life.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process_max_rss"
+
+
+def stop_compile_workers() -> None:
+    """Shut down Inductor's pool of compile-worker processes, if one started.
+
+    With a cold cache, torch.compile starts a pool of subprocesses that go on
+    importing torch in the background after the compile; left running they
+    compete with the timed iterations for the CPU (on a 2-core machine a
+    compiled transformer timed 125 ms instead of 5 ms, and eager calls made
+    after it slowed 5x).
+    """
+    try:
+        from torch._inductor.async_compile import shutdown_compile_workers
+    except ImportError:  # a torch without the pool
+        return
+    shutdown_compile_workers()
+
+@contextmanager
+def _without_kineto_usdt_lines():
+    """Drop the ``USDT:... profiler_start`` / ``profiler_stop`` lines Kineto writes to
+    stderr (file descriptor 2) at every profiler start and stop; every other line
+    written to stderr meanwhile is passed on after the window, in order.
+
+    Kineto prints them at its highest severity, so ``KINETO_LOG_LEVEL`` cannot hide
+    them without hiding its errors too: the window's stderr goes to a temporary
+    file instead, filtered when the window ends.
+    """
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().decode(errors="replace").splitlines(keepends=True)
+                    if not line.startswith("USDT:")]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
+def measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
+            recorder: attribution_record.Recorder, module: torch.nn.Module, inputs: tuple,
+            wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
+            worker: str | None = None) -> list[float]:
+    """The measuring stages of :func:`tracekit.runner.run` in this process, on the built ``module`` and
+    ``inputs``; fills ``manifest``, writes the trace into ``directory`` (named ``worker``.<ts>...)
+    and returns the timed latencies (ms). ``recorder`` records what attribution needs
+    (:mod:`tracekit.attribution_record`). ``wrap``: applied to the module after the eager
+    reference output and before the backend (a rank of a distributed run wraps it in DDP or
+    FSDP, :mod:`tracekit.distributed`)."""
+    build_on = backend.device(spec)
+    stage("reference output")
+    manifest.parameters = sum(p.numel() for p in module.parameters())
+    with torch.no_grad():
+        reference = outputs.clone(module(*inputs))
+        _sync(build_on)
+    shared = wrap(module) if wrap else module
+
+    stage("prepare")
+    if build_on.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats(torch.device(build_on))
+    t0 = time.perf_counter()
+    with recorder.capture("prepare", build_on, module):
+        prepared = backend.prepare(shared, inputs, spec)
+    if not isinstance(prepared, Prepared):
+        prepared = Prepared(prepared, build_on.split(":")[0])
+    device = build_on if prepared.device_type == build_on.split(":")[0] else prepared.device_type
+    manifest.prepare_s = time.perf_counter() - t0
+    manifest.device_type = prepared.device_type
+    manifest.backend = prepared.info
+    if prepared.device_type != spec.device.split(":")[0]:
+        # The name of the device that did the work (the CPU's, for ONNX Runtime's CPU provider on a
+        # GPU machine), so the run is never shown, or held to peaks, as the GPU's.
+        manifest.device_name = describe(device)["device_name"]
+        manifest.add_note(f"ran on {prepared.device_type}, not {spec.device}: compare it only with "
+                          f"{prepared.device_type} runs")
+    step = make_step(prepared.fn, module, spec.phase)
+
+    stage("compile (first call)")
+    t0 = time.perf_counter()
+    out = step(inputs)
+    if spec.phase in TRAINING - {"forward"}:
+        manifest.loss = "model's own" if model_loss(out) is not None else "synthetic (mean of squared outputs)"
+    first = outputs.clone(out)
+    del out
+    _sync(device)
+    manifest.first_call_s = time.perf_counter() - t0
+    manifest.compile_s = manifest.prepare_s + manifest.first_call_s
+    diff = outputs.max_abs_diff(first, reference)
+    tolerance = outputs.tolerance(reference, spec.dtype, spec.mode)
+    manifest.max_abs_diff, manifest.diff_tolerance, manifest.diff_ok = diff, tolerance, diff <= tolerance
+    if diff > tolerance:
+        manifest.add_note(f"output differs from eager by {diff:.3g}, above the {spec.dtype} tolerance {tolerance:.3g}")
+
+    stage(f"warm-up ({spec.warmup} calls)")
+    t0 = time.perf_counter()
+    with recorder.capture("warmup", device, module):
+        for _ in range(spec.warmup):
+            step(inputs)
+        _sync(device)
+    manifest.warmup_s = time.perf_counter() - t0
+    stop_compile_workers()
+
+    stage(f"timing ({spec.iters} iterations)")
+    samples, timer = timing.time_calls(lambda: step(inputs), spec.iters, device)
+    manifest.latency_ms = {**timing.latency_stats(samples), "timer": timer}
+    stage("timing (synchronised wall clock)")
+    manifest.wall_ms = timing.wall_clock(lambda: step(inputs), sum(samples) / 1e3,
+                                         calls=spec.iters if spec.nproc > 1 else None)
+    manifest.timer_agreement = timing.agreement(manifest.latency_ms["median"], manifest.wall_ms["median"])
+    if work := models.cost(spec.model, spec.batch, spec.dtype):  # single ops: the minimum work of a call
+        manifest.flop_per_iter, manifest.bytes_per_iter = work["flop"], work["bytes"]
+        manifest.op = work.get("op", spec.model)
+    manifest.peak_memory_MB, manifest.memory_source = peak_memory(device)
+
+    stage(f"profiling ({spec.profile_iters} iterations)")
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.startswith("cuda"):
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    worker = worker or f"{socket.gethostname()}_{os.getpid()}"
+    own_profiler = prepared.profile(directory, worker) if prepared.profile else nullcontext()
+    with _without_kineto_usdt_lines(), own_profiler, recorder.scopes(module), torch.profiler.profile(
+        activities=activities, record_shapes=True,
+        schedule=torch.profiler.schedule(wait=0, warmup=1, active=spec.profile_iters, repeat=1),
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(str(directory), worker_name=worker,
+                                                                use_gzip=True),
+    ) as prof:
+        for i in range(1 + spec.profile_iters):
+            step(inputs)
+            if i == spec.profile_iters:
+                _sync(device)  # let the last kernels finish inside the window
+            prof.step()
+    traces = sorted(p.name for p in directory.iterdir() if is_trace_file(p))
+    manifest.profile = {"iterations": spec.profile_iters, "traces": traces}
+    return samples
