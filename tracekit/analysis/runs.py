@@ -7,7 +7,6 @@ start decoding first (start-up of ``tracekit analyze`` stays under 0.15 s).
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -16,17 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracekit.analysis.cluster import on_dask
+from tracekit.analysis.manifest_fields import manifest_fields
 from tracekit.errors import ExitCode
 from tracekit.manifest import Manifest
-from tracekit.peaks import peaks
-from tracekit.timing import problems as timing_problems
 from tracekit.trace import NotATrace, Run, TraceError, discover, load
 
 if TYPE_CHECKING:
     import pandas as pd
-
-# Manifest fields copied into each row, with units in the names.
-_LATENCY_FIELDS = ("median", "mean", "p10", "p90", "std", "min")
 
 
 @dataclass
@@ -84,72 +79,6 @@ class Analysis:
                 "skipped": [{"path": p, "why": w} for p, w in self.skipped]}
 
 
-def _nan(value) -> float:
-    return math.nan if value is None else value
-
-
-def _manifest_fields(manifest: Manifest | None) -> dict:
-    if manifest is None:
-        return {"status": "trace only", "reason": ""}
-    spec = manifest.spec
-    row = {
-        "model": manifest.model, "mode": manifest.mode, "batch": spec.get("batch"),
-        "seq": spec.get("seq"), "dtype": spec.get("dtype"), "phase": manifest.phase, "op": manifest.op,
-        # ranks and how they share the model: "ddp x2"; "" for one process
-        "parallel": f"{spec.get('parallel', 'ddp')} x{spec['nproc']}" if spec.get("nproc", 1) > 1 else "",
-        "device_type": manifest.device_type, "requested_device": spec.get("device"),
-        "device_name": manifest.ran_on_name,  # where the work ran
-        "requested_device_name": (manifest.environment or {}).get("device_name"),  # the spec's device (the machine's GPU)
-        "status": manifest.status or "unknown",
-        "reason": manifest.reason or "", "note": manifest.note or "",
-        "compile_s": _nan(manifest.compile_s),
-        "peak_memory_MB": _nan(manifest.peak_memory_MB),
-        "max_abs_diff": _nan(manifest.max_abs_diff),
-        "latency_timer": (manifest.latency_ms or {}).get("timer"),
-        **_timing_fields(manifest),
-    }
-    row.update({f"latency_{k}_ms": manifest.latency(k) for k in _LATENCY_FIELDS})
-    row.update(_achieved(manifest, row["latency_median_ms"], row["device_name"]))
-    return row
-
-
-def _timing_fields(manifest: Manifest) -> dict:
-    """How far the run's timing can be trusted (tracekit.timing): the synchronised wall
-    clock beside the latency, the host's load, the threads, the processes it was made in."""
-    load = manifest.host_load or {}
-    repeats = manifest.repeats or {}
-    wall = (manifest.wall_ms or {}).get("median", math.nan)
-    return {
-        "wall_median_ms": wall,
-        "timer_agreement": wall / latency - 1 if (latency := manifest.latency("median")) > 0 else math.nan,
-        "host_load_start": (load.get("start") or {}).get("loadavg_1m", math.nan),
-        "host_load_end": (load.get("end") or {}).get("loadavg_1m", math.nan),
-        "host_cpus": (load.get("start") or load.get("end") or {}).get("cpus", math.nan),
-        "threads": (manifest.environment or {}).get("cpu_threads", math.nan),
-        "processes": repeats.get("n", 1), "process_spread": repeats.get("spread", math.nan),
-        "timing_warning": "; ".join(timing_problems(manifest.latency("median"), wall,
-                                                   (manifest.latency_ms or {}).get("timer"), load)),
-    }
-
-
-def _achieved(manifest: Manifest, latency_ms: float, device_name: str | None) -> dict:
-    """Achieved TFLOP/s and GB/s of a single-op run (its minimum work over its median
-    latency), and their share of the device's datasheet peak (tracekit.peaks)."""
-    flop, nbytes = manifest.flop_per_iter, manifest.bytes_per_iter
-    if not flop or not latency_ms or latency_ms != latency_ms:
-        return {}
-    seconds = latency_ms / 1e3
-    out = {"achieved_TFLOPs": flop / seconds / 1e12, "achieved_GBps": nbytes / seconds / 1e9}
-    peak = peaks(device_name)
-    if peak:
-        bw, compute = peak
-        dtype = manifest.spec.get("dtype", "fp32")
-        # fp32 matmuls may use TF32 tensor cores; the fp32 (CUDA-core) peak is the stricter yardstick
-        out["pct_peak_compute"] = 100 * out["achieved_TFLOPs"] / compute.get(dtype, compute["fp32"])
-        out["pct_peak_bw"] = 100 * out["achieved_GBps"] / bw
-    return out
-
-
 @dataclass
 class _FileResult:
     """What one trace file gave: metrics and iterations, or the error (picklable)."""
@@ -184,7 +113,7 @@ def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_Fil
              scanned: bool) -> None:
     from tracekit.analysis import job
 
-    base = {"run": run.name, **_manifest_fields(manifest)}
+    base = {"run": run.name, **manifest_fields(manifest)}
     if run.problem:
         result.errors.append((str(root / run.name / "run.json"), run.problem, int(ExitCode.BAD_CONTENT)))
     if not run.traces:
