@@ -24,8 +24,9 @@ from operator import attrgetter
 import msgspec
 import numpy as np
 
+from tracekit.trace.decode import decode_chunk, no_gc
 from tracekit.trace.schema import NO_ARGS, Args, Event, Trace
-from tracekit.trace.stream import decode_chunk, decode_range, decode_tail, no_gc
+from tracekit.trace.stream import decode_range, decode_tail
 from tracekit.trace.values import Strings, factorize, floats, ints, pick, strings
 
 # Kineto category names, old (capitalised, torch < 1.11) and new, mapped to ours.

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from tracekit.errors import ExitCode
-from tracekit.trace import ort, stream
+from tracekit.trace import decode, ort, stream
 from tracekit.trace.columns import Chunk, build_chunk, tabulate
+from tracekit.trace.decode import StreamError, merge_header
 from tracekit.trace.schema import Trace
-from tracekit.trace.stream import StreamError, iter_events, merge_header, read_head, split_file
+from tracekit.trace.stream import iter_events, read_head, split_file
 
 if TYPE_CHECKING:  # pandas is imported when the tables are made, after the workers have started
     import pandas as pd
@@ -262,7 +263,7 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
         workers = _workers(path) if workers is None else workers
         if workers > 1:
             _mmap_large_blocks()
-        stream.Strict.on = True
+        decode.Strict.on = True
         try:
             read = _read_parallel(path, workers) if workers > 1 else _read(path)
         except _BadCut:  # a chunk cut inside a value: read again with checked cuts

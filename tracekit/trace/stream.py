@@ -4,7 +4,7 @@ A Kineto trace is one JSON object whose ``traceEvents`` array holds nearly all
 of its bytes. Instead of holding the whole text and a Python object per event
 at once, the file is read (and gunzipped) as a stream; each block of whole
 events is cut at an event boundary, decoded by msgspec into gc-untracked
-structs, handed to the caller, and dropped. Peak memory is then one chunk of
+structs (:mod:`tracekit.trace.decode`), handed to the caller, and dropped. Peak memory is then one chunk of
 text and its structs plus whatever the caller keeps.
 
 Cutting: an event boundary is ``}`` ``,`` ``{`` with optional whitespace. The
@@ -16,49 +16,20 @@ the file, so the error reported is the real one (truncation, bad JSON).
 
 from __future__ import annotations
 
-import gc
 import gzip
 import mmap
 import re
 import zlib
-from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-import msgspec
-
-from tracekit.trace.schema import Event, StrictEvent, Trace
+from tracekit.trace.decode import DECODE_ERRORS, StreamError, decode_events, decode_whole, merge_header, no_gc
+from tracekit.trace.schema import Event, Trace
 
 CHUNK_BYTES = 32 << 20   # decode this much text at a time (bytes)
 _KEY = b'"traceEvents"'
 _WS = b" \t\r\n"
-_events_decoder = msgspec.json.Decoder(list[Event])
-_strict_decoder = msgspec.json.Decoder(list[StrictEvent])
-# RecursionError: JSON nested deeper than msgspec's decoder allows.
-_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError)
 _BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark, which some editors and tools write first
-_trace_decoder = msgspec.json.Decoder(Trace)
-
-
-class StreamError(Exception):
-    """The bytes could not be read or decoded; ``problem`` says why in a few words."""
-
-    def __init__(self, problem: str):
-        super().__init__(problem)
-        self.problem = problem
-
-
-@contextmanager
-def no_gc():
-    """Pause the cyclic garbage collector: decoding allocates millions of objects
-    that hold no cycles, and each collection pass would rescan all of them."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _open(path: Path) -> BinaryIO:
@@ -75,28 +46,6 @@ def _read(stream: BinaryIO, n: int) -> bytes:
         return stream.read(n)
     except (OSError, EOFError, zlib.error) as exc:
         raise StreamError(f"corrupt or truncated gzip ({exc})") from None
-
-
-class Strict:
-    """Whether this process still decodes into :class:`StrictEvent` first (reset per file)."""
-
-    on = True
-
-
-def decode_events(text) -> list[Event | StrictEvent]:
-    """A JSON array of events: as :class:`StrictEvent` when it fits, else as :class:`Event`
-    (and the rest of this file too, without trying the strict type again).
-
-    Raises:
-        msgspec.DecodeError: not JSON (or cut inside a value); msgspec.ValidationError:
-            not an array of event objects.
-    """
-    if Strict.on:
-        try:
-            return _strict_decoder.decode(text)
-        except msgspec.ValidationError:
-            Strict.on = False
-    return _events_decoder.decode(text)
 
 
 def _last_boundary(buf: bytearray, end: int) -> tuple[int, int] | None:
@@ -129,13 +78,6 @@ def _array_at(buf: bytearray, at: int) -> int | None:
     return m.end() - 1 if m.group(1) == b"[" else -1
 
 
-def _decode_whole(text: bytes) -> Trace:
-    try:
-        return _trace_decoder.decode(text)
-    except _DECODE_ERRORS as exc:
-        raise StreamError(str(exc)) from exc
-
-
 def iter_events(path: Path, chunk_bytes: int | None = None,
                 raw: bool = False) -> Iterator[list[Event] | bytes | Trace]:
     """Yield the trace's events chunk by chunk, then its header as a ``Trace``
@@ -160,7 +102,7 @@ def iter_events(path: Path, chunk_bytes: int | None = None,
             if not block:  # no traceEvents array: decode as is, for the real error
                 if not buf.strip():
                     raise StreamError(EMPTY)
-                trace = _decode_whole(bytes(buf))
+                trace = decode_whole(bytes(buf))
                 yield trace.traceEvents
                 yield trace
                 return
@@ -168,7 +110,7 @@ def iter_events(path: Path, chunk_bytes: int | None = None,
         if j < 0:  # "traceEvents" holds no array (or the key was inside a string): decode it all
             while block := _read(stream, chunk_bytes):
                 buf += block
-            trace = _decode_whole(bytes(buf))
+            trace = decode_whole(bytes(buf))
             yield trace.traceEvents
             yield trace
             return
@@ -184,10 +126,10 @@ def iter_events(path: Path, chunk_bytes: int | None = None,
             if events is not None:
                 yield events
         # What is left: the last events, ']' and the keys after the array.
-        tail = _decode_whole(b'{"traceEvents":' + rest)
+        tail = decode_whole(b'{"traceEvents":' + rest)
         yield tail.traceEvents
         del rest
-        head = _decode_whole(prefix + b'"traceEvents":[]}')
+        head = decode_whole(prefix + b'"traceEvents":[]}')
         yield merge_header(head, tail)
 
 
@@ -239,7 +181,7 @@ def read_head(path: Path, key_at: int) -> Trace:
     """
     with open(path, "rb") as f:
         head = f.read(key_at)
-        return _decode_whole(head.removeprefix(_BOM) + b'"traceEvents":[]}')
+        return decode_whole(head.removeprefix(_BOM) + b'"traceEvents":[]}')
 
 
 def decode_tail(path: Path, tail_at: int) -> Trace:
@@ -250,7 +192,7 @@ def decode_tail(path: Path, tail_at: int) -> Trace:
         StreamError: the text does not decode (truncated, or a bad last cut).
     """
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm, no_gc():
-        return _decode_whole(b'{"traceEvents":[' + mm[tail_at + 1:])
+        return decode_whole(b'{"traceEvents":[' + mm[tail_at + 1:])
 
 
 def decode_range(path: Path, open_at: int, close_at: int) -> list[Event]:
@@ -266,28 +208,8 @@ def decode_range(path: Path, open_at: int, close_at: int) -> list[Event]:
         try:
             with no_gc(), memoryview(mm) as view, view[open_at:close_at + 1] as part:
                 return decode_events(part)
-        except _DECODE_ERRORS as exc:
+        except DECODE_ERRORS as exc:
             raise StreamError(str(exc)) from exc
-
-
-def merge_header(head: Trace, tail: Trace) -> Trace:
-    """The header: keys written before ``traceEvents`` (head) and after it (tail)."""
-    fields = {f: getattr(tail, f) if getattr(tail, f) not in (None, []) else getattr(head, f)
-              for f in Trace.__struct_fields__ if f != "traceEvents"}
-    return Trace(traceEvents=[], **fields)
-
-
-def decode_chunk(data: bytes) -> list[Event]:
-    """Decode a chunk from ``iter_events(raw=True)``.
-
-    Raises:
-        StreamError: the chunk is not a JSON array of events (a bad cut).
-    """
-    try:
-        with no_gc():
-            return decode_events(data)
-    except _DECODE_ERRORS as exc:
-        raise StreamError(str(exc)) from exc
 
 
 def _drop_front(rest: bytearray, start: int) -> bytearray:
@@ -324,7 +246,7 @@ def _cut(rest: bytearray, tries: int = 4) -> tuple[list[Event] | None, bytearray
         try:
             with memoryview(rest) as view, view[:comma + 1] as part:
                 events = decode_events(part)
-        except _DECODE_ERRORS:
+        except DECODE_ERRORS:
             rest[comma] = ord(",")
             end = cut[1] - 1  # a cut inside a string or nested value: try an earlier one
             continue
