@@ -66,11 +66,14 @@ def test_the_h100_suite_runs_the_grid_of_the_issue():
     assert len(llama) == 1 and all(c["dtype"] == "bf16" for c in cells if c["model"] in llama)
     assert {c["mode"] for c in cells if c["model"] in llama} == set(modes)
     assert {c["model"] for c in cells if c.get("phase") == "train-step"} == {"hf:gpt2", "torchvision:resnet50"}
-    # The Llama is "about 1B": its parameters counted on the meta device (no memory, no weights).
+    # The Llama built at the suite's sizes (on the meta device: no memory, no weights) has the
+    # weights those sizes give by hand, and they are about 1B.
     family = models.lookup(llama.pop())[0]
     with torch.device("meta"):
         module, _ = family.builder(None, 1, seq=16, phase="inference")
-    assert 1.0e9 < sum(p.numel() for p in module.parameters()) < 1.2e9
+    c = family.source["config"]
+    expected = llama_parameters(c["vocab"], c["hidden"], c["layers"], c["heads"], c["kv_heads"], c["ffn"])
+    assert sum(p.numel() for p in module.parameters()) == expected and 1.0e9 < expected < 1.2e9
 
 
 @pytest.mark.parametrize("name, cls, names", [
