@@ -45,7 +45,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.idle import op_iterations
+from tracekit.analysis.idle import launch_index, op_iterations
 from tracekit.analysis.kernels import short_name
 from tracekit.analysis.nest import Nest, threads
 from tracekit.trace.reader import EventTables
@@ -173,13 +173,7 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
     keys = nest.per_name(lambda n: m.group(1) if (m := GRAPH_CALL.match(n)) else None, object)
     # a call site: its parent, past any wrapper ranges, is a graph's call
     wrapper = nest.per_name(lambda n: CALL_WRAPPER.match(n) is not None)
-    parent = nest.parent.copy()
-    for _ in range(4):    # wrappers nest at most a few deep
-        wrapped = parent >= 0
-        wrapped[wrapped] = wrapper[parent[wrapped]]
-        if not wrapped.any():
-            break
-        parent[wrapped] = nest.parent[parent[wrapped]]
+    parent = nest.ancestor(nest.parent, ~wrapper)
     is_call = np.zeros(len(keys), dtype=bool)
     up = parent >= 0
     is_call[up] = pd.notna(keys[parent[up]]) & ~wrapper[up]
@@ -189,12 +183,13 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
         return np.where(pos >= 0, values[np.maximum(pos, 0)], default)
     scope_path = at(scope, nest.per_name(lambda n: n[len(SCOPE_PREFIX):], object), "")
     out["region"] = at(region, nest.per_name(lambda n: n[len(REGION_PREFIX):], object), "")
-    out["op"] = at(aten, nest.per_name(normalize_op, object), "")
+    normalized = nest.per_name(normalize_op, object)
+    out["op"] = at(aten, normalized, "")
     out["graph"] = graph = at(nest.ancestor(inner, pd.notna(keys)), keys, "")
     module[scope >= 0], rule[scope >= 0] = scope_path[scope >= 0], "module scope"      # rule 4
     # Rule 3: the k-th call op of a name in one call of a graph is the k-th call site of that name.
     calls_at = np.flatnonzero(is_call)
-    group = pd.DataFrame({"parent": parent[calls_at], "name": [normalize_op(x) for x in nest.names[calls_at]]})
+    group = pd.DataFrame({"parent": parent[calls_at], "name": normalized[calls_at]})
     by = group.groupby(["parent", "name"], sort=False)
     site_of = dict(zip(calls_at, zip(group["name"], by.cumcount(), by["name"].transform("size"))))
     sites, ops = _sites(record), out["op"].to_numpy(dtype=object)
@@ -272,8 +267,8 @@ def attribute(tables: EventTables, record: dict | None = None) -> pd.DataFrame:
                         "kind": ops["kind"], "rule": "none: no launch call in the trace", "region": "",
                         "replay": False, "correlation": ops["correlation"], "device": ops["device"],
                         "stream": ops["stream"], "ts": ops["ts"], "dur": ops["dur"]}, index=ops.index)
-    calls = tables.host_calls[tables.host_calls["correlation"] >= 0].drop_duplicates("correlation")
-    calls = calls[calls["correlation"].isin(ops["correlation"])].set_index("correlation", drop=False)
+    calls = launch_index(tables)
+    calls = calls[calls["correlation"].isin(ops["correlation"])]
     rules = launch_rules(tables, calls, record)
     known = ops["correlation"].isin(calls.index)
     for col in ("module", "op", "rule", "region"):

@@ -33,7 +33,7 @@ the baseline mode (``eager`` unless told otherwise):
   said in ``warning``: :mod:`tracekit.analysis.trust`.
 * CPU-only runs have no GPU time to split: their finding is made from their
   ops instead (:mod:`tracekit.analysis.cpu_ops`: Δ self time and Δ calls per
-  iteration, op by op) when the op table is given.
+  iteration, op by op): :class:`tracekit.analysis.tables.Tables` adds them.
 
 Profiler overhead (:func:`profiler_overhead`): the profiler slows the host, so
 a profiled iteration is longer than an unprofiled one; runs where it is longer
@@ -177,15 +177,13 @@ def _warnings(row: dict) -> str:
     return "; ".join(out + trust.warnings(row))
 
 
-def compare(runs: pd.DataFrame, baseline: str = "eager", cpu_ops: pd.DataFrame | None = None) -> pd.DataFrame:
+def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     """Each run against the baseline-mode run of its workload.
 
     Args:
         runs: ``Analysis.runs``. Per-cause idle columns ``idle_<cause>_us``
             (:data:`tracekit.analysis.idle.CAUSES`) are used where present.
         baseline: the mode each run is compared with.
-        cpu_ops: ``Analysis.table("cpu_ops")``, for the findings of CPU-only
-            runs (:func:`tracekit.analysis.cpu_ops.finding`); None: no such finding.
 
     Returns:
         One row per run with a manifest, grouped by workload, baseline first:
@@ -264,10 +262,6 @@ def compare(runs: pd.DataFrame, baseline: str = "eager", cpu_ops: pd.DataFrame |
     m["baseline_overhead"] = m["baseline_run"].map(overhead).fillna(0.0)
     m["baseline_unreliable"] = trust.unreliable_unprofiled(m["baseline_overhead"]) & (m["run"] != m["baseline_run"])
     m["finding"] = [_finding(r) for r in m.to_dict("records")]
-    if cpu_ops is not None and len(cpu_ops):
-        by_run = dict(tuple(ops_analysis.changes(cpu_ops, m).groupby("run")))
-        m["finding"] = [f or ops_analysis.finding(by_run.get(run, pd.DataFrame()))
-                        for f, run in zip(m["finding"], m["run"])]
     ok = m[(m["mode"] == baseline) & (m["status"] == "ok")]
     m["baseline_runs"] = m["workload"].map(ok.groupby("workload")["run"].count()).fillna(0)
     m["warning"] = [_warnings(r) for r in m.to_dict("records")]

@@ -107,8 +107,9 @@ def _describe(ka: pd.DataFrame | None, kb: pd.DataFrame | None, r: dict) -> tupl
     if len(appeared) or len(vanished) or abs(ga - gb) > 1e-9:
         triton = float(kb.loc[kb["kernel"].str.startswith("triton_"), "kernels"].sum()) if len(kb) else 0.0
         kind = " Triton" if gb and abs(triton - gb) < 1e-9 and not ka["kernel"].str.startswith("triton_").any() else ""
-        text = (f"{_count(ga)} kernels ({_ops_text(ka) or '-'}) became {_count(gb)}{kind} kernels"
-                + (f" ({_ops_text(kb)})" if len(kb) and _ops_text(kb) != _ops_text(ka) else ""))
+        ta, tb = r["ops_a"], r["ops_b"]     # _ops_text of ka and kb, made by diff()
+        text = (f"{_count(ga)} kernels ({ta or '-'}) became {_count(gb)}{kind} kernels"
+                + (f" ({tb})" if len(kb) and tb != ta else ""))
     else:
         text = "same kernels"
     text += f"; busy {r['d_busy_us']:+.1f} µs"

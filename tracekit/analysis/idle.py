@@ -82,32 +82,17 @@ SYNC_CALLS = frozenset({
 HIST_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 1000, np.inf)
 
 
-def _launch_index(tables: EventTables) -> pd.DataFrame:
-    """Launch calls by correlation id: ts (µs) and thread (pid, tid) of the call that enqueued each op."""
+def launch_index(tables: EventTables) -> pd.DataFrame:
+    """The launch calls (rows of ``tables.host_calls``: name, ts and dur in µs, pid, tid...)
+    indexed by correlation id, the first call of each id; the ``correlation`` column is kept."""
     calls = tables.host_calls
-    return calls[calls["correlation"] >= 0].drop_duplicates("correlation").set_index("correlation")[
-        ["ts", "pid", "tid"]]
+    return calls[calls["correlation"] >= 0].drop_duplicates("correlation").set_index("correlation", drop=False)
 
 
-def _spans(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted starts and the running maximum of ends of the intervals in ``df`` (µs)."""
-    order = np.argsort(df["ts"].to_numpy(), kind="stable")
-    e = df["end"].to_numpy()[order]
-    return df["ts"].to_numpy()[order], np.maximum.accumulate(e) if len(e) else e
-
-
-def _during(points: np.ndarray, starts: np.ndarray, running_ends: np.ndarray) -> np.ndarray:
-    """For each point, whether some interval (sorted starts, running max of ends) covers it."""
-    if len(starts) == 0:
-        return np.zeros(len(points), dtype=bool)
-    j = np.searchsorted(starts, points, side="right") - 1
-    return (j >= 0) & (running_ends[np.clip(j, 0, None)] >= points)
-
-
-def _sync_return(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """For each point, when the host returned from the synchronizing calls covering it:
-    the end of the merged sync intervals (``starts``, ``ends`` of one thread) the point
-    lies in; NaN where no sync covers it. Back-to-back or nested syncs count as one."""
+def _covering_end(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each point, the end of the merged intervals (``starts``, ``ends``: syncs of one
+    thread, when the host returned from them) the point lies in; NaN where none covers it.
+    Back-to-back or nested intervals count as one."""
     out = np.full(len(points), np.nan)
     s, e = union(starts, ends)
     if len(s) == 0:
@@ -158,7 +143,7 @@ def gaps(tables: EventTables, per_stream: bool = False,
         }))
     g = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
     g["gap"] = np.arange(len(g))
-    launch = _launch_index(tables)
+    launch = launch_index(tables)
     g["launch_ts"] = g["next_correlation"].map(launch["ts"]).astype(float)
     start = g["start"].to_numpy()
     # A sync blocks the thread that calls it: it holds back the launches of that thread only,
@@ -169,7 +154,7 @@ def gaps(tables: EventTables, per_stream: bool = False,
     calls = tables.host_calls[tables.host_calls["name"].isin(SYNC_CALLS)]
     for key, syncs in calls.groupby(["pid", "tid"]):
         on = thread.isin([key])
-        sync_return[on] = _sync_return(start[on], syncs["ts"].to_numpy(), syncs["end"].to_numpy())
+        sync_return[on] = _covering_end(start[on], syncs["ts"].to_numpy(), syncs["end"].to_numpy())
     launched_late = g["launch_ts"].to_numpy() > start
     blocked = launched_late & (sync_return > start)   # NaN (no sync) compares false
     returned = blocked & (sync_return < g["end"].to_numpy())
@@ -184,7 +169,7 @@ def gaps(tables: EventTables, per_stream: bool = False,
     for (device, stream), on in g.groupby(["device", "next_stream"]).indices.items():
         syncs = tables.syncs[(tables.syncs["device"] == device)
                              & ((tables.syncs["stream"] == stream) | (tables.syncs["name"] == "Context Sync"))]
-        gpu_sync[on] = _during(start[on], *_spans(syncs))
+        gpu_sync[on] = ~np.isnan(_covering_end(start[on], syncs["ts"].to_numpy(), syncs["end"].to_numpy()))
     no_launch = g["launch_ts"].isna().to_numpy()
     launched_late = g["launch_ts"].to_numpy() > start
     short = g["gap_us"].to_numpy() < launch_latency_max_us
@@ -199,8 +184,7 @@ def op_iterations(tables: EventTables, ops: pd.DataFrame) -> np.ndarray:
     """The step of each GPU op of ``ops`` (rows of ``tables.gpu_ops``): the marker its
     launch call (by correlation id) lies in, or without a launch call, the marker its
     start falls in; -1 outside all markers."""
-    calls = tables.host_calls
-    launch_ts = calls[calls["correlation"] >= 0].drop_duplicates("correlation").set_index("correlation")["ts"]
+    launch_ts = launch_index(tables)["ts"]
     return iteration_of(tables, ops["correlation"].map(launch_ts).fillna(ops["ts"]).to_numpy())
 
 

@@ -57,15 +57,16 @@ def attributed_ops(tables: EventTables, record: dict | None = None, gaps: pd.Dat
     for c in idle.CAUSES:
         att[f"idle_{c}_us"] = idle_us[c]
     att["idle_us"] = att[[f"idle_{c}_us" for c in idle.CAUSES]].sum(axis=1)
-    calls = tables.host_calls.drop_duplicates("correlation").set_index("correlation")
+    calls = idle.launch_index(tables)
     att["launches"], att["launch_cpu_us"] = 0, 0.0
     att["launch_module"], att["launch_op"], att["launch_kernel"] = att["module"], att["op"], att["kernel"]
     launched = att[att["correlation"] >= 0]   # a launch is a correlation id, as summary.summarize counts them
     first = launched.sort_values("ts", kind="stable").drop_duplicates("correlation")
     att.loc[first.index, "launches"] = 1
     att.loc[first.index, "launch_cpu_us"] = first["correlation"].map(calls["dur"]).fillna(0.0).to_numpy()
-    kinds = launched.groupby("correlation")[["module", "op", "kernel"]].nunique().max(axis=1)
-    many = launched[launched["correlation"].isin(kinds.index[kinds > 1])]
+    multi = launched[launched["correlation"].duplicated(keep=False)]   # launches of several GPU ops
+    kinds = multi.groupby("correlation")[["module", "op", "kernel"]].nunique().max(axis=1)
+    many = multi[multi["correlation"].isin(kinds.index[kinds > 1])]
     if len(many):  # a launch of several kinds of ops (a CUDA graph): the module holding them all
         def holding(paths: pd.Series) -> str:
             known = set(paths.tolist()) - {UNATTRIBUTED}

@@ -37,7 +37,12 @@ class Tables:
         from tracekit.analysis.rundiff import busy_by_kind, top_modules, versus_baseline
 
         ops = analysis.table("cpu_ops")
-        comparison = compare(analysis.runs, baseline, ops)
+        comparison = compare(analysis.runs, baseline)
+        changes = ops_analysis.changes(ops, comparison)
+        if len(ops) and len(comparison):  # CPU-only runs: findings made from their ops
+            by_run = dict(tuple(changes.groupby("run")))
+            comparison["finding"] = [f or ops_analysis.finding(by_run.get(run, pd.DataFrame()))
+                                     for f, run in zip(comparison["finding"], comparison["run"])]
         runs = analysis.runs.drop_duplicates("run") if "iterations" in analysis.runs else pd.DataFrame()
         iterations = dict(zip(runs.get("run", []), pd.to_numeric(runs.get("iterations", []), errors="coerce")))
         attribution = analysis.table("attribution")
@@ -48,4 +53,4 @@ class Tables:
             comparison["finding"] = [f + (f"; by module: {t}" if f and t else "") for f, t in
                                      zip(comparison["finding"], top)]
         return cls(analysis, comparison, profiler_overhead(analysis.runs), baseline,
-                   ops_analysis.changes(ops, comparison), modules, busy_by_kind(attribution, comparison, iterations))
+                   changes, modules, busy_by_kind(attribution, comparison, iterations))
