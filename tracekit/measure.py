@@ -27,7 +27,7 @@ from tracekit.environment import describe
 from tracekit.manifest import Manifest
 from tracekit.phases import TRAINING, make_step, model_loss
 from tracekit.spec import RunSpec
-from tracekit.trace.reader import is_trace_file
+from tracekit.trace.reader import trace_files
 
 
 def _sync(device: str) -> None:
@@ -184,6 +184,6 @@ def measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
             if i == spec.profile_iters:
                 _sync(device)  # let the last kernels finish inside the window
             prof.step()
-    traces = sorted(p.name for p in directory.iterdir() if is_trace_file(p))
+    traces = [p.name for p in trace_files(directory)]
     manifest.profile = {"iterations": spec.profile_iters, "traces": traces}
     return samples

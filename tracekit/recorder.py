@@ -49,7 +49,7 @@ from tracekit.measure import peak_memory, stop_compile_workers
 from tracekit.runner import _classify, new_manifest
 from tracekit.timing import latency_stats
 from tracekit.spec import DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec
-from tracekit.trace.reader import is_trace_file
+from tracekit.trace.reader import trace_files
 
 DEFAULT_LOOP_ITERS = 20  # steps timed before the profiled window
 
@@ -83,9 +83,8 @@ class Recorder:
 
     def __enter__(self) -> "Recorder":
         self.folder.mkdir(parents=True, exist_ok=True)
-        for old in self.folder.iterdir():
-            if old.is_file() and is_trace_file(old):
-                old.unlink()
+        for old in trace_files(self.folder):
+            old.unlink()
         self.manifest = new_manifest(self.spec, self.folder.parent.name, self.spec.device.split(":")[0], self.source)
         self.manifest.stage = "loop"
         self.manifest.write(self.folder)
@@ -140,7 +139,7 @@ class Recorder:
             m.latency_ms = {**latency_stats(timed), **m.latency_ms}
         m.steps, m.steps_ms = self.steps, timed
         m.peak_memory_MB, m.memory_source = peak_memory(spec.device)
-        traces = sorted(p.name for p in self.folder.iterdir() if is_trace_file(p))
+        traces = [p.name for p in trace_files(self.folder)]
         m.profile = {"iterations": max(0, min(self.steps, self._last) - self._first + 1), "traces": traces}
         if exc is not None:
             m.status = _classify(exc) if isinstance(exc, Exception) else "failed"

@@ -20,7 +20,7 @@ from tracekit.bench.plan import FINAL, Planned
 from tracekit.environment import child_env, default_device
 from tracekit.manifest import Manifest
 from tracekit.spec import RunSpec
-from tracekit.trace.reader import is_trace_file
+from tracekit.trace.reader import trace_files
 
 CELL_LOG = "cell.log"
 
@@ -36,9 +36,8 @@ def write_status(folder: Path, p: Planned, status: str, reason: str) -> Manifest
                             mode=values.get("mode", "eager"), device_type=device.split(":")[0], stage="not started")
     manifest.status, manifest.reason = status, reason
     folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.iterdir():
-        if old.is_file() and is_trace_file(old):
-            old.unlink()
+    for old in trace_files(folder):
+        old.unlink()
     manifest.write(folder)
     return manifest
 

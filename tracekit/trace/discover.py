@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracekit.errors import ExitCode
-from tracekit.trace.reader import TraceError, is_trace_file
+from tracekit.trace.reader import TraceError, is_trace_file, trace_files
 
 MANIFEST = "run.json"
 
@@ -67,7 +67,7 @@ def discover(path: Path | str, unreadable: list | None = None) -> list[Run]:
     runs = []
     for manifest_path in (p for p in files if p.name == MANIFEST):
         folder = manifest_path.parent
-        traces = sorted(p for p in folder.iterdir() if p.is_file() and is_trace_file(p))
+        traces = trace_files(folder)
         manifest, problem = _read_manifest(manifest_path)
         runs.append(Run(name=str(folder.relative_to(path)) if folder != path else folder.name,
                         traces=traces, manifest=manifest, problem=problem))

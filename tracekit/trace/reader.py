@@ -48,13 +48,6 @@ class NotATrace(TraceError):
         super().__init__(path, problem, ExitCode.NOT_A_TRACE)
 
 
-def _no_comms() -> pd.DataFrame:
-    import pandas as pd
-
-    from tracekit.trace.columns import COMM_COLUMNS
-    return pd.DataFrame(columns=COMM_COLUMNS + ["end"])
-
-
 @dataclass
 class EventTables:
     """The events of one trace file, as pandas DataFrames (one row per event).
@@ -94,8 +87,8 @@ class EventTables:
     markers: pd.DataFrame
     flows: pd.DataFrame
     devices: pd.DataFrame
+    comms: pd.DataFrame
     meta: dict = field(default_factory=dict)
-    comms: pd.DataFrame = field(default_factory=_no_comms)
 
     @property
     def has_gpu(self) -> bool:
@@ -106,6 +99,11 @@ class EventTables:
 def is_trace_file(path: Path) -> bool:
     """True for names Kineto and Chrome traces use: ``*.json`` or ``*.json.gz``."""
     return path.name.endswith(TRACE_SUFFIXES) and not path.name.endswith("run.json")
+
+
+def trace_files(folder: Path) -> list[Path]:
+    """The trace files directly in ``folder`` (:func:`is_trace_file`), sorted by name."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and is_trace_file(p))
 
 
 def _error(path: Path, exc: StreamError) -> TraceError:

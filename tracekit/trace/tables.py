@@ -13,7 +13,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from tracekit.trace.columns import COMM_TEXT, ITERATION_MARKER, MARKER_COLUMNS, TABLES, Chunk, tabulate
+from tracekit.trace.columns import COMM_TEXT, ITERATION_MARKER, MARKER_COLUMNS, TABLES, Chunk
 from tracekit.trace.values import Strings
 
 # Two events equal on these (numeric, so cheap to hash) columns are one event
@@ -47,10 +47,6 @@ class TableBuilder:
         self.categories: Counter[str] = Counter()
         self.events = 0
         self._window: tuple[float, float] | None = None
-
-    def add(self, events: list) -> None:
-        """Tabulate decoded events here (the serial read)."""
-        self.merge(tabulate(events))
 
     def merge(self, chunk: Chunk) -> None:
         """Take a chunk tabulated here or in a worker process, in file order."""
@@ -145,12 +141,10 @@ def _column(parts: list, order: np.ndarray | None):
                                 for p in parts])
         values = np.array(list(index), dtype=object)
         used = np.flatnonzero(np.bincount(codes, minlength=len(values)))  # a chunk's values may go unused
-        values = values[used]
-        by_name = used[np.argsort(values)]
+        by_name = used[np.argsort(values[used])]
         rank = np.empty(len(index), dtype=np.int32)
         rank[by_name] = np.arange(len(by_name), dtype=np.int32)
         codes = rank[codes]
-        values = np.array(list(index), dtype=object)
         return pd.Categorical.from_codes(codes if order is None else codes[order],
                                          categories=pd.Index(values[by_name], dtype=object), validate=False)
     values = np.concatenate(parts)
