@@ -76,7 +76,7 @@ def synthesize(fixture: Path, target_bytes: int, out: Path) -> dict:
     head = msgspec.json.encode(doc)[:-1].decode() + ', "traceEvents": [\n'
     copies = n_events = 0
     with open(out, "w") as f:
-        f.write(head + ",\n".join(_template(e)[0] % _template(e)[1] for e in meta))
+        f.write(head + ",\n".join(tpl % b for tpl, b in map(_template, meta)))
         written = f.tell()
         while written < target_bytes:
             offset = {"ts": copies * shift, "id": copies * ID_STRIDE, "corr": copies * ID_STRIDE,

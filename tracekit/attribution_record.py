@@ -275,9 +275,6 @@ def capture_recording(device: str, provenance: InductorProvenance, record: dict,
             record["captures"] = captured_launches(load(path), {"provenance": provenance.to_dict()})
         except Exception as exc:  # noqa: BLE001 - a missing capture record only costs attribution
             record["captures_problem"] = f"{type(exc).__name__}: {exc}"[:500]
-        finally:
-            if path.exists():
-                os.unlink(path)
 
 
 class Recorder:

@@ -9,7 +9,7 @@ block of a ``ModuleList`` and on the whole model), and runs the runner's stages
 applies per rank): first call,
 warm-up, timed iterations, the profiled window, its trace written as
 ``<host>_rank<r>.<ts>.pt.trace.json.gz`` into the one run folder, and its results into
-``.rank<r>.json`` there. The launching process gathers them into the one ``run.json``:
+``.rank<r>.result`` there. The launching process gathers them into the one ``run.json``:
 rank 0's stages, ``latency_ms`` over the slowest rank of each timed iteration (the step
 time of the job), and ``distributed``: world size, backend, parallel, launcher and each
 rank's latencies.
@@ -121,8 +121,8 @@ def launch(spec: RunSpec, directory: Path, manifest: Manifest, stage, log) -> No
         {"rank": r["rank"], "device": r["device"], "latency_ms": latency_stats(r["samples_ms"]),
          "peak_memory_MB": r["manifest"].get("peak_memory_MB"), "compile_s": r["manifest"].get("compile_s")}
         for r in ranks]
-    traces = sorted(t for r in ranks for t in r["manifest"]["profile"]["traces"])
-    manifest.profile = {"iterations": spec.profile_iters, "traces": sorted(set(traces))}
+    traces = {t for r in ranks for t in r["manifest"]["profile"]["traces"]}
+    manifest.profile = {"iterations": spec.profile_iters, "traces": sorted(traces)}
 
 
 def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module:
@@ -144,7 +144,7 @@ def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module
 
 def main(argv: list[str] | None = None) -> int:
     """One rank (run by torch.distributed.run, which sets RANK, LOCAL_RANK, WORLD_SIZE):
-    measure, write ``.rank<r>.json``; exit 0 if ok, 1 if not (the launcher then stops the others)."""
+    measure, write ``.rank<r>.result``; exit 0 if ok, 1 if not (the launcher then stops the others)."""
     from tracekit import attribution_record, backends, measure, models, runner
     from tracekit.bench.cells import _set_parent_death_signal
 

@@ -41,19 +41,15 @@ import numpy as np
 
 from tracekit import timing
 from tracekit.manifest import Manifest
-from tracekit.spec import RunSpec, resolve
-from tracekit.trace.reader import is_trace_file
+from tracekit.spec import RunSpec
+from tracekit.trace.reader import trace_files
 
 
 def _pooled(parts: list[dict], timer: str) -> dict:
     """Median of the parts' medians (``latency_ms`` dicts); the other figures over their pooled samples."""
     samples = np.concatenate([np.asarray(p.get("samples", []), dtype=np.float64) for p in parts])
-    out = {"timer": timer, "median": float(np.median([p["median"] for p in parts]))}
-    if samples.size:
-        out.update(n=int(samples.size), mean=float(samples.mean()), p10=float(np.percentile(samples, 10)),
-                   p90=float(np.percentile(samples, 90)), std=float(samples.std(ddof=1)) if samples.size > 1 else 0.0,
-                   min=float(samples.min()), max=float(samples.max()), samples=[float(x) for x in samples])
-    return out
+    pooled = timing.latency_stats(samples) if samples.size else {}
+    return {**pooled, "timer": timer, "median": float(np.median([p["median"] for p in parts]))}
 
 
 def combine(spec: RunSpec, processes: list[Manifest]) -> tuple[Manifest, int]:
@@ -93,7 +89,7 @@ def run(spec: RunSpec, out: Path | str, log: Callable[[str], None]) -> Manifest:
 
     directory = run_dir(spec, Path(out))
     directory.mkdir(parents=True, exist_ok=True)
-    spec = resolve(spec, models.default_batch(spec.model), default_device())  # as a single run records it
+    spec = models.resolved(spec, default_device())[1]  # as a single run records it
     one = replace(spec, repeats=1)
     processes = []
     with tempfile.TemporaryDirectory(dir=directory.parent, prefix=f".{spec.mode}.repeats-") as tmp:
@@ -109,13 +105,11 @@ def run(spec: RunSpec, out: Path | str, log: Callable[[str], None]) -> Manifest:
                 spec=one.to_dict(), model=spec.model, mode=spec.mode, status="failed",
                 reason="the process ended without writing run.json"))
         manifest, pick = combine(spec, processes)
-        for old in directory.iterdir():
-            if old.is_file() and is_trace_file(old):
-                old.unlink()
+        for old in trace_files(directory):
+            old.unlink()
         if folders[pick].is_dir():
-            for trace in folders[pick].iterdir():
-                if trace.is_file() and is_trace_file(trace):
-                    shutil.move(trace, directory / trace.name)
+            for trace in trace_files(folders[pick]):
+                shutil.move(trace, directory / trace.name)
     manifest.label = directory.parent.name
     manifest.write(directory)
     return manifest

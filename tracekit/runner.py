@@ -27,8 +27,8 @@ from tracekit.environment import default_device, describe
 from tracekit.manifest import Manifest
 from tracekit.measure import measure
 from tracekit.models.workloads import WorkloadError
-from tracekit.spec import PHASES, RunSpec, resolve, validate
-from tracekit.trace.reader import is_trace_file
+from tracekit.spec import PHASES, RunSpec, validate
+from tracekit.trace.reader import trace_files
 
 Log = Callable[[str], None]
 
@@ -122,15 +122,15 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
         from tracekit import repeats
         return repeats.run(spec, out, log)
     backend = backends.get(spec.mode)
-    family = models.lookup(spec.model)[0]
+    device_default = default_device()
+    family, filled = models.resolved(spec, device_default)
     if spec.dtype not in models.DTYPES:
         raise ValueError(f"unknown dtype {spec.dtype!r}; valid dtypes: {', '.join(models.DTYPES)}")
     if spec.phase not in PHASES:
         raise ValueError(f"unknown phase {spec.phase!r}; valid phases: {', '.join(PHASES)}")
     models.check_seq(family, spec.model, spec.seq)
-    device_default = default_device()
     directory = run_dir(spec, Path(out))
-    spec = resolve(spec, family.default_batch, device_default, family.default_seq)
+    spec = filled
     device_type = spec.device.split(":")[0]
     if device_type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device cuda requested but torch sees no GPU (is this the CPU build of torch?)")
@@ -154,9 +154,8 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     build_s = time.perf_counter() - t0
 
     directory.mkdir(parents=True, exist_ok=True)
-    for old in directory.iterdir():
-        if old.is_file() and is_trace_file(old):
-            old.unlink()
+    for old in trace_files(directory):
+        old.unlink()
     manifest = new_manifest(spec, directory.parent.name, device_type, family.source, backend.note(device_type))
     manifest.host_load = {"start": load}
     manifest.write(directory)

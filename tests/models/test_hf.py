@@ -169,3 +169,11 @@ def test_a_compiled_hf_model_matches_eager_through_its_model_output(tmp_path):
     manifest = runner.run(RunSpec(LLAMA, "default", batch=2, seq=16, **QUICK), tmp_path, log=lambda m: None)
     assert manifest["status"] == "ok", manifest["reason"]
     assert manifest["diff_ok"] and 0 <= manifest["max_abs_diff"] < 1e-3
+
+
+def test_a_spec_is_resolved_as_a_run_records_it():
+    """Every path that runs a spec (one process, repeats, a suite's plan) fills its defaults
+    alike, so a repeated run's manifest matches the plan's cell (sequence length included)."""
+    family, spec = models.resolved(RunSpec("hf:gpt2", repeats=3), "cpu")
+    assert (spec.batch, spec.seq, spec.device, spec.repeats) == (8, 128, "cpu", 3)
+    assert (family.default_batch, family.default_seq) == (8, 128)

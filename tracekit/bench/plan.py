@@ -14,7 +14,7 @@ from tracekit import backends, models
 from tracekit.environment import default_device
 from tracekit.manifest import Manifest
 from tracekit.runner import run_dir
-from tracekit.spec import RunSpec, resolve, validate
+from tracekit.spec import RunSpec, validate
 from tracekit.suite import SPEC_FIELDS, Cell, Suite, SuiteError
 
 FINAL = ("ok", "oom", "failed", "timeout")  # statuses of a finished cell ("skipped" is not one)
@@ -61,11 +61,10 @@ def _identify(cell: Cell, device: str) -> tuple[str, dict, str | None]:
         return f"{label}/{mode}", values, str(exc)
     try:
         validate(spec)
-        family = models.lookup(spec.model)[0]
+        family, resolved = models.resolved(spec, device)
         models.check_seq(family, spec.model, spec.seq)
     except ValueError as exc:  # an unknown model, a workload file that cannot be used, a bad seq or count
         return f"{spec.label(-1, device)}/{mode}", spec.to_dict(), str(exc)
-    resolved = resolve(spec, family.default_batch, device, family.default_seq)
     return run_dir(spec, Path(), device).as_posix(), resolved.to_dict(), _problem(resolved) or family.missing
 
 

@@ -22,7 +22,7 @@ from tracekit.counters.ncu import RANGE
 from tracekit.environment import default_device, describe
 from tracekit.io import write_json
 from tracekit.phases import make_step
-from tracekit.spec import PHASES, RunSpec, resolve
+from tracekit.spec import PHASES, RunSpec
 
 
 def run(spec: RunSpec, iters: int) -> None:
@@ -67,9 +67,8 @@ def run(spec: RunSpec, iters: int) -> None:
 @click.option("--info", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def main(model, mode, batch, dtype, device, phase, warmup, iters, info) -> None:
     try:
-        spec = resolve(RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device, phase=phase,
-                               warmup=warmup),
-                       models.default_batch(model), default_device())
+        spec = models.resolved(RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device,
+                                       phase=phase, warmup=warmup), default_device())[1]
         run(spec, iters)
     except (ValueError, RuntimeError) as exc:
         sys.exit(f"tracekit.counters.workload: {exc}")

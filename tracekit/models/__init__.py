@@ -24,6 +24,7 @@ from typing import Callable
 import torch
 
 from tracekit.spec import DTYPES as DTYPE_NAMES
+from tracekit.spec import RunSpec, resolve
 
 # The torch dtype of each dtype name (tracekit.spec.DTYPES).
 DTYPES = dict(zip(DTYPE_NAMES, (torch.float32, torch.bfloat16, torch.float16), strict=True))
@@ -220,9 +221,9 @@ def catalog() -> list[dict]:
     workload file that cannot be imported ``problem``."""
     rows = [{"kind": "built-in", "name": f.example, "batch": f.default_batch, "seq": f.default_seq,
              "description": f.description, "source": f.source} for f in FAMILIES.values()]
-    for prefix, resolve in SOURCES.items():
+    for prefix, source in SOURCES.items():
         example, names = SOURCE_HELP[prefix]
-        f = resolve(example)
+        f = source(example)
         rows.append({"kind": "library", "name": f"{prefix}:{example}", "batch": f.default_batch,
                      "seq": f.default_seq, "description": names,
                      "source": {k: v for k, v in f.source.items() if k in ("kind", "library", "version")},
@@ -233,6 +234,14 @@ def catalog() -> list[dict]:
 def default_batch(name: str) -> int:
     """The batch size ``build`` uses for ``name`` when none is given."""
     return lookup(name)[0].default_batch
+
+
+def resolved(spec: RunSpec, device: str) -> tuple[Family, RunSpec]:
+    """The family of ``spec.model`` and ``spec`` with its defaults filled as a run records them
+    (:func:`tracekit.spec.resolve`: the family's batch and sequence length, ``device`` where
+    the spec names none). Raises what :func:`lookup` raises."""
+    family = lookup(spec.model)[0]
+    return family, resolve(spec, family.default_batch, device, family.default_seq)
 
 
 from tracekit.models import conv, lm, mlp, ops, rope, transformer, vit  # noqa: E402,F401  (register the families)
