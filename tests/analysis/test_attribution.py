@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.tracebuilder import TID, TraceBuilder, add_cpu_range, add_graph_launch, add_host_call
-from tracekit.analysis.attribution import (UNATTRIBUTED, attribute, captured_launches, common_module, kernel_ops,
-                                           normalize_op)
+from tracekit.analysis.attribution import UNATTRIBUTED, attribute, captured_launches, common_module
+from tracekit.analysis.opnames import kernel_ops, normalize_op
 from tracekit.trace import load
 
 KEY = "fxkey1"

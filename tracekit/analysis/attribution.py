@@ -34,7 +34,7 @@ Triton kernel's name lists: Inductor names kernels after the original aten ops
 they compute, torch/_inductor/codegen/triton.py). Nothing is dropped. A module
 found by rules 1-3 inside a module scope (a compiled submodule in an eager model) is
 prefixed with that scope's path. Op names lose the ``aten::`` prefix, and a few
-implementation ops take the name of the public op they serve (``OP_ALIASES``), so
+implementation ops take the name of the public op they serve (:data:`tracekit.analysis.opnames.OP_ALIASES`), so
 eager and compiled runs name the same work alike.
 """
 
@@ -48,9 +48,9 @@ import pandas as pd
 from tracekit.analysis.idle import launch_index, op_iterations
 from tracekit.analysis.kernels import short_name
 from tracekit.analysis.nest import Nest, threads
+from tracekit.analysis.opnames import SCOPE_PREFIX, kernel_ops, normalize_op
 from tracekit.trace.reader import EventTables
 
-SCOPE_PREFIX = "module::"
 REGION_PREFIX = "Torch-Compiled Region: "
 GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
 # Ranges torch puts between a graph's call and its generated code's call sites: cudagraph
@@ -61,63 +61,6 @@ CALL_WRAPPER = re.compile(r"^CUDAGraph\w*\.\w+( \(dynamo_timed\))?$")
 UNATTRIBUTED = "(unattributed)"
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
 CAPTURE_BEGIN, CAPTURE_END = re.compile(r"^(cuda|hip)StreamBeginCapture"), re.compile(r"^(cuda|hip)StreamEndCapture")
-# FX ops that move no data (views) are left out of a call site's ops unless it has nothing else.
-VIEW_OPS = frozenset({"view", "reshape", "_unsafe_view", "t", "transpose", "permute", "expand", "select",
-                      "slice", "squeeze", "unsqueeze", "as_strided", "alias", "detach", "unbind", "split",
-                      "split_with_sizes", "chunk", "flatten", "unflatten", "view_as", "expand_as", "narrow",
-                      "movedim", "lift_fresh", "getitem"})
-# Backend-specific aten ops -> the op they implement (eager dispatches conv2d to
-# cudnn_convolution, Inductor's graphs call convolution).
-OP_ALIASES = {
-    **dict.fromkeys(["conv1d", "conv2d", "conv3d", "_convolution", "cudnn_convolution", "mkldnn_convolution",
-                     "miopen_convolution", "_nnpack_spatial_convolution"], "convolution"),
-    **dict.fromkeys(["_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
-                     "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
-                     "_efficient_attention_forward", "_flash_attention_forward", "_cudnn_attention_forward"],
-                    "scaled_dot_product_attention"),
-    "native_layer_norm": "layer_norm", "native_group_norm": "group_norm",
-    "_native_batch_norm_legit_no_training": "batch_norm", "cudnn_batch_norm": "batch_norm",
-    "native_batch_norm": "batch_norm",
-}
-_TRITON = re.compile(r"^triton_(?:poi|red|per|tem|for)_(?:fused_)?(.*?)(?:_\d+)?$")
-# Multi-word aten ops as they appear in Inductor kernel names (which join op names with "_").
-_MULTIWORD = sorted({"native_layer_norm", "layer_norm", "native_batch_norm", "batch_norm", "group_norm",
-                     "native_group_norm", "scaled_dot_product_attention", "log_softmax", "_log_softmax",
-                     "_softmax", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "constant_pad_nd",
-                     "index_select", "masked_fill", "scatter_add", "index_put", "_to_copy", "clamp_min",
-                     "clamp_max", "full_like", "zeros_like", "ones_like", "new_zeros", "gelu_backward",
-                     "native_dropout", "rand_like", "_unsafe_view", "select_scatter", "slice_scatter",
-                     "logical_not", "bitwise_and", "embedding_dense_backward", "threshold_backward", "where_self",
-                     "_foreach_copy", "squeeze_copy", "permute_copy"}, key=len, reverse=True)
-
-
-def normalize_op(name: str) -> str:
-    """An op name as attribution tables show it: ``aten::cudnn_convolution`` ->
-    ``convolution``, ``extern_kernels.mm`` and ``torch.ops.aten.mm.default`` -> ``mm``."""
-    if name.startswith("aten::"):
-        name = name[6:]
-    elif name.startswith("graph_"):  # Inductor's C++ kernels as profiled (cpp.enable_kernel_profile)
-        name = re.sub(r"^graph_\d+_", "", name)
-    elif m := re.match(r"^(?:extern_kernels|torch\.ops\.aten|aten)\.(\w+?)(?:\.(?:default|out|Tensor|Scalar|int))?$",
-                       name):
-        name = m.group(1)
-    return OP_ALIASES.get(name, name)
-
-
-def kernel_ops(kernel: str) -> list[str]:
-    """The aten ops an Inductor kernel's name lists (``triton_poi_fused_addmm_gelu_view_4``
-    -> ``[addmm, gelu]``), views left out; [] for other kernels."""
-    m = _TRITON.match(kernel)
-    if not m:
-        return []
-    rest, ops = m.group(1), []
-    while rest:
-        word = next((w for w in _MULTIWORD if rest == w or rest.startswith(w + "_")), rest.split("_", 1)[0])
-        ops.append(normalize_op(word))
-        rest = rest[len(word):].lstrip("_")
-    return sorted({o for o in ops if o and o not in VIEW_OPS}) or sorted(set(ops))
-
-
 def _per_name(names: pd.Series, fn) -> np.ndarray:
     """``fn`` of each name, computed once per distinct name (traces repeat a few names many times)."""
     codes, uniques = pd.factorize(names)

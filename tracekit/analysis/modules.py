@@ -26,8 +26,9 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis import idle
-from tracekit.analysis.attribution import SCOPE_PREFIX, UNATTRIBUTED, attribute, common_module
+from tracekit.analysis.attribution import UNATTRIBUTED, attribute, common_module
 from tracekit.analysis.nest import Nest, threads
+from tracekit.analysis.opnames import SCOPE_PREFIX
 from tracekit.analysis.intervals import busy_shares
 from tracekit.trace.reader import EventTables
 
