@@ -27,7 +27,7 @@ from tracekit.environment import default_device, describe
 from tracekit.manifest import Manifest
 from tracekit.measure import measure
 from tracekit.models.workloads import WorkloadError
-from tracekit.spec import PHASES, RunSpec, validate
+from tracekit.spec import RunSpec, validate
 from tracekit.trace.reader import trace_files
 
 Log = Callable[[str], None]
@@ -124,10 +124,6 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     backend = backends.get(spec.mode)
     device_default = default_device()
     family, filled = models.resolved(spec, device_default)
-    if spec.dtype not in models.DTYPES:
-        raise ValueError(f"unknown dtype {spec.dtype!r}; valid dtypes: {', '.join(models.DTYPES)}")
-    if spec.phase not in PHASES:
-        raise ValueError(f"unknown phase {spec.phase!r}; valid phases: {', '.join(PHASES)}")
     models.check_seq(family, spec.model, spec.seq)
     directory = run_dir(spec, Path(out))
     spec = filled

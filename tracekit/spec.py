@@ -111,8 +111,8 @@ def validate(spec: RunSpec) -> None:
     Raises:
         ValueError: a batch or sequence length below 1 (0 is not "the default":
             None is), fewer than 1 timed or profiled iteration, thread or
-            process or rank, negative warm-up calls, or a ``parallel`` not in
-            :data:`PARALLEL`.
+            process or rank, negative warm-up calls, a ``parallel`` not in
+            :data:`PARALLEL`, a dtype not in :data:`DTYPES` or a phase not in :data:`PHASES`.
     """
     for name, least in (("batch", 1), ("seq", 1), ("iters", 1), ("profile_iters", 1), ("warmup", 0),
                         ("threads", 1), ("repeats", 1), ("nproc", 1)):
@@ -121,6 +121,10 @@ def validate(spec: RunSpec) -> None:
             raise ValueError(f"{name} must be at least {least}, got {value}")
     if spec.parallel not in PARALLEL:
         raise ValueError(f"unknown parallel {spec.parallel!r}: with nproc > 1 give parallel one of {', '.join(PARALLEL)}")
+    if spec.dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {spec.dtype!r}; valid dtypes: {', '.join(DTYPES)}")
+    if spec.phase not in PHASES:
+        raise ValueError(f"unknown phase {spec.phase!r}; valid phases: {', '.join(PHASES)}")
 
 
 def resolve(spec: RunSpec, default_batch: int, default_device: str, default_seq: int | None = None) -> RunSpec:
