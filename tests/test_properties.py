@@ -5,7 +5,7 @@ import gzip
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tracebuilder import TraceBuilder
 
@@ -46,6 +46,8 @@ def _build(spec, steps=3):
 
 @SETTINGS
 @given(spec=ops, steps=st.integers(1, 5))
+# found by Hypothesis: two identical graph launches, one dropped as a duplicate, fail integrity
+@example(spec=[("kernel", 0.0, 0.0, 7, 0, 1.0), ("graph", 0.0, 0.0, 7, 0, 1.0), ("graph", 0.0, 0.0, 7, 0, 1.0)], steps=1)
 def test_invariants_on_random_traces(tmp_path, spec, steps):
     tables = load(_build(spec, steps).write(tmp_path / "r.json"))
     row = summarize(tables)
@@ -62,7 +64,10 @@ def test_invariants_on_random_traces(tmp_path, spec, steps):
     assert sum(r[f"idle_{c}_us"] for c in idle.CAUSES) == pytest.approx(row["idle_us"], abs=1e-6)
     assert r["idle_us"] == pytest.approx(row["idle_us"], abs=1e-6)
     assert r["verdict"] in ("launch-bound", "gpu-bound", "mixed", "undetermined")
-    assert (r["verdict"] == "undetermined") == (r["host_launches"] < verdict.MIN_LAUNCHES)
+    # undetermined: too few launches to judge, or a failed integrity (issue 17: e.g. most of a
+    # tiny trace's events dropped as duplicates)
+    assert (r["verdict"] == "undetermined") == (r["host_launches"] < verdict.MIN_LAUNCHES
+                                                or r["integrity"] == "failed")
     per_iter_idle = result.tables["iterations"][[f"idle_{c}_us" for c in idle.CAUSES]].to_numpy().sum()
     assert per_iter_idle == pytest.approx(row["idle_us"], abs=1e-6)   # every gap's next op is in some step
     it = per_iteration(tables)
