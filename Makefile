@@ -16,6 +16,10 @@ SUITE  ?= vit-study
 # The H100 variants of the five study suites (issue 6), their time limit in minutes, and the
 # folder their reports and traces go to (H100/<suite>/); ARCHIVE=DIR also packs each as DIR/<suite>.tgz.
 H100_SUITES ?= surgical-h100 backends-study-h100 ops-h100 lm-h100 compile-modes-h100
+# The five studies' full grids (issue 21): make bench-h100-full, MINUTES of cells a call, each call going
+# on where the last stopped; a cell past TIMEOUT seconds is a timeout row.
+FULL_SUITES ?= surgical compile-modes backends ops lm
+TIMEOUT ?= 300
 MINUTES ?= 9
 H100    ?= reports/h100
 KERNELS ?= 100
@@ -30,7 +34,7 @@ TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(SEQ),--seq $(SEQ)) $(if $(DT
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 BROWSER_SETUP := $(if $(BROWSER),,$(if $(shell command -v apt-get 2>/dev/null),setup-browser))
 
-.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 attribution-h100 bench-analyze bench-analyze-10g test clean
+.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-h100-full attribution-h100 bench-analyze bench-analyze-10g test clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -75,6 +79,9 @@ bench: $(SETUP)  ## run a suite of workloads/ (resumable): make bench SUITE=vit-
 bench-h100: $(SETUP)  ## the five study suites trimmed for the H100, MINUTES (9) of runs a call (resumable: call again to go on): H100/<suite>/ (index.html links its plots)
 	$(TRACEKIT) bench $(H100_SUITES:%=workloads/%.toml) --traces $(H100) --reports $(H100) --max-minutes $(MINUTES) --html-plots link $(BENCH_OPTS)
 	$(if $(ARCHIVE),for s in $(H100_SUITES); do tar czf $(ARCHIVE)/$$s.tgz -C $(H100) $$s; done)
+
+bench-h100-full: $(SETUP)  ## the five studies' full grids on a GPU, MINUTES (9) of cells a call (resumable: call again until all are done): H100/<suite>/
+	$(TRACEKIT) bench $(FULL_SUITES:%=workloads/%.toml) --traces $(H100) --reports $(H100) --max-minutes $(MINUTES) --timeout $(TIMEOUT) --html-plots link $(BENCH_OPTS)
 
 attribution-h100: $(SETUP)  ## issue 20 on a GPU: ViT and GPT-2 eager/default/reduce-overhead, GPU time by module, every pair diffed: OUT (reports/h100/diff)/
 	$(TRACEKIT) bench workloads/attribution-h100.toml --traces $(OUT)/traces --reports $(OUT) --max-minutes $(MINUTES)

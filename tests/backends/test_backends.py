@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from tracekit import backends, runner
+from tracekit import backends, models, runner
 from tracekit.analysis.runs import analyze
 from tracekit.models import Unavailable
 from tracekit.spec import RunSpec
@@ -37,7 +37,8 @@ def test_onnx_runtime_cpu_provider_is_labelled_cpu(tmp_path):
     assert ort["iterations"] == m["profile"]["iterations"] and ort["cpu_ops"] > 0 and ort["cpu_op_busy_us"] > 0
 
 
-@pytest.mark.parametrize("mode", ["cudagraphs", "cudagraphs-compile", "fp8-scaled-mm"])
+@pytest.mark.parametrize("mode", ["cudagraphs", "cudagraphs-compile", "fp8-scaled-mm", "torchao-fp8",
+                                  "torchao-fp8-surgical"])
 def test_cuda_only_modes_are_skipped_on_the_cpu(tmp_path, mode):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -117,7 +118,7 @@ def test_a_wrong_result_is_flagged(tmp_path, monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", ["cudagraphs", "cudagraphs-compile", "fp8-scaled-mm"])
+@pytest.mark.parametrize("mode", ["cudagraphs", "cudagraphs-compile", "fp8-scaled-mm", "torchao-fp8"])
 def test_cuda_modes_on_a_gpu(tmp_path, mode):
     m = _run(tmp_path, "vit16x6x384", mode, batch=2)
     assert m["status"] == "ok" and m["device_type"] == "cuda" and m["diff_ok"], m.get("reason")
@@ -142,7 +143,6 @@ def test_rows_name_the_device_that_did_the_work(tmp_path):
 def test_fp8_conversion_leaves_linears_torch_nn_layers_read_directly():
     from torch import nn
 
-    from tracekit import models
     from tracekit.backends.fp8 import convert
 
     module, _ = models.build("mlp")
@@ -150,3 +150,49 @@ def test_fp8_conversion_leaves_linears_torch_nn_layers_read_directly():
     module, _ = models.build("transformer")
     with pytest.raises(Unavailable, match="multiple of 16"):
         convert(module, lambda lin: nn.Identity())  # its linears all sit in TransformerEncoderLayers
+
+
+def test_torchao_missing_is_skipped_with_an_install_hint(tmp_path, monkeypatch):
+    from tracekit.backends import torchao_fp8
+
+    monkeypatch.setattr(torchao_fp8.importlib.util, "find_spec", lambda name: None)
+    m = _run(tmp_path, "mlp", "torchao-fp8")
+    assert m["status"] == "skipped" and "torchao not installed" in m["reason"] and "pip install torchao" in m["reason"]
+
+
+def _fp8_here(monkeypatch, mode):
+    """Let an FP8 mode run on this machine's CPU (torch's CPU ``_scaled_mm`` computes FP8 GEMMs)."""
+    from dataclasses import replace
+
+    monkeypatch.setitem(backends.BACKENDS, mode, replace(backends.get(mode), unavailable=lambda spec: None))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode, phase", [("torchao-fp8", "inference"), ("torchao-fp8", "train-step"),
+                                         ("torchao-fp8-compile", "train-step")])
+def test_torchao_fp8_converts_the_eligible_linears_and_runs(tmp_path, monkeypatch, mode, phase):
+    pytest.importorskip("torchao")
+    _fp8_here(monkeypatch, mode)
+    m = _run(tmp_path, "ropetx2x256x64", mode, batch=2, dtype="bf16", phase=phase)
+    assert m["status"] == "ok", m.get("reason")
+    module, _ = models.build("ropetx2x256x64")
+    linears = [n for n, sub in module.named_modules() if type(sub) is torch.nn.Linear]
+    assert m["backend"]["fp8_linears"] == len(linears) == 8  # qkv, out and the MLP's two, in each of 2 layers
+    assert m["backend"]["torchao"] and "tensorwise" in m["backend"]["fp8_recipe"]
+    assert m["diff_ok"] and 0 < m["max_abs_diff"] <= m["diff_tolerance"]  # FP8 is not bit-equal to bf16
+
+
+@pytest.mark.slow
+def test_torchao_fp8_surgical_compiles_only_the_targets_around_fp8_linears(tmp_path, monkeypatch):
+    pytest.importorskip("torchao")
+    from torchao.float8.float8_linear import Float8Linear
+
+    from tracekit.backends import torchao_fp8
+
+    _fp8_here(monkeypatch, "torchao-fp8-surgical")
+    m = _run(tmp_path, "ropetx1x256x64", "torchao-fp8-surgical", batch=2, dtype="bf16")
+    assert m["status"] == "ok" and m["diff_ok"], m.get("reason")
+    assert m["backend"]["compiled"] == ["layers.0.qkv_reshape", "layers.0.rope"] and m["backend"]["fp8_linears"] == 4
+    module, _ = models.build("ropetx1x256x64")
+    converted, names, _ = torchao_fp8.to_float8(module)
+    assert all(isinstance(converted.get_submodule(n), Float8Linear) for n in names)

@@ -120,3 +120,4 @@ def needs_cuda(spec: RunSpec) -> str | None:
 # Register the modes; this order is the order `tracekit backends` lists them in.
 from tracekit.backends import eager, torch_compile  # noqa: E402,F401,I001
 from tracekit.backends import cudagraphs, jit, onnx, tensorrt, fp8, transformer_engine, surgical  # noqa: E402,F401,I001
+from tracekit.backends import torchao_fp8  # noqa: E402,F401,I001

@@ -42,26 +42,37 @@ class FP8Linear(nn.Module):
         return y.to(self.out_dtype).reshape(*x.shape[:-1], -1)
 
 
-def convert(module: nn.Module, make) -> list[str]:
-    """Replace each eligible ``nn.Linear`` of ``module`` by ``make(linear)``; return their names.
+def eligible(module: nn.Module) -> list[str]:
+    """Names of the ``nn.Linear`` layers of ``module`` that FP8 modes convert: both dimensions
+    a multiple of 16 (cuBLASLt's FP8 GEMM requirement), not inside ``nn.MultiheadAttention``
+    or an ``nn.Transformer*Layer`` (these read their linears' weights directly instead of
+    calling them: MultiheadAttention always, the layers in their fused inference fast path).
 
     Raises:
         tracekit.models.Unavailable: no linear is eligible (the run is recorded as skipped).
     """
-    # These read their linears' weights directly (MultiheadAttention always, the Transformer
-    # layers in their fused inference fast path) instead of calling them: leave them alone.
     readers = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)
     skip = {f"{n}." for n, m in module.named_modules() if isinstance(m, readers)}
-    done = []
-    for name, sub in list(module.named_modules()):
-        if (type(sub) is nn.Linear and not any(name.startswith(s) for s in skip)
-                and sub.in_features % 16 == 0 and sub.out_features % 16 == 0):
-            parent, _, attr = name.rpartition(".")
-            setattr(module.get_submodule(parent) if parent else module, attr, make(sub))
-            done.append(name)
-    if not done:  # FP8 does not apply to this model: a skipped run, not a failed one
+    names = [name for name, sub in module.named_modules()
+             if type(sub) is nn.Linear and not any(name.startswith(s) for s in skip)
+             and sub.in_features % 16 == 0 and sub.out_features % 16 == 0]
+    if not names:  # FP8 does not apply to this model: a skipped run, not a failed one
         raise Unavailable("no nn.Linear with both dimensions a multiple of 16 (outside torch.nn's attention "
                           "and transformer layers) to run in FP8")
+    return names
+
+
+def convert(module: nn.Module, make) -> list[str]:
+    """Replace each :func:`eligible` ``nn.Linear`` of ``module`` by ``make(linear)``; return their names.
+
+    Raises:
+        tracekit.models.Unavailable: no linear is eligible.
+    """
+    done = eligible(module)
+    for name in done:
+        parent, _, attr = name.rpartition(".")
+        holder = module.get_submodule(parent) if parent else module
+        setattr(holder, attr, make(getattr(holder, attr)))
     return done
 
 

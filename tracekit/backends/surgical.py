@@ -25,7 +25,15 @@ def targets(module: torch.nn.Module, patterns: list[str]) -> list[str]:
     return chosen
 
 
-def prepare(module, inputs, spec) -> Prepared:
+def compile_submodules(module: torch.nn.Module, spec) -> tuple[list[str], list[str]]:
+    """``torch.compile`` in place the outermost submodules of ``module`` whose names match
+    ``spec.compile_only`` (else the model family's ``compile_targets``).
+
+    Returns:
+        (names compiled, patterns used).
+    Raises:
+        ValueError: no submodule matches (the message lists some names).
+    """
     text = spec.compile_only or models.lookup(spec.model)[0].compile_targets
     patterns = [p.strip() for p in text.split(",") if p.strip()]
     chosen = targets(module, patterns)
@@ -36,6 +44,11 @@ def prepare(module, inputs, spec) -> Prepared:
         parent, _, attr = name.rpartition(".")
         holder = module.get_submodule(parent) if parent else module
         setattr(holder, attr, torch.compile(getattr(holder, attr)))
+    return chosen, patterns
+
+
+def prepare(module, inputs, spec) -> Prepared:
+    chosen, patterns = compile_submodules(module, spec)
     return Prepared(module, spec.device.split(":")[0], {"compiled": chosen, "patterns": patterns})
 
 
