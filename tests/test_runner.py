@@ -112,3 +112,21 @@ def test_labels_name_non_default_settings():
     assert RunSpec("vit16x6x384", batch=8).label(8, "cuda") == "vit16x6x384"
     assert RunSpec("vit16x6x384", batch=1, dtype="bf16").label(8, "cuda") == "vit16x6x384-b1-bf16"
     assert RunSpec("mlp", device="cpu").label(4, "cuda") == "mlp-cpu"
+
+
+@pytest.mark.gpu
+def test_profiled_steps_hold_only_the_kernels_they_launched(tmp_path):
+    """The profiler's warm-up step is synchronized before the window opens: a GPU-bound run's
+    queued work (here a whole CUDA-graph replay) must not run inside profiled step 1 with no
+    launch call in the trace (it did before: step 1 of vit16x6x384 reduce-overhead on the H100
+    held 43 ops of the previous replay, 850 µs)."""
+    from tracekit.analysis.idle import launch_index, op_iterations
+    from tracekit.trace.reader import trace_files
+
+    m = runner.run(RunSpec("vit16x6x384", "reduce-overhead", batch=8, warmup=3, iters=5, profile_iters=3),
+                   tmp_path, log=lambda s: None)
+    assert m["status"] == "ok", m.get("reason")
+    tables = load(next(f for d in tmp_path.rglob("run.json") for f in trace_files(d.parent)))
+    ops = tables.gpu_ops
+    in_steps = op_iterations(tables, ops) >= 0
+    assert in_steps.sum() > 0 and ops.loc[in_steps, "correlation"].isin(launch_index(tables).index).all()

@@ -181,8 +181,11 @@ def measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
     ) as prof:
         for i in range(1 + spec.profile_iters):
             step(inputs)
-            if i == spec.profile_iters:
-                _sync(device)  # let the last kernels finish inside the window
+            if i in (0, spec.profile_iters):
+                # After the profiler's warm-up step: its kernels finish before the window opens (else a
+                # GPU-bound run's queued work, e.g. a whole CUDA-graph replay, runs inside profiled step 1
+                # with no launch call in the trace). After the last step: its kernels finish inside it.
+                _sync(device)
             prof.step()
     traces = [p.name for p in trace_files(directory)]
     manifest.profile = {"iterations": spec.profile_iters, "traces": traces}

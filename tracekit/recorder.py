@@ -107,8 +107,10 @@ class Recorder:
     def step(self) -> None:
         """End one iteration of the loop (call it after each)."""
         self.steps += 1
-        if self.steps == self._last and self._cuda:
-            torch.cuda.synchronize()  # the last profiled step's kernels finish inside the window, as in the runner
+        if self.steps in (self._first - 1, self._last) and self._cuda:
+            # as in the runner (tracekit.measure): the profiler's warm-up step's kernels finish before the
+            # window opens, the last profiled step's inside it
+            torch.cuda.synchronize()
         self._mark()
         self._profiler.step()
         if self.steps == self.spec.warmup:
