@@ -23,7 +23,9 @@ in the nest of CPU ops of its thread; the first rule that applies wins:
    calls in a fixed order: it is the k-th call site of that name, which lists the
    modules and aten ops of the FX nodes it computes (less those an earlier call
    computed: recomputed inputs). A fused kernel's module is the innermost module
-   holding all its nodes (their common path prefix).
+   holding all its nodes (their common path prefix). A copy op there that is no call
+   site (``graph input copy``: cudagraph trees copying a replay's inputs into the
+   graph's buffers) belongs to the compiled module itself.
 4. ``module scope``: the innermost ``module::<path>`` range (the runner's scopes,
    :func:`tracekit.attribution_record.module_scopes`) around the launch; the op is the
    innermost ``aten::`` op around it.
@@ -58,6 +60,10 @@ GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph (\S+) ##$")
 # (torch._inductor.cudagraph_trees; seen with torch 2.11 on the H100), so the call sites of a
 # captured graph sit one level below the graph's call.
 CALL_WRAPPER = re.compile(r"^CUDAGraph\w*\.\w+( \(dynamo_timed\))?$")
+# Copies a graph's call makes outside its generated code: cudagraph trees copy the inputs into the
+# graph's static buffers before a replay (torch._inductor.cudagraph_trees, ``_copy_inputs_and_remove_from_src``
+# with torch._foreach_copy_). They are the compiled module's work, not one of its submodules'.
+INPUT_COPIES = frozenset({"_foreach_copy_", "copy_"})
 UNATTRIBUTED = "(unattributed)"
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
 CAPTURE_BEGIN, CAPTURE_END = re.compile(r"^(cuda|hip)StreamBeginCapture"), re.compile(r"^(cuda|hip)StreamEndCapture")
@@ -141,6 +147,8 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
         found = sites.get(graph[i], {}).get(name)
         if graph[i] not in sites:
             module[i], rule[i] = None, f"none: compiled graph {graph[i][:12]} without provenance"
+        elif found is None and name in INPUT_COPIES:  # cudagraph trees stage the inputs of a graph replay
+            module[i], rule[i] = scope_path[i], "graph input copy"
         elif found is None:
             module[i], rule[i] = None, f"none: {name} is no call site of the graph's generated code"
         elif len(found) != count:
