@@ -91,8 +91,9 @@ def test_inductor_provenance_rule(tmp_path):
     mm = att[att["kernel"].isin(["gemm_0", "Memset (Device)"])]
     assert set(mm["module"]) == {"blocks.0.mlp.2"} and set(mm["op"]) == {"addmm"}   # memset + gemm of one mm call
     assert _rows(att)["gemm_1"][0] == "blocks.1.mlp.2"
-    # cudagraph trees' copy of a replay's inputs: the compiled module's own work (here the whole model, "")
-    assert _rows(att)["copy_inputs"] == ("", "_foreach_copy_", "graph input copy")
+    # cudagraph trees' copy of a replay's inputs: the work of the module the graph computes (its call sites
+    # are in blocks.0 and blocks.1: "blocks")
+    assert _rows(att)["copy_inputs"] == ("blocks", "_foreach_copy_", "graph input copy")
 
 
 def test_compiled_without_provenance_keeps_ops(tmp_path):

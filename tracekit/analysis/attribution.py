@@ -25,7 +25,7 @@ in the nest of CPU ops of its thread; the first rule that applies wins:
    computed: recomputed inputs). A fused kernel's module is the innermost module
    holding all its nodes (their common path prefix). A copy op there that is no call
    site (``graph input copy``: cudagraph trees copying a replay's inputs into the
-   graph's buffers) belongs to the compiled module itself.
+   graph's buffers) belongs to the module the graph computes (its call sites' common one).
 4. ``module scope``: the innermost ``module::<path>`` range (the runner's scopes,
    :func:`tracekit.attribution_record.module_scopes`) around the launch; the op is the
    innermost ``aten::`` op around it.
@@ -101,6 +101,11 @@ def _sites(record: dict | None) -> dict[str, dict[str, list]]:
     return out
 
 
+def _graph_module(by_name: dict[str, list]) -> str:
+    """The module a compiled graph computes: the innermost one holding all its call sites' modules."""
+    return common_module([p for calls in by_name.values() for paths, _ in calls for p in paths])
+
+
 def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) -> pd.DataFrame:
     """Rules 3-4 for launch calls (rows of ``tables.host_calls``).
 
@@ -148,7 +153,7 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
         if graph[i] not in sites:
             module[i], rule[i] = None, f"none: compiled graph {graph[i][:12]} without provenance"
         elif found is None and name in INPUT_COPIES:  # cudagraph trees stage the inputs of a graph replay
-            module[i], rule[i] = scope_path[i], "graph input copy"
+            module[i], rule[i] = _join(scope_path[i], _graph_module(sites[graph[i]])), "graph input copy"
         elif found is None:
             module[i], rule[i] = None, f"none: {name} is no call site of the graph's generated code"
         elif len(found) != count:
