@@ -76,3 +76,14 @@ def test_backend_suites_name_known_modes_and_models_and_hold_the_launch_removal_
     for batch in (None, 1):  # the launch-removal control, at the default batch and at 1
         vit = {c["mode"] for c in h100 if c["model"] == "vit16x6x384" and c.get("batch") == batch}
         assert {"eager", "cudagraphs", "default", "reduce-overhead"} <= vit
+
+
+def test_make_bench_h100_full_runs_the_five_studies_as_written():
+    line = next(l for l in Path("Makefile").read_text().splitlines() if l.startswith("FULL_SUITES ?="))
+    suites = [load_suite(f"workloads/{name}.toml") for name in line.split("=", 1)[1].split()]
+    assert sorted(s.name for s in suites) == sorted(("compile-modes", "backends", "ops", "lm", "surgical"))
+    assert all(not s.variant_of for s in suites)   # the full grids, not the trimmed variants
+    from tracekit import backends, models
+    for cell in (c for s in suites for c in s.cells):
+        backends.get(cell.values["mode"])           # every mode and model of the grids exists
+        models.lookup(cell.values["model"])
