@@ -103,3 +103,19 @@ def test_a_run_on_another_device_than_asked_is_said_and_not_compared():
     assert said == ["onnx ran on the cpu (Intel Xeon) although cuda was asked, on 1 workloads (latency 50 ms): "
                     "not compared with the cuda eager runs, since that speedup would compare devices, not modes."]
     assert not any("ran on the" in line for line in suite_findings(comparison(RUNS)))
+
+
+def test_where_the_answer_changes_with_size():
+    """default vs eager on softmax at four sizes: slower, slower, within 2%, faster (latencies
+    chosen so); layer_norm faster at both sizes: no sentence (its answer does not change)."""
+    runs = []
+    for n, eager_ms, default_ms in ((1024, 1.0, 2.0), (2048, 1.0, 1.25), (4096, 1.0, 0.99), (8192, 2.0, 1.0)):
+        runs += [_row(f"sm{n}/eager", f"softmax{n}", "eager", eager_ms, op=f"softmax{n}", dtype="fp16"),
+                 _row(f"sm{n}/default", f"softmax{n}", "default", default_ms, op=f"softmax{n}", dtype="fp16")]
+    for n in (256, 512):
+        runs += [_row(f"ln{n}/eager", f"layernorm{n}", "eager", 1.0, op=f"layernorm{n}"),
+                 _row(f"ln{n}/default", f"layernorm{n}", "default", 0.5, op=f"layernorm{n}")]
+    lines = [f for f in suite_findings(comparison(pd.DataFrame(runs))) if "changes with size" in f]
+    assert lines == ["default vs eager on softmax# (fp16, inference, cuda) changes with size: slower at "
+                     "softmax1024–softmax2048 (0.5–0.8x); no clear difference at softmax4096 (1.01x); faster at "
+                     "softmax8192 (2x)."]

@@ -29,7 +29,7 @@ def suite_findings(cmp: pd.DataFrame) -> list[str]:
         names = ok["device_name"].dropna()
         out.append(f"All {len(ok)} finished runs ran on the CPU ({names.iloc[0] if len(names) else 'cpu'}): "
                    "their traces hold no GPU activity, so only latency and CPU-side figures apply.")
-    for part in (_speedups, _other_device, _launches, _time_sources, _rates, _memory, _accuracy):
+    for part in (_speedups, _by_size, _other_device, _launches, _time_sources, _rates, _memory, _accuracy):
         out += part(ok)
     return out + _failures(cmp[cmp["status"] != "ok"])
 
@@ -60,6 +60,46 @@ def _speedups(ok: pd.DataFrame) -> list[str]:
                      + f" — worst {worst['workload']}, {worst['latency_median_ms']:.3f} ms vs eager "
                      f"{worst['eager_ms']:.3f} ms")
         out.append(text + ".")
+    return out
+
+
+LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")  # the size in a model name: matmul4096, lm-small-1024, attn16x4096
+
+
+def _verdict(row) -> str:
+    if row["speedup_inconclusive"] is True or SLOWER <= row["speedup_vs_eager"] < 1 / SLOWER:
+        return "no clear difference"
+    return "faster" if row["speedup_vs_eager"] >= 1 / SLOWER else "slower"
+
+
+def _by_size(ok: pd.DataFrame) -> list[str]:
+    """Where the answer changes with size: per contender and kind of workload (the model name
+    without its last number, e.g. ``matmul#``, ``lm-small-#``, ``attn16x#``; same phase, dtype
+    and device), the verdict vs eager (faster, slower, no clear difference: :data:`SLOWER` and
+    the p10-p90 overlap of :func:`tracekit.analysis.trust.inconclusive`) at each size, smallest
+    first, when it is not the same at all sizes (workloads that differ in batch or sequence
+    length are kinds apart). Returns one sentence per such kind."""
+    rows = ok[ok["contender"] != "eager"].dropna(subset=["speedup_vs_eager"])
+    if rows.empty:
+        return []
+    size = rows["op"].astype(str).map(lambda op: int(m.group(1)) if (m := LAST_NUMBER.search(op)) else -1)
+    kind = rows["op"].astype(str).str.replace(LAST_NUMBER, "#", regex=True)
+    contender = rows["contender"].str.replace(LAST_NUMBER, "#", regex=True)
+    rows = rows.assign(_size=size, _kind=kind, _contender=contender).sort_values("_size", kind="stable")
+    out = []
+    keys = ["_contender", "_kind", "phase", "dtype", "device_type"] + [k for k in ("batch", "seq") if k in rows]
+    for (who, what, phase, dtype, device, *_), g in rows[rows["_size"] >= 0].groupby(keys, sort=False, dropna=False):
+        verdicts = [_verdict(r) for _, r in g.iterrows()]
+        if g["_size"].nunique() < len(g) or len(g) < 2 or len(set(verdicts)) == 1:
+            continue
+        runs, start = [], 0
+        for i in range(1, len(g) + 1):
+            if i == len(g) or verdicts[i] != verdicts[start]:
+                part = g.iloc[start:i]
+                sizes = f"{part['op'].iloc[0]}" + (f"–{part['op'].iloc[-1]}" if len(part) > 1 else "")
+                runs.append(f"{verdicts[start]} at {sizes} ({_span(part['speedup_vs_eager'])}x)")
+                start = i
+        out.append(f"{who} vs eager on {what} ({dtype}, {phase}, {device}) changes with size: " + "; ".join(runs) + ".")
     return out
 
 
