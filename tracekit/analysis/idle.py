@@ -84,9 +84,11 @@ HIST_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 1000, np.inf)
 
 def launch_index(tables: EventTables) -> pd.DataFrame:
     """The launch calls (rows of ``tables.host_calls``: name, ts and dur in µs, pid, tid...)
-    indexed by correlation id, the first call of each id; the ``correlation`` column is kept."""
+    indexed by correlation id, the first call of each id; the ``correlation`` column is kept.
+    Computed once per trace: not to be changed in place."""
     calls = tables.host_calls
-    return calls[calls["correlation"] >= 0].drop_duplicates("correlation").set_index("correlation", drop=False)
+    return tables.memo("launch_index", calls, lambda: calls[calls["correlation"] >= 0].drop_duplicates(
+        "correlation").set_index("correlation", drop=False))
 
 
 def _covering_end(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

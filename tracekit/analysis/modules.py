@@ -27,7 +27,7 @@ import pandas as pd
 
 from tracekit.analysis import idle
 from tracekit.analysis.attribution import UNATTRIBUTED, attribute, common_module
-from tracekit.analysis.nest import Nest, threads
+from tracekit.analysis.nest import Nest
 from tracekit.analysis.opnames import SCOPE_PREFIX
 from tracekit.analysis.intervals import busy_shares
 from tracekit.trace.reader import EventTables
@@ -109,7 +109,7 @@ def scope_times(tables: EventTables) -> pd.Series:
     cpu = tables.cpu_ops
     if cpu.empty or not pd.Categorical(cpu["name"]).categories.str.startswith(SCOPE_PREFIX).any():
         return pd.Series(dtype=float)
-    nest = Nest(cpu, threads(cpu)[0])
+    nest = Nest.of(tables)
     is_scope = nest.per_name(lambda n: n.startswith(SCOPE_PREFIX))
     at = np.flatnonzero(is_scope)
     up = nest.ancestor(np.where(nest.parent[at] >= 0, nest.parent[at], -1), is_scope)

@@ -89,6 +89,15 @@ class EventTables:
     devices: pd.DataFrame
     comms: pd.DataFrame
     meta: dict = field(default_factory=dict)
+    derived: dict = field(default_factory=dict, repr=False, compare=False)  # see memo
+
+    def memo(self, key: str, source: pd.DataFrame, make):
+        """``make()``, computed once while ``source`` (one of these tables) is the same frame:
+        what several analyses derive from a table (the CPU-op nest, the launch index)."""
+        hit = self.derived.get(key)
+        if hit is None or hit[0] is not source:
+            self.derived[key] = hit = (source, make())
+        return hit[1]
 
     @property
     def has_gpu(self) -> bool:
