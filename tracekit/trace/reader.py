@@ -7,10 +7,8 @@ float µs as Kineto writes them.
 from __future__ import annotations
 
 import ctypes
-import multiprocessing
 import os
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +23,8 @@ from tracekit.trace.schema import Trace
 from tracekit.trace.stream import iter_events, read_head, split_file
 
 if TYPE_CHECKING:  # pandas is imported when the tables are made, after the workers have started
+    from concurrent.futures import Future
+
     import pandas as pd
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -168,7 +168,7 @@ def _is_gzip(path: Path) -> bool:
 def _workers(path: Path) -> int:
     """Processes to decode with: one per usable core for a large file, else 1."""
     size = path.stat().st_size * (GZIP_RATIO if _is_gzip(path) else 1)
-    if size < PARALLEL_MIN_BYTES or "fork" not in multiprocessing.get_all_start_methods():
+    if size < PARALLEL_MIN_BYTES or not hasattr(os, "fork"):
         return 1
     return min(len(os.sched_getaffinity(0)), 8)
 
@@ -203,6 +203,9 @@ def _read_parallel(path: Path, workers: int) -> _Chunks:
     is gunzipped and cut here, with at most ``workers + 1`` chunks of text in
     flight. Raises _BadCut when a cut fell inside a value.
     """
+    import multiprocessing  # here: only a large file needs them (start-up stays lean)
+    from concurrent.futures import ProcessPoolExecutor
+
     out = _Chunks()
 
     def take(future: Future) -> None:
