@@ -116,7 +116,8 @@ def scope_times(tables: EventTables) -> pd.Series:
     own = pd.Series(nest.dur[at], index=at)
     inner = own[up >= 0].groupby(up[up >= 0]).sum()
     own = own.sub(inner, fill_value=0)
-    return own.groupby(pd.Series(nest.names[at], index=at).str[len(SCOPE_PREFIX):]).sum()
+    path = nest.at(at, nest.by_name(lambda n: n[len(SCOPE_PREFIX):], object), "")
+    return own.groupby(pd.Series(path, index=at)).sum()
 
 
 def by_module(long: pd.DataFrame, depth: int = DEFAULT_DEPTH, iterations: float | None = None,

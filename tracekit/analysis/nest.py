@@ -6,8 +6,6 @@ shared by the analyses that need it (attribution, CPU-op self time, module scope
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import numpy as np
 import pandas as pd
 
@@ -27,11 +25,14 @@ class Nest:
         pid, tid = pd.Categorical(cpu["pid"]), pd.Categorical(cpu["tid"])  # the reader's: no hashing
         self._pids, self._tids = pid.categories, tid.categories
         threads = self._thread(pid.codes, tid.codes)
-        self.order = order = _nest_order(threads, cpu["ts"].to_numpy(), cpu["dur"].to_numpy())  # position -> row
-        self.thread = threads[order]
-        self.ts, self.end, self.dur = (cpu[c].to_numpy()[order] for c in ("ts", "end", "dur"))
+        # int32 positions: the nest lives through the analyses of a trace, so it is kept compact
+        self.order = order = _nest_order(threads, cpu["ts"].to_numpy(), cpu["dur"].to_numpy()).astype(np.int32)
+        self.thread = threads[order].astype(np.int32)
+        del threads
+        self.ts, self.end = (cpu[c].to_numpy()[order] for c in ("ts", "end"))
+        self._dur = cpu["dur"].to_numpy()
         depth = cpu["depth"].to_numpy()[order]
-        self.parent = np.full(len(order), -1, dtype=np.int64)
+        self.parent = np.full(len(order), -1, dtype=np.int32)
         up = np.flatnonzero(depth == 0)
         for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
             here = np.flatnonzero(depth == d)
@@ -42,6 +43,11 @@ class Nest:
             up = here
         names = pd.Categorical(cpu["name"])
         self.codes, self._distinct = names.codes[order], names.categories.to_numpy(dtype=object)
+
+    @property
+    def dur(self) -> np.ndarray:
+        """The duration (µs) of the op at each position (made on each use: not kept)."""
+        return self._dur[self.order]
 
     @classmethod
     def of(cls, tables: EventTables) -> "Nest":
@@ -56,11 +62,11 @@ class Nest:
     def threads_of(self, frame: pd.DataFrame) -> np.ndarray:
         """The thread code of each row of ``frame`` (pid, tid columns); -1 for a thread
         without CPU ops."""
-        return self._thread(_codes(frame["pid"], self._pids), _codes(frame["tid"], self._tids))
+        return self._thread(_codes(frame["pid"], self._pids), _codes(frame["tid"], self._tids)).astype(np.int32)
 
-    @cached_property
+    @property
     def names(self) -> np.ndarray:
-        """The op name at each position (object array)."""
+        """The op name at each position (object array, made on each use: not kept)."""
         return self._distinct[self.codes]
 
     def by_name(self, fn, dtype=bool) -> np.ndarray:

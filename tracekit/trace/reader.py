@@ -99,6 +99,10 @@ class EventTables:
             self.derived[key] = hit = (source, make())
         return hit[1]
 
+    def forget(self, key: str) -> None:
+        """Drop what :meth:`memo` keeps under ``key``, once no analysis needs it (its memory)."""
+        self.derived.pop(key, None)
+
     @property
     def has_gpu(self) -> bool:
         """True when the trace holds at least one GPU op (kernel, memcpy, memset)."""
@@ -149,15 +153,22 @@ class _BadCut(Exception):
     pass
 
 
-def _mmap_large_blocks() -> None:
-    """Have glibc's malloc serve blocks of 64 KiB and more by mmap, returned to the system
-    when freed. Otherwise it raises that threshold as blocks are freed (up to 32 MiB) and
-    keeps the freed columns of hundreds of chunks in its heap, resident beside the tables
-    made of them (about 100 MB more at 1 GB of trace). No-op where malloc is not glibc's."""
+def _mmap_threshold(size: int) -> None:
+    """Have glibc's malloc serve blocks of ``size`` bytes and more by mmap, returned to the
+    system when freed. While chunks come in it is 64 KiB (``MMAP_WHILE_READING``): otherwise
+    malloc raises its threshold as blocks are freed (up to 32 MiB) and keeps the freed
+    columns of hundreds of chunks in its heap, resident beside the tables made of them
+    (about 100 MB more at 1 GB of trace). Once the tables are made it is 32 MiB
+    (``MMAP_AFTER_READING``, glibc's own ceiling): the analyses' temporary arrays are then
+    reused from the heap instead of being mapped, zeroed and unmapped one by one (at 1 GB,
+    1 s of the analyses' 4). No-op where malloc is not glibc's."""
     try:
-        ctypes.CDLL(None).mallopt(-3, 64 << 10)  # M_MMAP_THRESHOLD (glibc malloc.h)
+        ctypes.CDLL(None).mallopt(-3, size)  # M_MMAP_THRESHOLD (glibc malloc.h)
     except (OSError, AttributeError):
         pass
+
+
+MMAP_WHILE_READING, MMAP_AFTER_READING = 64 << 10, 32 << 20
 
 
 def _is_gzip(path: Path) -> bool:
@@ -272,7 +283,7 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
             raise TraceError(path, "empty file", ExitCode.NOT_JSON)
         workers = _workers(path) if workers is None else workers
         if workers > 1:
-            _mmap_large_blocks()
+            _mmap_threshold(MMAP_WHILE_READING)
         decode.Strict.on = True
         try:
             read = _read_parallel(path, workers) if workers > 1 else _read(path)
@@ -297,6 +308,8 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
                                   "profile (a trace from another tool?)") from None
         read.add(found)
     tables = _tables(path, read)
+    if workers > 1:
+        _mmap_threshold(MMAP_AFTER_READING)
     if tables.gpu_ops.empty and tables.host_calls.empty and tables.cpu_ops.empty:
         raise NotATrace(path, f"none of its {tables.meta['events']} events is a PyTorch profiler event "
                               "(cpu_op, kernel, cuda_runtime...): a trace from another tool?")
