@@ -32,15 +32,16 @@ class Nest:
         self.ts, self.end = (cpu[c].to_numpy()[order] for c in ("ts", "end"))
         self._dur = cpu["dur"].to_numpy()
         depth = cpu["depth"].to_numpy()[order]
+        # An op's parent is the last op before it one level up (of its own thread).
         self.parent = np.full(len(order), -1, dtype=np.int32)
-        up = np.flatnonzero(depth == 0)
+        at = np.arange(len(order), dtype=np.int32)
         for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
+            last_up = np.maximum.accumulate(np.where(depth == d - 1, at, -1))
             here = np.flatnonzero(depth == d)
-            k = np.searchsorted(up, here) - 1
-            ok = k >= 0
-            ok[ok] = self.thread[up[k[ok]]] == self.thread[here[ok]]
-            self.parent[here[ok]] = up[k[ok]]
-            up = here
+            up = last_up[here]
+            ok = up >= 0
+            ok[ok] = self.thread[up[ok]] == self.thread[here[ok]]
+            self.parent[here[ok]] = up[ok]
         names = pd.Categorical(cpu["name"])
         self.codes, self._distinct = names.codes[order], names.categories.to_numpy(dtype=object)
 

@@ -25,7 +25,7 @@ import msgspec
 import numpy as np
 
 from tracekit.trace.decode import decode_chunk, no_gc
-from tracekit.trace.schema import NO_ARGS, Args, Event, Trace
+from tracekit.trace.schema import NO_ARGS, Args, Event, StrictEvent, Trace
 from tracekit.trace.stream import decode_range, decode_tail
 from tracekit.trace.values import Strings, factorize, floats, ints, pick, strings
 
@@ -127,7 +127,7 @@ def tabulate(events: list[Event]) -> Chunk:
     dur_all = floats(list(map(attrgetter("dur"), events)))
     names = strings(list(map(attrgetter("name"), events)))
     args_all = list(map(attrgetter("args"), events))
-    if None in args_all:
+    if type(events[0]) is not StrictEvent and None in args_all:  # a StrictEvent's args are never None
         args_all = [a or NO_ARGS for a in args_all]
     ext_all = ints(list(map(attrgetter("external_id"), args_all)))
     per_key = {c: strings([v[i] for v in keys]) for i, c in ((1, "ph"), (2, "pid"), (3, "tid"))}
