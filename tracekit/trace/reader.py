@@ -284,7 +284,7 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
         workers = _workers(path) if workers is None else workers
         if workers > 1:
             _mmap_threshold(MMAP_WHILE_READING)
-        decode.Strict.on = True
+        decode.Strict.on = decode.Strict.lean = True
         try:
             read = _read_parallel(path, workers) if workers > 1 else _read(path)
         except _BadCut:  # a chunk cut inside a value: read again with checked cuts
