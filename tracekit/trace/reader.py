@@ -158,10 +158,11 @@ def _mmap_threshold(size: int) -> None:
     system when freed. While chunks come in it is 64 KiB (``MMAP_WHILE_READING``): otherwise
     malloc raises its threshold as blocks are freed (up to 32 MiB) and keeps the freed
     columns of hundreds of chunks in its heap, resident beside the tables made of them
-    (about 100 MB more at 1 GB of trace). Once the tables are made it is 32 MiB
-    (``MMAP_AFTER_READING``, glibc's own ceiling): the analyses' temporary arrays are then
-    reused from the heap instead of being mapped, zeroed and unmapped one by one (at 1 GB,
-    1 s of the analyses' 4). No-op where malloc is not glibc's."""
+    (about 100 MB more at 1 GB of trace). Once every chunk is in it is 32 MiB
+    (``MMAP_AFTER_READING``, glibc's own ceiling): the large arrays of the tables and of the
+    analyses are then reused from the heap instead of being mapped, zeroed and unmapped one
+    by one (at 1 GB, 1 s of the analyses' 4, 0.3 s of the tables' making). No-op where malloc
+    is not glibc's."""
     try:
         ctypes.CDLL(None).mallopt(-3, size)  # M_MMAP_THRESHOLD (glibc malloc.h)
     except (OSError, AttributeError):
@@ -307,9 +308,9 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
             raise NotATrace(path, "a JSON array of events, not a PyTorch profiler trace nor an ONNX Runtime "
                                   "profile (a trace from another tool?)") from None
         read.add(found)
-    tables = _tables(path, read)
     if workers > 1:
         _mmap_threshold(MMAP_AFTER_READING)
+    tables = _tables(path, read)
     if tables.gpu_ops.empty and tables.host_calls.empty and tables.cpu_ops.empty:
         raise NotATrace(path, f"none of its {tables.meta['events']} events is a PyTorch profiler event "
                               "(cpu_op, kernel, cuda_runtime...): a trace from another tool?")
