@@ -87,16 +87,18 @@ attribution-h100: $(SETUP)  ## issue 20 on a GPU: ViT and GPT-2 eager/default/re
 	$(TRACEKIT) bench workloads/attribution-h100.toml --traces $(OUT)/traces --reports $(OUT) --max-minutes $(MINUTES)
 	$(TRACEKIT) diff $(OUT)/traces/attribution-h100 --out $(OUT)/diffs --min-coverage 0.95
 
-# The commit before the fast reader (issue 18): its phases are timed beside today's (its tracekit/
-# unpacked by git archive into BENCH_DIR/before; skipped outside a git checkout). Synthetic traces go
-# to BENCH_DIR, never into the repository.
-BENCH_BEFORE ?= 70e69e4
+# The commit before the last round of issue 18's work (the fast reader was 70e69e4 -> fcb9ec4; the
+# shared CPU-op nest and leaner analyses came after 42d40e5): its phases are timed beside today's (its
+# tracekit/ unpacked by git archive into BENCH_DIR/before-<commit>, so the report names it; skipped
+# outside a git checkout). Synthetic traces go to BENCH_DIR, never into the repository.
+BENCH_BEFORE ?= 42d40e5
 BENCH_DIR    ?= /tmp/tracekit-bench
 bench-analyze: $(SETUP)  ## speed/memory of tracekit analyze on 10 MB-1 GB traces vs HTA, before/after: reports/bench-analyze.md
 	@if git rev-parse -q --verify $(BENCH_BEFORE)^{commit} >/dev/null 2>&1; then \
-	  mkdir -p $(BENCH_DIR)/before && git archive $(BENCH_BEFORE) tracekit | tar -x -C $(BENCH_DIR)/before; \
-	  BEFORE="--before $(BENCH_DIR)/before"; fi; \
-	$(VENV)/bin/python -m compileall -q tracekit $(BENCH_DIR)/before/tracekit >/dev/null 2>&1; \
+	  rm -rf $(BENCH_DIR)/before-$(BENCH_BEFORE) && mkdir -p $(BENCH_DIR)/before-$(BENCH_BEFORE) && \
+	  git archive $(BENCH_BEFORE) tracekit | tar -x -C $(BENCH_DIR)/before-$(BENCH_BEFORE); \
+	  BEFORE="--before $(BENCH_DIR)/before-$(BENCH_BEFORE)"; fi; \
+	$(VENV)/bin/python -m compileall -q tracekit $(BENCH_DIR)/before-$(BENCH_BEFORE)/tracekit >/dev/null 2>&1; \
 	$(VENV)/bin/python benchmarks/loadbench.py --workdir $(BENCH_DIR) --report $(REPORTS)/bench-analyze.md $$BEFORE
 
 bench-analyze-10g: $(SETUP)  ## tracekit analyze of a 10 GB trace (about 10 GB in BENCH_DIR), into reports/bench-analyze.md

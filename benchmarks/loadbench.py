@@ -102,7 +102,11 @@ t0, c0 = time.perf_counter(), cpu()
 import tracekit.cli, tracekit.analysis.runs
 preloaded = sorted(m for m in ("pandas", "matplotlib") if m in sys.modules)
 t1, c1 = time.perf_counter(), cpu()
-from tracekit.trace.reader import _workers, load
+from tracekit.trace.reader import load
+try:
+    from tracekit.trace.chunks import workers_for
+except ImportError:  # a tracekit from before trace/chunks.py
+    from tracekit.trace.reader import _workers as workers_for
 tables = load(sys.argv[1])
 t2, c2 = time.perf_counter(), cpu()
 from tracekit.analysis.pertrace import analyze_trace
@@ -110,7 +114,7 @@ analyze_trace(tables)
 t3, c3 = time.perf_counter(), cpu()
 print(json.dumps({"imports_s": t1 - t0, "read_s": t2 - t1, "analysis_s": t3 - t2, "imports_cpu_s": c1 - c0,
                   "read_cpu_s": c2 - c1, "analysis_cpu_s": c3 - c2, "preloaded": preloaded,
-                  "workers": _workers(__import__("pathlib").Path(sys.argv[1]))}))
+                  "workers": workers_for(__import__("pathlib").Path(sys.argv[1]))}))
 """
 PHASE_KEYS = ("imports_s", "read_s", "analysis_s", "imports_cpu_s", "read_cpu_s", "analysis_cpu_s")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -22,6 +21,8 @@ def write_atomic(path: Path | str, data: str | bytes) -> Path:
     file's mode is kept, a new file gets 0666 less the umask (mkstemp's own
     temporary file is 0600, which would hide reports from the rest of a team).
     """
+    import tempfile  # here, not at start-up
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(data, bytes) else "w"

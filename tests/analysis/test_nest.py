@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.nest import Nest, threads
+from tracekit.analysis.nest import Nest
 
 
 def test_innermost_and_ancestors():
@@ -12,9 +12,8 @@ def test_innermost_and_ancestors():
                         "ts": [0.0, 10, 20, 50, 0], "dur": [100.0, 30, 10, 10, 100], "depth": [0, 1, 2, 1, 0]})
     cpu["end"] = cpu["ts"] + cpu["dur"]
     points = pd.DataFrame({"pid": "1", "tid": ["1", "1", "1", "1", "2", "1"], "ts": [25.0, 35, 45, 55, 5, 150]})
-    t_cpu, t_points = threads(cpu, points)
-    nest = Nest(cpu, t_cpu)
-    inner = nest.innermost(t_points, points["ts"].to_numpy())
+    nest = Nest(cpu)
+    inner = nest.innermost(nest.threads_of(points), points["ts"].to_numpy())
     assert [nest.names[i] if i >= 0 else None for i in inner] == ["c", "b", "a", "d", "e", None]
     is_b = np.array([n == "b" for n in nest.names])
     assert [nest.names[i] if i >= 0 else None for i in nest.ancestor(inner, is_b)] == ["b", "b", None, None, None, None]

@@ -7,7 +7,7 @@ import pytest
 from owndata import h100_trace
 from tracebuilder import TraceBuilder
 
-from tracekit.trace import reader, stream
+from tracekit.trace import chunks, reader, stream
 
 
 def _trace(tmp_path, n=400, name="t.pt.trace.json", indent=None, tricky=True):
@@ -47,7 +47,8 @@ def test_parallel_read_matches_serial(tmp_path, monkeypatch, indent):
     monkeypatch.setattr(stream, "_WINDOW", 2000)
     ranges, _, _ = stream.split_file(path)
     assert len(ranges) > 5
-    monkeypatch.setattr(reader, "_read", lambda *a: pytest.fail("fell back to the serial read"))
+    for module in (reader, chunks):
+        monkeypatch.setattr(module, "read_serial", lambda *a: pytest.fail("fell back to the serial read"))
     _same(reader.load(path, workers=2), serial)
 
 

@@ -49,7 +49,7 @@ import pandas as pd
 
 from tracekit.analysis.idle import launch_index, op_iterations
 from tracekit.analysis.kernels import short_name
-from tracekit.analysis.nest import Nest, threads
+from tracekit.analysis.nest import Nest
 from tracekit.analysis.opnames import SCOPE_PREFIX, kernel_ops, normalize_op
 from tracekit.trace.reader import EventTables
 
@@ -118,34 +118,37 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
     out = pd.DataFrame({"module": module, "op": "", "rule": rule, "graph": "", "region": ""}, index=calls.index)
     if calls.empty or tables.cpu_ops.empty:
         return out
-    t_cpu, t_calls = threads(tables.cpu_ops, calls)
-    nest = Nest(tables.cpu_ops, t_cpu)
-    inner = nest.innermost(t_calls, calls["ts"].to_numpy())
-    scope = nest.ancestor(inner, nest.per_name(lambda n: n.startswith(SCOPE_PREFIX)))
-    aten = nest.ancestor(inner, nest.per_name(lambda n: n.startswith("aten::")))
-    region = nest.ancestor(inner, nest.per_name(lambda n: n.startswith(REGION_PREFIX)))
-    keys = nest.per_name(lambda n: m.group(1) if (m := GRAPH_CALL.match(n)) else None, object)
-    # a call site: its parent, past any wrapper ranges, is a graph's call
-    wrapper = nest.per_name(lambda n: CALL_WRAPPER.match(n) is not None)
-    parent = nest.ancestor(nest.parent, ~wrapper)
-    is_call = np.zeros(len(keys), dtype=bool)
-    up = parent >= 0
-    is_call[up] = pd.notna(keys[parent[up]]) & ~wrapper[up]
-    call = nest.ancestor(inner, is_call)
+    nest = Nest.of(tables)
+    inner = nest.innermost(nest.threads_of(calls), calls["ts"].to_numpy())
 
-    def at(pos: np.ndarray, values: np.ndarray, default) -> np.ndarray:
-        return np.where(pos >= 0, values[np.maximum(pos, 0)], default)
-    scope_path = at(scope, nest.per_name(lambda n: n[len(SCOPE_PREFIX):], object), "")
-    out["region"] = at(region, nest.per_name(lambda n: n[len(REGION_PREFIX):], object), "")
-    normalized = nest.per_name(normalize_op, object)
-    out["op"] = at(aten, normalized, "")
-    out["graph"] = graph = at(nest.ancestor(inner, pd.notna(keys)), keys, "")
+    def around(test) -> np.ndarray:  # the innermost op around each call whose name passes ``test``
+        mask = nest.by_name(test)
+        return nest.ancestor(inner, mask[nest.codes]) if mask.any() else np.full(n, -1)
+    scope = around(lambda n: n.startswith(SCOPE_PREFIX))
+    aten = around(lambda n: n.startswith("aten::"))
+    region = around(lambda n: n.startswith(REGION_PREFIX))
+    scope_path = nest.at(scope, nest.by_name(lambda n: n[len(SCOPE_PREFIX):], object), "")
+    out["region"] = nest.at(region, nest.by_name(lambda n: n[len(REGION_PREFIX):], object), "")
+    normalized = nest.by_name(normalize_op, object)
+    out["op"] = nest.at(aten, normalized, "")
     module[scope >= 0], rule[scope >= 0] = scope_path[scope >= 0], "module scope"      # rule 4
-    # Rule 3: the k-th call op of a name in one call of a graph is the k-th call site of that name.
-    calls_at = np.flatnonzero(is_call)
-    group = pd.DataFrame({"parent": parent[calls_at], "name": normalized[calls_at]})
-    by = group.groupby(["parent", "name"], sort=False)
-    site_of = dict(zip(calls_at, zip(group["name"], by.cumcount(), by["name"].transform("size"))))
+    keys = nest.by_name(lambda n: m.group(1) if (m := GRAPH_CALL.match(n)) else None, object)
+    graph, call, site_of, has_key = np.full(n, "", dtype=object), np.full(n, -1), {}, pd.notna(keys)
+    if has_key.any():
+        # a call site: its parent, past any wrapper ranges, is a graph's call
+        wrapper = nest.per_name(lambda n: CALL_WRAPPER.match(n) is not None)
+        parent = nest.ancestor(nest.parent, ~wrapper)
+        is_call = np.zeros(len(wrapper), dtype=bool)
+        up = parent >= 0
+        is_call[up] = has_key[nest.codes[parent[up]]] & ~wrapper[up]
+        call = nest.ancestor(inner, is_call)
+        graph = nest.at(nest.ancestor(inner, has_key[nest.codes]), keys, "")
+        # Rule 3: the k-th call op of a name in one call of a graph is the k-th call site of that name.
+        calls_at = np.flatnonzero(is_call)
+        group = pd.DataFrame({"parent": parent[calls_at], "name": normalized[nest.codes[calls_at]]})
+        by = group.groupby(["parent", "name"], sort=False)
+        site_of = dict(zip(calls_at, zip(group["name"], by.cumcount(), by["name"].transform("size"))))
+    out["graph"] = graph
     sites, ops = _sites(record), out["op"].to_numpy(dtype=object)
     for i in np.flatnonzero(call >= 0):
         name, k, count = site_of[call[i]]
@@ -226,12 +229,16 @@ def attribute(tables: EventTables, record: dict | None = None) -> pd.DataFrame:
     calls = launch_index(tables)
     calls = calls[calls["correlation"].isin(ops["correlation"])]
     rules = launch_rules(tables, calls, record)
-    known = ops["correlation"].isin(calls.index)
+    call = calls.index.get_indexer(ops["correlation"])  # each op's launch call (row of calls), -1 if none
+    known = call >= 0
+
+    def of_call(values: np.ndarray, default) -> np.ndarray:
+        return np.where(known, values[np.maximum(call, 0)], default) if len(calls) else np.full(len(ops), default)
     for col in ("module", "op", "rule", "region"):
-        att.loc[known, col] = ops.loc[known, "correlation"].map(rules[col]).to_numpy()
-    api = ops["correlation"].map(calls["name"])
-    att["replay"] = api.isin(GRAPH_LAUNCHES).to_numpy()
-    _replays(att, ops["correlation"].map(rules["graph"]).fillna(""), record)
+        att[col] = of_call(rules[col].to_numpy(dtype=object), att[col].to_numpy(dtype=object))
+    att["replay"] = of_call(calls["name"].isin(GRAPH_LAUNCHES).to_numpy(), False)
+    graph = of_call(rules["graph"].to_numpy(dtype=object), "")
+    _replays(att, pd.Series(graph, index=att.index), record)
     named = att["op"] == ""
     att.loc[named, "op"] = _per_name(att.loc[named, "kernel"], lambda k: "+".join(kernel_ops(k)))
     att["module"] = att["module"].where(att["module"].notna(), UNATTRIBUTED)

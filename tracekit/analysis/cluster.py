@@ -6,7 +6,6 @@ the Dask side of that choice.
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Callable
 
@@ -37,6 +36,8 @@ def on_dask(address: str, fn: Callable, jobs: list[tuple]) -> list:
     except ImportError:
         raise ClusterError("--dask needs dask.distributed: pip install 'tracekit[dist]' "
                            "(or pip install 'dask[distributed]')") from None
+    import logging  # here: the analysis of a single trace never needs it (start-up)
+
     cluster = None
     try:
         if address == "local":

@@ -24,7 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.nest import Nest, threads
+from tracekit.analysis.nest import Nest
 from tracekit.trace.reader import EventTables
 
 OP_COLUMNS = ["op", "kind", "calls", "calls_per_iter", "self_us", "self_per_iter_us", "self_share", "total_us"]
@@ -36,16 +36,16 @@ _KINDS = {"cpu_op": "op", "user_annotation": "range"}  # event category -> kind;
 KINDS = ("op", "outside", "range")  # sorted, as a groupby by (op, kind) orders them
 
 
-def self_us(cpu: pd.DataFrame) -> np.ndarray:
-    """Self time (µs) of each row of ``cpu`` (an ``EventTables.cpu_ops`` table with its
-    ``depth``): its ``dur`` less the ``dur`` of its direct children, never below 0.
+def self_us(tables: EventTables) -> np.ndarray:
+    """Self time (µs) of each row of ``tables.cpu_ops``: its ``dur`` less the ``dur`` of its
+    direct children, never below 0.
 
     An op's children are the ops its thread nests directly inside it (:class:`nest.Nest`).
     """
-    n = len(cpu)
+    n = len(tables.cpu_ops)
     if n == 0:
         return np.zeros(0)
-    tree = Nest(cpu, threads(cpu)[0])
+    tree = Nest.of(tables)
     dur = tree.dur.astype(np.float64)
     child = tree.parent >= 0
     children = np.bincount(tree.parent[child], weights=dur[child], minlength=n)
@@ -83,7 +83,7 @@ def by_op(tables: EventTables, iterations: float | None) -> pd.DataFrame:
     kind = np.where(step[names.codes], KINDS.index("outside"), kind)[keep]
     ops, op = np.unique(np.where(step, OUTSIDE_OPS, names.categories.to_numpy(dtype=object)), return_inverse=True)
     key = op[names.codes[keep]] * len(KINDS) + kind  # (op, kind) as one int
-    out = pd.DataFrame({"key": key, "dur": cpu["dur"].to_numpy()[keep], "self_us": self_us(cpu)[keep]}).groupby(
+    out = pd.DataFrame({"key": key, "dur": cpu["dur"].to_numpy()[keep], "self_us": self_us(tables)[keep]}).groupby(
         "key").agg(calls=("dur", "size"), self_us=("self_us", "sum"), total_us=("dur", "sum"))
     key = out.index.to_numpy()
     out = out.reset_index(drop=True).assign(op=ops[key // len(KINDS)],

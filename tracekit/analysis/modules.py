@@ -27,7 +27,7 @@ import pandas as pd
 
 from tracekit.analysis import idle
 from tracekit.analysis.attribution import UNATTRIBUTED, attribute, common_module
-from tracekit.analysis.nest import Nest, threads
+from tracekit.analysis.nest import Nest
 from tracekit.analysis.opnames import SCOPE_PREFIX
 from tracekit.analysis.intervals import busy_shares
 from tracekit.trace.reader import EventTables
@@ -109,14 +109,15 @@ def scope_times(tables: EventTables) -> pd.Series:
     cpu = tables.cpu_ops
     if cpu.empty or not pd.Categorical(cpu["name"]).categories.str.startswith(SCOPE_PREFIX).any():
         return pd.Series(dtype=float)
-    nest = Nest(cpu, threads(cpu)[0])
+    nest = Nest.of(tables)
     is_scope = nest.per_name(lambda n: n.startswith(SCOPE_PREFIX))
     at = np.flatnonzero(is_scope)
     up = nest.ancestor(np.where(nest.parent[at] >= 0, nest.parent[at], -1), is_scope)
     own = pd.Series(nest.dur[at], index=at)
     inner = own[up >= 0].groupby(up[up >= 0]).sum()
     own = own.sub(inner, fill_value=0)
-    return own.groupby(pd.Series(nest.names[at], index=at).str[len(SCOPE_PREFIX):]).sum()
+    path = nest.at(at, nest.by_name(lambda n: n[len(SCOPE_PREFIX):], object), "")
+    return own.groupby(pd.Series(path, index=at)).sum()
 
 
 def by_module(long: pd.DataFrame, depth: int = DEFAULT_DEPTH, iterations: float | None = None,

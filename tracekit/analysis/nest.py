@@ -1,54 +1,96 @@
 """The CPU ops of a trace as ranges nested per thread (a CPU op's caller is the range of its
 thread that encloses it): parent links, the innermost range around a point in time, and
 the first ancestor with some property. Vectorised with numpy; relies on the reader's
-``depth`` column (ops of one thread nest)."""
+``depth`` column (ops of one thread nest). Built once per trace (:meth:`Nest.of`) and
+shared by the analyses that need it (attribution, CPU-op self time, module scope times)."""
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import numpy as np
 import pandas as pd
+
+from tracekit.trace.reader import EventTables
 
 
 class Nest:
     """The CPU ops of a trace as ranges nested per thread: parent links, and the
     innermost range around a point. Positions index the ops sorted by (thread, start,
-    longer first): ``order[position]`` is the op's row in ``cpu``, and ``ts``, ``end``,
-    ``dur``, ``names`` are per position; ops of one thread nest (the reader's ``depth``)."""
+    longer first): ``order[position]`` is the op's row in ``cpu``, and ``thread``, ``ts``,
+    ``end``, ``dur`` (µs), ``parent`` (position, -1 for a top-level op) and ``codes`` (of the
+    op's name, see :meth:`by_name`) are per position;
+    ops of one thread nest (the reader's ``depth``). A thread is an integer code of
+    (pid, tid): :meth:`threads_of` gives the codes of other events' (pid, tid)."""
 
-    def __init__(self, cpu: pd.DataFrame, threads: np.ndarray):
-        self.order = order = _nest_order(threads, cpu["ts"].to_numpy(), cpu["dur"].to_numpy())  # position -> row
-        self.thread = threads[order]
-        self.ts, self.end, self.dur = (cpu[c].to_numpy()[order] for c in ("ts", "end", "dur"))
+    def __init__(self, cpu: pd.DataFrame):
+        pid, tid = pd.Categorical(cpu["pid"]), pd.Categorical(cpu["tid"])  # the reader's: no hashing
+        self._pids, self._tids = pid.categories, tid.categories
+        threads = self._thread(pid.codes, tid.codes)
+        # int32 positions: the nest lives through the analyses of a trace, so it is kept compact
+        self.order = order = _nest_order(threads, cpu["ts"].to_numpy(), cpu["dur"].to_numpy()).astype(np.int32)
+        self.thread = threads[order].astype(np.int32)
+        del threads
+        self.ts, self.end = (cpu[c].to_numpy()[order] for c in ("ts", "end"))
+        self._dur = cpu["dur"].to_numpy()
         depth = cpu["depth"].to_numpy()[order]
-        self.parent = np.full(len(order), -1, dtype=np.int64)
+        # An op's parent is the last op before it one level up (of its own thread).
+        self.parent = np.full(len(order), -1, dtype=np.int32)
+        at = np.arange(len(order), dtype=np.int32)
         for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
-            up, here = np.flatnonzero(depth == d - 1), np.flatnonzero(depth == d)
-            k = np.searchsorted(up, here) - 1
-            ok = k >= 0
-            ok[ok] = self.thread[up[k[ok]]] == self.thread[here[ok]]
-            self.parent[here[ok]] = up[k[ok]]
-        names = pd.Categorical(cpu["name"])  # the reader's names are categorical already: no hashing
-        self._codes, self._distinct = names.codes[order], names.categories.to_numpy(dtype=object)
+            last_up = np.maximum.accumulate(np.where(depth == d - 1, at, -1))
+            here = np.flatnonzero(depth == d)
+            up = last_up[here]
+            ok = up >= 0
+            ok[ok] = self.thread[up[ok]] == self.thread[here[ok]]
+            self.parent[here[ok]] = up[ok]
+        names = pd.Categorical(cpu["name"])
+        self.codes, self._distinct = names.codes[order], names.categories.to_numpy(dtype=object)
 
-    @cached_property
+    @property
+    def dur(self) -> np.ndarray:
+        """The duration (µs) of the op at each position (made on each use: not kept)."""
+        return self._dur[self.order]
+
+    @classmethod
+    def of(cls, tables: EventTables) -> "Nest":
+        """The nest of ``tables.cpu_ops``, built once per trace."""
+        return tables.memo("nest", tables.cpu_ops, lambda: cls(tables.cpu_ops))
+
+    def _thread(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+        code = pid.astype(np.int64) * max(len(self._tids), 1) + tid
+        code[(pid < 0) | (tid < 0)] = -1
+        return code
+
+    def threads_of(self, frame: pd.DataFrame) -> np.ndarray:
+        """The thread code of each row of ``frame`` (pid, tid columns); -1 for a thread
+        without CPU ops."""
+        return self._thread(_codes(frame["pid"], self._pids), _codes(frame["tid"], self._tids)).astype(np.int32)
+
+    @property
     def names(self) -> np.ndarray:
-        """The op name at each position (object array)."""
-        return self._distinct[self._codes]
+        """The op name at each position (object array, made on each use: not kept)."""
+        return self._distinct[self.codes]
+
+    def by_name(self, fn, dtype=bool) -> np.ndarray:
+        """``fn(name)`` for each distinct name (index them with ``codes[position]``)."""
+        return np.array([fn(n) for n in self._distinct], dtype=dtype)
 
     def per_name(self, fn, dtype=bool) -> np.ndarray:
         """``fn(name)`` for each position, computed once per distinct name."""
-        return np.array([fn(n) for n in self._distinct], dtype=dtype)[self._codes]
+        return self.by_name(fn, dtype)[self.codes]
+
+    def at(self, pos: np.ndarray, values: np.ndarray, default) -> np.ndarray:
+        """``values`` (one per distinct name, from :meth:`by_name`) of the op at each position
+        of ``pos``; ``default`` where ``pos`` is -1."""
+        return np.where(pos >= 0, values[self.codes[np.maximum(pos, 0)]], default)
 
     def innermost(self, threads: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Position of the innermost op around each (thread, ts) point, -1 where none."""
         out = np.full(len(ts), -1, dtype=np.int64)
-        for t in np.unique(threads):
+        for t in np.unique(threads[threads >= 0]):
             lo, hi = np.searchsorted(self.thread, [t, t + 1])
             q = np.flatnonzero(threads == t)
-            out[q] = np.where(np.searchsorted(self.ts[lo:hi], ts[q], side="right") > 0,
-                              lo + np.searchsorted(self.ts[lo:hi], ts[q], side="right") - 1, -1)
+            at = np.searchsorted(self.ts[lo:hi], ts[q], side="right")
+            out[q] = np.where(at > 0, lo + at - 1, -1)
         for _ in range(64):  # climb out of ranges that ended before the point
             out_of = (out >= 0) & (self.end[np.maximum(out, 0)] <= ts)
             if not out_of.any():
@@ -58,13 +100,22 @@ class Nest:
 
     def ancestor(self, pos: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """The first of ``pos`` or its ancestors where ``mask`` (per position) holds; -1 if none."""
-        found, cur = np.full(len(pos), -1, dtype=np.int64), pos.copy()
-        while ((cur >= 0) & (found < 0)).any():
-            hit = (cur >= 0) & (found < 0)
-            hit[hit] = mask[cur[hit]]
-            found[hit] = cur[hit]
-            cur = np.where(cur >= 0, self.parent[np.maximum(cur, 0)], -1)
+        found = np.full(len(pos), -1, dtype=np.int64)
+        idx = np.flatnonzero(pos >= 0)
+        cur = pos[idx]
+        while len(idx):  # only the points still climbing are looked at
+            hit = mask[cur]
+            found[idx[hit]] = cur[hit]
+            idx, cur = idx[~hit], self.parent[cur[~hit]]
+            live = cur >= 0
+            idx, cur = idx[live], cur[live]
         return found
+
+
+def _codes(column: pd.Series, categories: pd.Index) -> np.ndarray:
+    """The position of each value of ``column`` in ``categories``, -1 where absent."""
+    own = pd.Categorical(column)
+    return np.append(categories.get_indexer(own.categories), -1)[own.codes]
 
 
 def _nest_order(threads: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
@@ -81,11 +132,3 @@ def _nest_order(threads: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndar
         at = np.flatnonzero(tie)
         order[at] = order[at][np.lexsort((-dur[order[at]], s[at], t[at]))]
     return order
-
-
-def threads(*frames: pd.DataFrame) -> list[np.ndarray]:
-    """One integer code per (pid, tid), shared by the frames."""
-    pid = pd.factorize(pd.concat([f["pid"] for f in frames], ignore_index=True))[0]
-    tid = pd.factorize(pd.concat([f["tid"] for f in frames], ignore_index=True))[0]
-    code = pid.astype(np.int64) * (int(tid.max()) + 1 if len(tid) else 1) + tid
-    return np.split(code, np.cumsum([len(f) for f in frames])[:-1])

@@ -77,6 +77,9 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         exposed communication (:func:`communication.breakdown`) and ``collectives``.
     """
     row = summary.summarize(tables, iterations)
+    n_iter = row["iterations"]
+    # The analyses on the CPU-op nest first, while little else is held, then its memory back.
+    by_op, host = cpu_ops.by_op(tables, n_iter), modules.scope_times(tables)
     checks = integrity.checks(tables)
     row.update(integrity.summary(checks))
     if row["integrity"] == "failed" and not tables.has_gpu:  # not "CPU ops only": GPU ops were not recorded
@@ -98,7 +101,6 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
     row.update(communication.breakdown(tables))
     calls = collectives.calls(tables)
     row["collectives"] = len(calls)
-    n_iter = row["iterations"]
 
     if len(per_iter):
         by_iter = idle.breakdown(gaps, ["iteration"]).rename(columns={"iteration": "step"})
@@ -109,15 +111,16 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
     if len(devices):
         devices = devices.merge(idle.breakdown(gaps, ["device"]).drop(columns=["idle_us", "idle_gaps"]),
                                 on="device", how="left").fillna(0)
-    stream_gaps = idle.gaps(tables, per_stream=True)
+    streams = idle.breakdown(idle.gaps(tables, per_stream=True), ["device", "stream"])
     attributed = modules.attributed_ops(tables, attribution, gaps)
+    tables.forget("nest")  # the last of the analyses on the CPU-op nest
     by_key = modules.long_table(attributed)
     row["attributed_busy_share"] = modules.coverage(by_key)
     durations = kernels.durations(tables)
     return TraceResult(row=row, tables={
         "iterations": per_iter,
         "devices": devices,
-        "streams": idle.breakdown(stream_gaps, ["device", "stream"]),
+        "streams": streams,
         "idle_histogram": idle.histogram(gaps) if len(gaps) else pd.DataFrame(),
         "verdict_evidence": pd.DataFrame(verdict.evidence_rows(row), columns=["evidence", "value", "rule", "supports"]),
         "launch_apis": launches.by_api(launch, n_iter),
@@ -129,11 +132,11 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         "transfer_iterations": transfers.per_iteration(tables),
         "timeline": timeline.iteration_timeline(tables),
         "integrity": checks,
-        "cpu_ops": cpu_ops.by_op(tables, n_iter),
+        "cpu_ops": by_op,
         "collectives": calls.assign(call=np.arange(len(calls))),
         "collective_idle": communication.idle_in_calls(gaps, calls),
         "attribution": by_key,
-        "attribution_modules": modules.by_module(by_key, modules.DEFAULT_DEPTH, n_iter, modules.scope_times(tables)),
+        "attribution_modules": modules.by_module(by_key, modules.DEFAULT_DEPTH, n_iter, host),
         "attribution_ops": modules.by_op(by_key, modules.DEFAULT_DEPTH, n_iter),
         "attribution_iterations": modules.per_iteration(attributed),
     })

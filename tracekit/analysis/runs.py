@@ -7,9 +7,7 @@ start decoding first (start-up of ``tracekit analyze`` stays under 0.15 s).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -169,6 +167,9 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations
     if dask and jobs:
         flat = on_dask(dask, _analyze_file, [(*job, 1) for job in jobs])
     elif workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
+        import multiprocessing  # here, not at start-up: a single trace never needs it
+        from concurrent.futures import ProcessPoolExecutor
+
         import tracekit.analysis.pertrace  # noqa: F401 - once, before the workers fork
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             flat = list(pool.map(_analyze_file, *zip(*jobs), [1] * len(jobs)))

@@ -24,8 +24,8 @@ from operator import attrgetter
 import msgspec
 import numpy as np
 
-from tracekit.trace.decode import decode_chunk, no_gc
-from tracekit.trace.schema import NO_ARGS, Args, Event, Trace
+from tracekit.trace.decode import Strict, decode_chunk, no_gc
+from tracekit.trace.schema import NO_ARGS, Args, Event, LeanEvent, StrictEvent, Trace
 from tracekit.trace.stream import decode_range, decode_tail
 from tracekit.trace.values import Strings, factorize, floats, ints, pick, strings
 
@@ -126,8 +126,10 @@ def tabulate(events: list[Event]) -> Chunk:
     ts_all = floats(list(map(attrgetter("ts"), events)))
     dur_all = floats(list(map(attrgetter("dur"), events)))
     names = strings(list(map(attrgetter("name"), events)))
+    if isinstance(events[0], LeanEvent) and any(COMM_EVENT.search(v) for v in names.values):
+        raise NeedsCollectiveArgs  # LeanEvent has no collective metadata
     args_all = list(map(attrgetter("args"), events))
-    if None in args_all:
+    if not isinstance(events[0], StrictEvent) and None in args_all:  # a StrictEvent's args are never None
         args_all = [a or NO_ARGS for a in args_all]
     ext_all = ints(list(map(attrgetter("external_id"), args_all)))
     per_key = {c: strings([v[i] for v in keys]) for i, c in ((1, "ph"), (2, "pid"), (3, "tid"))}
@@ -220,6 +222,10 @@ def _gpu_columns(evs: list[Event], args: list[Args]) -> dict[str, np.ndarray]:
     return cols
 
 
+class NeedsCollectiveArgs(Exception):
+    """A chunk decoded as :class:`LeanEvent` holds collectives: decode it with their args."""
+
+
 def build_chunk(data: bytes | tuple) -> Chunk:
     """Decode one chunk and tabulate it (runs in a worker process).
 
@@ -233,10 +239,14 @@ def build_chunk(data: bytes | tuple) -> Chunk:
             the end of a trace).
     """
     with no_gc():
-        if isinstance(data, bytes):
-            return tabulate(decode_chunk(data))
-        if len(data) == 3:
-            return tabulate(decode_range(*data))
+        if isinstance(data, bytes) or len(data) == 3:
+            def decode(lean: bool) -> list[Event]:
+                return decode_chunk(data, lean) if isinstance(data, bytes) else decode_range(*data, lean)
+            try:
+                return tabulate(decode(lean=True))
+            except NeedsCollectiveArgs:  # a trace with collectives: their args, here and from now on
+                Strict.lean = False
+                return tabulate(decode(lean=False))
         tail = decode_tail(*data)
         chunk = tabulate(tail.traceEvents)
         chunk.header = msgspec.structs.replace(tail, traceEvents=[])

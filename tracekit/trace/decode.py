@@ -10,10 +10,11 @@ from contextlib import contextmanager
 
 import msgspec
 
-from tracekit.trace.schema import Event, StrictEvent, Trace
+from tracekit.trace.schema import Event, LeanEvent, StrictEvent, Trace
 
 _events_decoder = msgspec.json.Decoder(list[Event])
 _strict_decoder = msgspec.json.Decoder(list[StrictEvent])
+_lean_decoder = msgspec.json.Decoder(list[LeanEvent])
 # RecursionError: JSON nested deeper than msgspec's decoder allows.
 DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError)
 _trace_decoder = msgspec.json.Decoder(Trace)
@@ -41,14 +42,17 @@ def no_gc():
 
 
 class Strict:
-    """Whether this process still decodes into :class:`StrictEvent` first (reset per file)."""
+    """Whether this process still decodes into :class:`StrictEvent` first, and as
+    :class:`LeanEvent` where asked (until a chunk holds a collective); reset per file."""
 
     on = True
+    lean = True
 
 
-def decode_events(text) -> list[Event | StrictEvent]:
-    """A JSON array of events: as :class:`StrictEvent` when it fits, else as :class:`Event`
-    (and the rest of this file too, without trying the strict type again).
+def decode_events(text, lean: bool = False) -> list[Event | StrictEvent]:
+    """A JSON array of events: as :class:`StrictEvent` (:class:`LeanEvent` with ``lean``, while
+    ``Strict.lean``) when it fits, else as :class:`Event` (and the rest of this file too,
+    without trying the strict type again).
 
     Raises:
         msgspec.DecodeError: not JSON (or cut inside a value); msgspec.ValidationError:
@@ -56,7 +60,7 @@ def decode_events(text) -> list[Event | StrictEvent]:
     """
     if Strict.on:
         try:
-            return _strict_decoder.decode(text)
+            return (_lean_decoder if lean and Strict.lean else _strict_decoder).decode(text)
         except msgspec.ValidationError:
             Strict.on = False
     return _events_decoder.decode(text)
@@ -75,15 +79,15 @@ def decode_whole(text: bytes) -> Trace:
         raise StreamError(str(exc)) from exc
 
 
-def decode_chunk(data: bytes) -> list[Event]:
-    """Decode a chunk from ``iter_events(raw=True)``.
+def decode_chunk(data: bytes, lean: bool = False) -> list[Event]:
+    """Decode a chunk from ``iter_events(raw=True)`` (``lean``: see :func:`decode_events`).
 
     Raises:
         StreamError: the chunk is not a JSON array of events (a bad cut).
     """
     try:
         with no_gc():
-            return decode_events(data)
+            return decode_events(data, lean)
     except DECODE_ERRORS as exc:
         raise StreamError(str(exc)) from exc
 

@@ -6,11 +6,6 @@ float µs as Kineto writes them.
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
-import os
-from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,10 +14,10 @@ import msgspec
 
 from tracekit.errors import ExitCode
 from tracekit.trace import decode, ort, stream
-from tracekit.trace.columns import Chunk, build_chunk, tabulate
-from tracekit.trace.decode import StreamError, merge_header
+from tracekit.trace.chunks import (MMAP_AFTER_READING, MMAP_WHILE_READING, BadCut, Chunks, mmap_threshold,
+                                   read_parallel, read_serial, workers_for)
+from tracekit.trace.decode import StreamError
 from tracekit.trace.schema import Trace
-from tracekit.trace.stream import iter_events, read_head, split_file
 
 if TYPE_CHECKING:  # pandas is imported when the tables are made, after the workers have started
     import pandas as pd
@@ -89,6 +84,19 @@ class EventTables:
     devices: pd.DataFrame
     comms: pd.DataFrame
     meta: dict = field(default_factory=dict)
+    derived: dict = field(default_factory=dict, repr=False, compare=False)  # see memo
+
+    def memo(self, key: str, source: pd.DataFrame, make):
+        """``make()``, computed once while ``source`` (one of these tables) is the same frame:
+        what several analyses derive from a table (the CPU-op nest, the launch index)."""
+        hit = self.derived.get(key)
+        if hit is None or hit[0] is not source:
+            self.derived[key] = hit = (source, make())
+        return hit[1]
+
+    def forget(self, key: str) -> None:
+        """Drop what :meth:`memo` keeps under ``key``, once no analysis needs it (its memory)."""
+        self.derived.pop(key, None)
 
     @property
     def has_gpu(self) -> bool:
@@ -131,114 +139,6 @@ def _error(path: Path, exc: StreamError) -> TraceError:
     return TraceError(path, f"not valid JSON ({msg})", ExitCode.NOT_JSON)
 
 
-PARALLEL_MIN_BYTES = 64 << 20  # below this (uncompressed), worker start-up costs more than it saves
-PARALLEL_CHUNK_BYTES = 8 << 20  # a worker's chunk: its text and decoded events are all it holds at once
-GZIP_RATIO = 8                  # Kineto JSON compresses about 8-15x; a conservative guess of the size
-
-
-class _BadCut(Exception):
-    pass
-
-
-def _mmap_large_blocks() -> None:
-    """Have glibc's malloc serve blocks of 64 KiB and more by mmap, returned to the system
-    when freed. Otherwise it raises that threshold as blocks are freed (up to 32 MiB) and
-    keeps the freed columns of hundreds of chunks in its heap, resident beside the tables
-    made of them (about 100 MB more at 1 GB of trace). No-op where malloc is not glibc's."""
-    try:
-        ctypes.CDLL(None).mallopt(-3, 64 << 10)  # M_MMAP_THRESHOLD (glibc malloc.h)
-    except (OSError, AttributeError):
-        pass
-
-
-def _is_gzip(path: Path) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
-
-
-def _workers(path: Path) -> int:
-    """Processes to decode with: one per usable core for a large file, else 1."""
-    size = path.stat().st_size * (GZIP_RATIO if _is_gzip(path) else 1)
-    if size < PARALLEL_MIN_BYTES or "fork" not in multiprocessing.get_all_start_methods():
-        return 1
-    return min(len(os.sched_getaffinity(0)), 8)
-
-
-class _Chunks:
-    """The chunks of one file as they are tabulated (here or in workers), and its header."""
-
-    def __init__(self):
-        self.chunks: list[Chunk] = []
-        self.header: Trace | None = None
-
-    def add(self, events: list) -> None:
-        self.chunks.append(tabulate(events))
-
-
-def _read(path: Path) -> _Chunks:
-    out = _Chunks()
-    for item in iter_events(path):
-        if isinstance(item, Trace):
-            out.header = item
-        else:
-            out.add(item)
-    return out
-
-
-def _read_parallel(path: Path, workers: int) -> _Chunks:
-    """Decode and tabulate the file's chunks in ``workers`` processes.
-
-    A plain file is cut by offsets only; each worker maps its ranges itself
-    (the last one with the keys after the events), so no text passes between
-    processes and this one reads just the keys before the events. A gzip file
-    is gunzipped and cut here, with at most ``workers + 1`` chunks of text in
-    flight. Raises _BadCut when a cut fell inside a value.
-    """
-    out = _Chunks()
-
-    def take(future: Future) -> None:
-        try:
-            out.chunks.append(future.result())
-        except StreamError as exc:
-            raise _BadCut from exc
-
-    # fork: workers inherit the imported modules, and nothing re-runs __main__
-    # (forkserver/spawn re-import it, which breaks under `python -m` and stdin).
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        pending: deque[Future] = deque()
-        if _is_gzip(path):  # this process gunzips and cuts; workers decode
-            for item in iter_events(path, min(stream.CHUNK_BYTES, PARALLEL_CHUNK_BYTES), raw=True):
-                if isinstance(item, bytes):
-                    pending.append(pool.submit(build_chunk, item))
-                    while len(pending) > workers:
-                        take(pending.popleft())
-                elif isinstance(item, Trace):
-                    out.header = item
-                else:
-                    while pending:  # keep the file's order
-                        take(pending.popleft())
-                    out.add(item)
-        else:  # workers map the file themselves; this process reads only the keys before the events
-            try:
-                # about eight chunks a worker, so they finish together and hold little at a time
-                size = path.stat().st_size
-                chunk = min(max(size // (8 * workers), min(4 << 20, stream.CHUNK_BYTES)), PARALLEL_CHUNK_BYTES)
-                ranges, key_at, tail_at = split_file(path, chunk)
-            except StreamError:
-                return _read(path)  # the serial read gives the precise error
-            pending.extend(pool.submit(build_chunk, (path, a, b)) for a, b in ranges)
-            pending.append(pool.submit(build_chunk, (path, tail_at)))
-            try:
-                head = read_head(path, key_at)
-            except StreamError as exc:
-                raise _BadCut from exc
-            import pandas  # noqa: F401 - while the workers decode, for the tables after them
-            while pending:
-                take(pending.popleft())
-            out.header = merge_header(head, out.chunks[-1].header)
-    return out
-
-
 def load(path: Path | str, workers: int | None = None) -> EventTables:
     """Read one trace file (``.json`` or ``.json.gz``) into :class:`EventTables`.
 
@@ -258,14 +158,14 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
             raise TraceError(path, "is a directory, not a trace file", ExitCode.NOT_FOUND)
         if path.stat().st_size == 0:
             raise TraceError(path, "empty file", ExitCode.NOT_JSON)
-        workers = _workers(path) if workers is None else workers
+        workers = workers_for(path) if workers is None else workers
         if workers > 1:
-            _mmap_large_blocks()
-        decode.Strict.on = True
+            mmap_threshold(MMAP_WHILE_READING)
+        decode.Strict.on = decode.Strict.lean = True
         try:
-            read = _read_parallel(path, workers) if workers > 1 else _read(path)
-        except _BadCut:  # a chunk cut inside a value: read again with checked cuts
-            read = _read(path)
+            read = read_parallel(path, workers) if workers > 1 else read_serial(path)
+        except BadCut:  # a chunk cut inside a value: read again with checked cuts
+            read = read_serial(path)
     except FileNotFoundError:
         raise TraceError(path, "no such file", ExitCode.NOT_FOUND) from None
     except PermissionError:
@@ -274,7 +174,7 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
         error = _error(path, exc)
         if not (isinstance(error, NotATrace) and "JSON array" in error.problem):
             raise error from None
-        read = _Chunks()
+        read = Chunks()
         read.header = Trace(traceEvents=[], traceName=ort.SOURCE)
         try:
             found = ort.events(path)
@@ -284,6 +184,8 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
             raise NotATrace(path, "a JSON array of events, not a PyTorch profiler trace nor an ONNX Runtime "
                                   "profile (a trace from another tool?)") from None
         read.add(found)
+    if workers > 1:
+        mmap_threshold(MMAP_AFTER_READING)
     tables = _tables(path, read)
     if tables.gpu_ops.empty and tables.host_calls.empty and tables.cpu_ops.empty:
         raise NotATrace(path, f"none of its {tables.meta['events']} events is a PyTorch profiler event "
@@ -291,7 +193,7 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
     return tables
 
 
-def _tables(path: Path, read: _Chunks) -> EventTables:
+def _tables(path: Path, read: Chunks) -> EventTables:
     import pandas as pd
 
     from tracekit.trace.tables import TableBuilder, depth, markers

@@ -26,8 +26,9 @@ import msgspec
 Scalar = int | float | str | None
 
 
-class Args(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
-    """The ``args`` of an event; names as Kineto writes them."""
+class LeanArgs(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """The ``args`` of an event less the collective metadata of :class:`Args` (see
+    :class:`LeanEvent`); names as Kineto writes them."""
 
     external_id: Scalar = msgspec.field(default=None, name="External id")
     correlation: Scalar = None
@@ -40,6 +41,11 @@ class Args(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     occupancy_pct: Scalar = msgspec.field(default=None, name="est. achieved occupancy %")
     bytes: Scalar = None
     bandwidth_GBps: Scalar = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+
+
+class Args(LeanArgs, frozen=True, omit_defaults=True, gc=False):
+    """The ``args`` of an event; names as Kineto writes them."""
+
     # Collective metadata: torch's record_param_comms CPU op writes them (and Kineto copies them
     # onto NCCL kernels); names as torch/csrc/profiler/util.h spells them. Typed Any: their types
     # vary between torch versions ("Process Group Ranks" is a str or a list), coerced in the reader.
@@ -80,7 +86,7 @@ Category = Literal[
     "cuda_profiler_range", "hpu_op", "xpu_runtime", "xpu_driver", "collective_comm", "privateuse1_runtime",
     "privateuse1_driver", "Trace", "ac2g", "fwdbwd", "Kernel", "Memcpy", "Memset", "Runtime", "Driver",
     "Operator", "Python", "Memory", ""]
-NO_ARGS = Args()
+NO_ARGS, NO_LEAN_ARGS = Args(), LeanArgs()
 
 
 class StrictEvent(msgspec.Struct, frozen=True, gc=False):
@@ -124,3 +130,12 @@ class Trace(msgspec.Struct, frozen=True):
     traceName: str | None = None
     # Written by Kineto when torch.distributed is initialized: rank, world_size, backend, pg_config.
     distributedInfo: dict[str, Any] | None = None
+
+
+class LeanEvent(StrictEvent, frozen=True, gc=False):
+    """A :class:`StrictEvent` without the collective metadata in its args: 9 fields fewer
+    to fill per event make decoding about 15% faster. Only for chunks without collectives:
+    the reader decodes a chunk whose events are named like one again as
+    :class:`StrictEvent` (:func:`tracekit.trace.columns.build_chunk`)."""
+
+    args: LeanArgs = NO_LEAN_ARGS

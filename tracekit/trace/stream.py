@@ -195,9 +195,10 @@ def decode_tail(path: Path, tail_at: int) -> Trace:
         return decode_whole(b'{"traceEvents":[' + mm[tail_at + 1:])
 
 
-def decode_range(path: Path, open_at: int, close_at: int) -> list[Event]:
+def decode_range(path: Path, open_at: int, close_at: int, lean: bool = False) -> list[Event]:
     """Decode the events between two offsets from :func:`split_file`, in place
-    (a private copy-on-write mapping: only the two bracket bytes are copied).
+    (a private copy-on-write mapping: only the two bracket bytes are copied);
+    ``lean``: see :func:`tracekit.trace.decode.decode_events`.
 
     Raises:
         StreamError: the range is not a JSON array of events (a bad cut).
@@ -207,7 +208,7 @@ def decode_range(path: Path, open_at: int, close_at: int) -> list[Event]:
         mm[close_at] = ord("]")
         try:
             with no_gc(), memoryview(mm) as view, view[open_at:close_at + 1] as part:
-                return decode_events(part)
+                return decode_events(part, lean)
         except DECODE_ERRORS as exc:
             raise StreamError(str(exc)) from exc
 

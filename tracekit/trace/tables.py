@@ -136,15 +136,21 @@ def _empty(column: str) -> pd.Series:
 def _column(parts: list, order: np.ndarray | None):
     """Chunks of one column as one array (a Categorical for strings), in ``order``."""
     if isinstance(parts[0], Strings):
-        index: dict[str, int] = {}
-        codes = np.concatenate([np.array([index.setdefault(v, len(index)) for v in p.values], dtype=np.int32)[p.codes]
-                                for p in parts])
+        index: dict[str, int] = {}   # value -> its number in the file; per chunk, its codes' numbers
+        numbers = [np.array([index.setdefault(v, len(index)) for v in p.values], dtype=np.int64) for p in parts]
+        used = np.zeros(len(index), dtype=bool)  # a chunk's values may go unused by this table's rows
+        for number, p in zip(numbers, parts):
+            used[number[np.bincount(p.codes, minlength=len(number)) > 0]] = True
         values = np.array(list(index), dtype=object)
-        used = np.flatnonzero(np.bincount(codes, minlength=len(values)))  # a chunk's values may go unused
+        used = np.flatnonzero(used)
         by_name = used[np.argsort(values[used])]
-        rank = np.empty(len(index), dtype=np.int32)
-        rank[by_name] = np.arange(len(by_name), dtype=np.int32)
-        codes = rank[codes]
+        # the codes in the smallest integer type the categories allow: fewer bytes to move
+        rank = np.zeros(len(index), dtype=np.min_scalar_type(-max(len(by_name), 1)))
+        rank[by_name] = np.arange(len(by_name))
+        codes, at = np.empty(sum(len(p.codes) for p in parts), dtype=rank.dtype), 0
+        for number, p in zip(numbers, parts):
+            np.take(rank[number], p.codes, out=codes[at:at + len(p.codes)])
+            at += len(p.codes)
         return pd.Categorical.from_codes(codes if order is None else codes[order],
                                          categories=pd.Index(values[by_name], dtype=object), validate=False)
     values = np.concatenate(parts)

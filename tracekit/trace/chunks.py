@@ -1,0 +1,145 @@
+"""A trace file's chunks decoded and tabulated, in this process or in one worker process
+per core (:func:`read_parallel`), and how malloc is set for it (:func:`mmap_threshold`).
+:mod:`tracekit.trace.reader` makes the tables of the chunks."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tracekit.trace import stream
+from tracekit.trace.columns import Chunk, build_chunk, tabulate
+from tracekit.trace.decode import StreamError, merge_header
+from tracekit.trace.schema import Trace
+from tracekit.trace.stream import iter_events, read_head, split_file
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+
+PARALLEL_MIN_BYTES = 64 << 20  # below this (uncompressed), worker start-up costs more than it saves
+PARALLEL_CHUNK_BYTES = 8 << 20  # a worker's chunk: its text and decoded events are all it holds at once
+GZIP_RATIO = 8                  # Kineto JSON compresses about 8-15x; a conservative guess of the size
+
+
+class BadCut(Exception):
+    """A chunk cut inside a value (a cut is unchecked): read the file again serially."""
+
+
+def mmap_threshold(size: int) -> None:
+    """Have glibc's malloc serve blocks of ``size`` bytes and more by mmap, returned to the
+    system when freed. While chunks come in it is 64 KiB (``MMAP_WHILE_READING``): otherwise
+    malloc raises its threshold as blocks are freed (up to 32 MiB) and keeps the freed
+    columns of hundreds of chunks in its heap, resident beside the tables made of them
+    (about 100 MB more at 1 GB of trace). Once every chunk is in it is 32 MiB
+    (``MMAP_AFTER_READING``, glibc's own ceiling): the large arrays of the tables and of the
+    analyses are then reused from the heap instead of being mapped, zeroed and unmapped one
+    by one (at 1 GB, 1 s of the analyses' 4, 0.3 s of the tables' making). No-op where malloc
+    is not glibc's."""
+    try:
+        ctypes.CDLL(None).mallopt(-3, size)  # M_MMAP_THRESHOLD (glibc malloc.h)
+    except (OSError, AttributeError):
+        pass
+
+
+MMAP_WHILE_READING, MMAP_AFTER_READING = 64 << 10, 32 << 20
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def workers_for(path: Path) -> int:
+    """Processes to decode with: one per usable core for a large file, else 1."""
+    size = path.stat().st_size * (GZIP_RATIO if _is_gzip(path) else 1)
+    if size < PARALLEL_MIN_BYTES or not hasattr(os, "fork"):
+        return 1
+    return min(len(os.sched_getaffinity(0)), 8)
+
+
+class Chunks:
+    """The chunks of one file as they are tabulated (here or in workers), and its header."""
+
+    def __init__(self):
+        self.chunks: list[Chunk] = []
+        self.header: Trace | None = None
+
+    def add(self, events: list) -> None:
+        self.chunks.append(tabulate(events))
+
+
+def read_serial(path: Path) -> Chunks:
+    """Decode and tabulate the file's chunks in this process."""
+    out = Chunks()
+    for item in iter_events(path):
+        if isinstance(item, Trace):
+            out.header = item
+        else:
+            out.add(item)
+    return out
+
+
+def read_parallel(path: Path, workers: int) -> Chunks:
+    """Decode and tabulate the file's chunks in ``workers`` processes.
+
+    A plain file is cut by offsets only; each worker maps its ranges itself
+    (the last one with the keys after the events), so no text passes between
+    processes and this one reads just the keys before the events. A gzip file
+    is gunzipped and cut here, with at most ``workers + 1`` chunks of text in
+    flight.
+
+    Raises:
+        BadCut: a cut fell inside a value.
+        StreamError: the keys before the events do not decode (from the serial read
+            when the file cannot be cut).
+    """
+    import multiprocessing  # here: only a large file needs them (start-up stays lean)
+    from concurrent.futures import ProcessPoolExecutor
+
+    out = Chunks()
+
+    def take(future: Future) -> None:
+        try:
+            out.chunks.append(future.result())
+        except StreamError as exc:
+            raise BadCut from exc
+
+    # fork: workers inherit the imported modules, and nothing re-runs __main__
+    # (forkserver/spawn re-import it, which breaks under `python -m` and stdin).
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        pending: deque[Future] = deque()
+        if _is_gzip(path):  # this process gunzips and cuts; workers decode
+            for item in iter_events(path, min(stream.CHUNK_BYTES, PARALLEL_CHUNK_BYTES), raw=True):
+                if isinstance(item, bytes):
+                    pending.append(pool.submit(build_chunk, item))
+                    while len(pending) > workers:
+                        take(pending.popleft())
+                elif isinstance(item, Trace):
+                    out.header = item
+                else:
+                    while pending:  # keep the file's order
+                        take(pending.popleft())
+                    out.add(item)
+        else:  # workers map the file themselves; this process reads only the keys before the events
+            try:
+                # about eight chunks a worker, so they finish together and hold little at a time
+                size = path.stat().st_size
+                chunk = min(max(size // (8 * workers), min(4 << 20, stream.CHUNK_BYTES)), PARALLEL_CHUNK_BYTES)
+                ranges, key_at, tail_at = split_file(path, chunk)
+            except StreamError:
+                return read_serial(path)  # the serial read gives the precise error
+            pending.extend(pool.submit(build_chunk, (path, a, b)) for a, b in ranges)
+            pending.append(pool.submit(build_chunk, (path, tail_at)))
+            try:
+                head = read_head(path, key_at)
+            except StreamError as exc:
+                raise BadCut from exc
+            import pandas  # noqa: F401 - while the workers decode, for the tables after them
+            while pending:
+                take(pending.popleft())
+            out.header = merge_header(head, out.chunks[-1].header)
+    return out
