@@ -241,7 +241,9 @@ def attribute(tables: EventTables, record: dict | None = None) -> pd.DataFrame:
     _replays(att, pd.Series(graph, index=att.index), record)
     named = att["op"] == ""
     att.loc[named, "op"] = _per_name(att.loc[named, "kernel"], lambda k: "+".join(kernel_ops(k)))
-    att["module"] = att["module"].where(att["module"].notna(), UNATTRIBUTED)
+    module = att["module"].to_numpy(dtype=object, copy=True)
+    module[pd.isna(module)] = UNATTRIBUTED
+    att["module"] = pd.Series(module, index=att.index, dtype=object)
     att["iteration"] = op_iterations(tables, ops)
     return att
 

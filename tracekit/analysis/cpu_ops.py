@@ -46,11 +46,14 @@ def self_us(tables: EventTables) -> np.ndarray:
     if n == 0:
         return np.zeros(0)
     tree = Nest.of(tables)
-    dur = tree.dur.astype(np.float64)
+    dur = tree.dur.astype(np.float64, copy=False)  # a copy already: changed in place below
     child = tree.parent >= 0
     children = np.bincount(tree.parent[child], weights=dur[child], minlength=n)
+    del child
+    dur -= children
+    del children
     out = np.empty(n)
-    out[tree.order] = np.maximum(dur - children, 0.0)
+    out[tree.order] = np.maximum(dur, 0.0, out=dur)
     return out
 
 

@@ -133,15 +133,18 @@ def gaps(tables: EventTables, per_stream: bool = False,
         return pd.DataFrame(columns=cols)
     keys = ["device", "stream"] if per_stream else ["device"]
     parts = []
-    for key, grp in ops.groupby(keys, sort=True):
-        s, e = grp["ts"].to_numpy(), grp["end"].to_numpy()   # ops are sorted by ts
+    column = {c: ops[c].to_numpy() for c in ("ts", "end", "correlation", "stream")}  # no copy of the frame per group
+    groups = ops.groupby(keys).indices
+    for key in sorted(groups):
+        rows = groups[key]
+        s, e = column["ts"][rows], column["end"][rows]   # ops are sorted by ts
         run_end = np.maximum.accumulate(e)
         idx = np.flatnonzero(s[1:] > run_end[:-1]) + 1       # ops that end a gap
         key = key if isinstance(key, tuple) else (key,)
         parts.append(pd.DataFrame({
             "device": key[0], "stream": key[1] if per_stream else -1,
             "start": run_end[idx - 1], "end": s[idx],
-            "next_correlation": grp["correlation"].to_numpy()[idx], "next_stream": grp["stream"].to_numpy()[idx],
+            "next_correlation": column["correlation"][rows[idx]], "next_stream": column["stream"][rows[idx]],
         }))
     g = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
     g["gap"] = np.arange(len(g))

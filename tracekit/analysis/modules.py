@@ -50,11 +50,14 @@ def attributed_ops(tables: EventTables, record: dict | None = None, gaps: pd.Dat
         att.loc[rows, "busy_us"] = busy_shares(att.loc[rows, "ts"].to_numpy(), (att.loc[rows, "ts"]
                                                                                + att.loc[rows, "dur"]).to_numpy())
     idle_us = {c: np.zeros(len(att)) for c in idle.CAUSES}
+    ts, device_of = att["ts"].to_numpy(), att["device"].to_numpy()
     for device, g in (idle.gaps(tables) if gaps is None else gaps).groupby("device"):
-        ops = att[att["device"] == device].sort_values("ts", kind="stable")
-        at = ops.index[np.minimum(np.searchsorted(ops["ts"].to_numpy(), g["end"].to_numpy()), len(ops) - 1)]
-        for cause, part in g.assign(op=at).groupby("cause"):
-            np.add.at(idle_us[cause], att.index.get_indexer(part["op"]), part["gap_us"].to_numpy())
+        ops = np.flatnonzero(device_of == device)   # the device's ops (positions), by start
+        ops = ops[np.argsort(ts[ops], kind="stable")]
+        at = ops[np.minimum(np.searchsorted(ts[ops], g["end"].to_numpy()), len(ops) - 1)]
+        gap_us = g["gap_us"].to_numpy()
+        for cause, part in g.groupby("cause").indices.items():
+            np.add.at(idle_us[cause], at[part], gap_us[part])
     for c in idle.CAUSES:
         att[f"idle_{c}_us"] = idle_us[c]
     att["idle_us"] = att[[f"idle_{c}_us" for c in idle.CAUSES]].sum(axis=1)

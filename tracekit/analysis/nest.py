@@ -21,12 +21,15 @@ class Nest:
     ops of one thread nest (the reader's ``depth``). A thread is an integer code of
     (pid, tid): :meth:`threads_of` gives the codes of other events' (pid, tid)."""
 
-    def __init__(self, cpu: pd.DataFrame):
+    def __init__(self, cpu: pd.DataFrame, order: np.ndarray | None = None):
+        """``order``: the rows of ``cpu`` by (thread, start, longer first) where known (the reader's)."""
         pid, tid = pd.Categorical(cpu["pid"]), pd.Categorical(cpu["tid"])  # the reader's: no hashing
         self._pids, self._tids = pid.categories, tid.categories
         threads = self._thread(pid.codes, tid.codes)
+        if order is None:
+            order = _nest_order(threads, cpu["ts"].to_numpy(), cpu["dur"].to_numpy())
         # int32 positions: the nest lives through the analyses of a trace, so it is kept compact
-        self.order = order = _nest_order(threads, cpu["ts"].to_numpy(), cpu["dur"].to_numpy()).astype(np.int32)
+        self.order = order = order.astype(np.int32, copy=False)
         self.thread = threads[order].astype(np.int32)
         del threads
         self.ts, self.end = (cpu[c].to_numpy()[order] for c in ("ts", "end"))
@@ -52,8 +55,11 @@ class Nest:
 
     @classmethod
     def of(cls, tables: EventTables) -> "Nest":
-        """The nest of ``tables.cpu_ops``, built once per trace."""
-        return tables.memo("nest", tables.cpu_ops, lambda: cls(tables.cpu_ops))
+        """The nest of ``tables.cpu_ops``, built once per trace (in the order the reader found)."""
+        def make() -> "Nest":
+            known = tables.derived.pop("nest_order", None)
+            return cls(tables.cpu_ops, known[1] if known is not None and known[0] is tables.cpu_ops else None)
+        return tables.memo("nest", tables.cpu_ops, make)
 
     def _thread(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
         code = pid.astype(np.int64) * max(len(self._tids), 1) + tid

@@ -78,13 +78,18 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
     """
     row = summary.summarize(tables, iterations)
     n_iter = row["iterations"]
-    # The analyses on the CPU-op nest first, while little else is held, then its memory back.
+    # The analyses on the CPU-op nest first, while little else is held, then its memory back; the
+    # per-op attribution is summed up at once and dropped (a frame as long as the GPU ops).
+    gaps = idle.gaps(tables)
     by_op, host = cpu_ops.by_op(tables, n_iter), modules.scope_times(tables)
+    attributed = modules.attributed_ops(tables, attribution, gaps)
+    tables.forget("nest")  # the last of the analyses on the CPU-op nest
+    by_key, attributed_iterations = modules.long_table(attributed), modules.per_iteration(attributed)
+    del attributed
     checks = integrity.checks(tables)
     row.update(integrity.summary(checks))
     if row["integrity"] == "failed" and not tables.has_gpu:  # not "CPU ops only": GPU ops were not recorded
         row["note"] = row["integrity_detail"]
-    gaps = idle.gaps(tables)
     if tables.has_gpu:
         row.update(idle.breakdown(gaps).iloc[0].to_dict())
     else:  # no GPU timeline: idle time is undefined, not zero
@@ -112,9 +117,6 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         devices = devices.merge(idle.breakdown(gaps, ["device"]).drop(columns=["idle_us", "idle_gaps"]),
                                 on="device", how="left").fillna(0)
     streams = idle.breakdown(idle.gaps(tables, per_stream=True), ["device", "stream"])
-    attributed = modules.attributed_ops(tables, attribution, gaps)
-    tables.forget("nest")  # the last of the analyses on the CPU-op nest
-    by_key = modules.long_table(attributed)
     row["attributed_busy_share"] = modules.coverage(by_key)
     durations = kernels.durations(tables)
     return TraceResult(row=row, tables={
@@ -138,5 +140,5 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         "attribution": by_key,
         "attribution_modules": modules.by_module(by_key, modules.DEFAULT_DEPTH, n_iter, host),
         "attribution_ops": modules.by_op(by_key, modules.DEFAULT_DEPTH, n_iter),
-        "attribution_iterations": modules.per_iteration(attributed),
+        "attribution_iterations": attributed_iterations,
     })

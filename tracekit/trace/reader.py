@@ -204,7 +204,13 @@ def _tables(path: Path, read: Chunks) -> EventTables:
     read.chunks = []
     gpu_ops = builder.table("gpu")
     host_calls = builder.table("host")
-    cpu_ops = builder.table("cpu", extra=lambda cols: {"depth": depth(cols)})
+    nest_order = []
+
+    def nesting(cols: dict) -> dict:
+        found, order = depth(cols)
+        nest_order.append(order)
+        return {"depth": found}
+    cpu_ops = builder.table("cpu", extra=nesting)
     header = read.header
     meta = {"trace_name": header.traceName, "source": ort.SOURCE if header.traceName == ort.SOURCE else "pytorch",
             "cuda_runtime_version": header.cuda_runtime_version,
@@ -216,6 +222,8 @@ def _tables(path: Path, read: Chunks) -> EventTables:
                          flows=builder.table("flows", end=False),
                          devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),
                          meta=meta, comms=builder.table("comms"))
+    if nest_order:  # the CPU ops by (thread, start, longer first), for the nest (tracekit.analysis.nest)
+        tables.derived["nest_order"] = (cpu_ops, nest_order[0])
     meta["problem_counts"] = {what: n for what, n in sorted(builder.problems.items()) if n}
     meta["problems"] = [f"{n} {what}" for what, n in meta["problem_counts"].items()]
     return tables

@@ -157,20 +157,22 @@ def _column(parts: list, order: np.ndarray | None):
     return values if order is None else values[order]
 
 
-def depth(cpu: dict) -> np.ndarray:
+def depth(cpu: dict) -> tuple[np.ndarray, np.ndarray]:
     """Nesting depth of each CPU op within its thread: how many ops of the same
-    thread are open when it starts (CPU ops of one thread nest properly).
+    thread are open when it starts (CPU ops of one thread nest properly); and the
+    order it found them in, which the CPU-op nest reuses (:class:`tracekit.analysis.nest.Nest`).
 
     ``cpu``: the cpu table's columns (pid, tid categorical; ts, dur, end), sorted by
     ts. With ops ordered by (thread, start, longer
     first), an op's depth is the ops started before it in its thread minus
     those that ended by its start. Keys pack the thread in the high bits of
     integer nanoseconds, so one sort of the ends serves every thread at once:
-    counts from threads sorted earlier cancel. Returns int64, aligned with ``cpu``.
+    counts from threads sorted earlier cancel. Returns (depth: int64, aligned with ``cpu``;
+    order: int32 rows by (thread, start, longer first)).
     """
     n = len(cpu["ts"])
     if n == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
     pid, tid = cpu["pid"].codes, cpu["tid"].codes
     thread = pid.astype(np.int64) * (int(tid.max()) + 1) + tid
     # Rows are in ts order: a stable sort by thread (a radix sort of small ints) gives
@@ -203,7 +205,7 @@ def depth(cpu: dict) -> np.ndarray:
     ended -= np.arange(n)
     out = np.empty(n, dtype=np.int64)
     out[order] = np.maximum(-ended, 0)
-    return out
+    return out, order.astype(np.int32)
 
 
 def markers(cpu: pd.DataFrame) -> pd.DataFrame:
