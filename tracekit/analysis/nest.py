@@ -34,17 +34,7 @@ class Nest:
         del threads
         self.ts, self.end = (cpu[c].to_numpy()[order] for c in ("ts", "end"))
         self._dur = cpu["dur"].to_numpy()
-        depth = cpu["depth"].to_numpy()[order]
-        # An op's parent is the last op before it one level up (of its own thread).
-        self.parent = np.full(len(order), -1, dtype=np.int32)
-        at = np.arange(len(order), dtype=np.int32)
-        for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
-            last_up = np.maximum.accumulate(np.where(depth == d - 1, at, -1))
-            here = np.flatnonzero(depth == d)
-            up = last_up[here]
-            ok = up >= 0
-            ok[ok] = self.thread[up[ok]] == self.thread[here[ok]]
-            self.parent[here[ok]] = up[ok]
+        self.parent = _parents(cpu["depth"].to_numpy()[order], self.thread)
         names = pd.Categorical(cpu["name"])
         self.codes, self._distinct = names.codes[order], names.categories.to_numpy(dtype=object)
 
@@ -116,6 +106,23 @@ class Nest:
             live = cur >= 0
             idx, cur = idx[live], cur[live]
         return found
+
+
+def _parents(depth: np.ndarray, thread: np.ndarray) -> np.ndarray:
+    """The parent (position, -1 for none) of each op, given per position (ops by thread, start,
+    longer first) its depth and thread: the last op before it one level up, of its own thread."""
+    parent = np.full(len(depth), -1, dtype=np.int32)
+    if len(depth) == 0:
+        return parent
+    levels = depth.astype(np.int16 if depth.max() < 2**15 else np.int64)
+    by_level = np.argsort(levels, kind="stable").astype(np.int32)  # positions by level (a radix sort), in order
+    bounds = np.searchsorted(levels[by_level], np.arange(int(depth.max()) + 2))
+    for d in range(1, int(depth.max()) + 1):
+        up_level, here = by_level[bounds[d - 1]:bounds[d]], by_level[bounds[d]:bounds[d + 1]]
+        up = up_level[np.maximum(np.searchsorted(up_level, here) - 1, 0)] if len(up_level) else here
+        ok = (up < here) & (thread[up] == thread[here])
+        parent[here[ok]] = up[ok]
+    return parent
 
 
 def _codes(column: pd.Series, categories: pd.Index) -> np.ndarray:
