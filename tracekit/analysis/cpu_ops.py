@@ -77,17 +77,24 @@ def by_op(tables: EventTables, iterations: float | None) -> pd.DataFrame:
         return pd.DataFrame(columns=OP_COLUMNS)
     # Names and categories as codes (the reader's categoricals): string work once per distinct value.
     cats, names = pd.Categorical(cpu["cat"]), pd.Categorical(cpu["name"])
-    kind = np.array([KINDS.index(_KINDS[c]) if c in _KINDS else -1 for c in cats.categories], dtype=np.int64)
+    kind = np.array([KINDS.index(_KINDS[c]) if c in _KINDS else -1 for c in cats.categories], dtype=np.int8)
     kind = kind[cats.codes]
     step = np.asarray(names.categories.str.startswith("ProfilerStep#"), dtype=bool)
     keep = kind >= 0
     if not keep.any():
         return pd.DataFrame(columns=OP_COLUMNS)
-    kind = np.where(step[names.codes], KINDS.index("outside"), kind)[keep]
+    every = bool(keep.all())  # then no copies of full-length columns to drop rows that are not there
+
+    def kept(values: np.ndarray) -> np.ndarray:
+        return values if every else values[keep]
+    kind = kept(np.where(step[names.codes], np.int8(KINDS.index("outside")), kind))
     ops, op = np.unique(np.where(step, OUTSIDE_OPS, names.categories.to_numpy(dtype=object)), return_inverse=True)
-    key = op[names.codes[keep]] * len(KINDS) + kind  # (op, kind) as one int
-    out = pd.DataFrame({"key": key, "dur": cpu["dur"].to_numpy()[keep], "self_us": self_us(tables)[keep]}).groupby(
-        "key").agg(calls=("dur", "size"), self_us=("self_us", "sum"), total_us=("dur", "sum"))
+    key = op.astype(np.int32)[kept(names.codes)] * np.int32(len(KINDS))  # (op, kind) as one int
+    key += kind
+    del kind
+    out = pd.DataFrame({"key": key, "dur": kept(cpu["dur"].to_numpy()), "self_us": kept(self_us(tables))},
+                       copy=False).groupby("key").agg(calls=("dur", "size"), self_us=("self_us", "sum"),
+                                                      total_us=("dur", "sum"))
     key = out.index.to_numpy()
     out = out.reset_index(drop=True).assign(op=ops[key // len(KINDS)],
                                             kind=np.array(KINDS, dtype=object)[key % len(KINDS)])
