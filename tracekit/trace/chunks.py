@@ -45,6 +45,16 @@ def mmap_threshold(size: int) -> None:
         pass
 
 
+def release_freed() -> None:
+    """Give the memory glibc's malloc holds freed in its heaps back to the system (``malloc_trim``):
+    after a large trace is read, the chunks' columns freed in the heap of the thread that received
+    them (about 120 MB at 1 GB of trace, resident until trimmed; 10 ms). No-op elsewhere."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 MMAP_WHILE_READING, MMAP_AFTER_READING = 64 << 10, 32 << 20
 
 

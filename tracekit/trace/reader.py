@@ -15,7 +15,7 @@ import msgspec
 from tracekit.errors import ExitCode
 from tracekit.trace import decode, ort, stream
 from tracekit.trace.chunks import (MMAP_AFTER_READING, MMAP_WHILE_READING, BadCut, Chunks, mmap_threshold,
-                                   read_parallel, read_serial, workers_for)
+                                   read_parallel, read_serial, release_freed, workers_for)
 from tracekit.trace.decode import StreamError
 from tracekit.trace.schema import Trace
 
@@ -187,6 +187,8 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
     if workers > 1:
         mmap_threshold(MMAP_AFTER_READING)
     tables = _tables(path, read)
+    if workers > 1:
+        release_freed()
     if tables.gpu_ops.empty and tables.host_calls.empty and tables.cpu_ops.empty:
         raise NotATrace(path, f"none of its {tables.meta['events']} events is a PyTorch profiler event "
                               "(cpu_op, kernel, cuda_runtime...): a trace from another tool?")
