@@ -11,7 +11,7 @@ from collections import defaultdict
 
 import pandas as pd
 
-from tracekit.trace.columns import (COMM_EVENT, CPU_OP_CATS, FLOW_CAT, GPU_OP_KINDS, HOST_CALL_KINDS, ITERATION_MARKER,
+from tracekit.trace.columns import (COMM_EVENT, CPU_OP_CATS, GPU_OP_KINDS, HOST_CALL_KINDS, ITERATION_MARKER,
                                     SYNC_CAT)
 
 # The comms table's metadata columns: Kineto's arg name, and whether the value is kept as text.
@@ -61,18 +61,13 @@ def _dims(v) -> list[float]:
 
 
 def read(path) -> dict[str, pd.DataFrame]:
-    """The tables of ``path`` (gpu, host, cpu, syncs, flows, markers, comms), string columns as str."""
+    """The tables of ``path`` (gpu, host, cpu, syncs, markers, comms), string columns as str."""
     raw = path.read_bytes()
     doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     rows = defaultdict(list)
     for e in doc["traceEvents"]:
         cat, ph, args = e.get("cat", ""), e.get("ph", ""), e.get("args") or {}
         ts = _num(e.get("ts"))
-        if cat == FLOW_CAT:
-            if ph in ("s", "f") and math.isfinite(ts):
-                rows["flows"].append({"id": _int(e.get("id")), "ph": ph, "pid": str(e.get("pid", 0)),
-                                      "tid": str(e.get("tid", 0)), "ts": ts})
-            continue
         table = ("gpu" if cat in GPU_OP_KINDS else "host" if cat in HOST_CALL_KINDS else "cpu" if cat in CPU_OP_CATS
                  else "syncs" if cat == SYNC_CAT else None)
         if table is None or ph != "X":
@@ -108,11 +103,11 @@ def read(path) -> dict[str, pd.DataFrame]:
     out = {}
     keys = {"gpu": ["ts", "dur", "device", "stream", "correlation"], "host": ["ts", "dur", "correlation", "external_id"],
             "cpu": ["ts", "dur", "external_id"], "comms": ["ts", "dur", "correlation", "external_id", "name"]}
-    for table in ("gpu", "host", "cpu", "syncs", "flows", "comms"):
+    for table in ("gpu", "host", "cpu", "syncs", "comms"):
         df = pd.DataFrame(rows[table]).sort_values("ts", kind="stable").reset_index(drop=True) if rows[table] else None
         if df is not None and table in keys:
             df = df[~df.duplicated(keys[table])].reset_index(drop=True)
-        if df is not None and table != "flows":
+        if df is not None:
             df["end"] = df["ts"] + df["dur"]
         out[table] = df
     if out["cpu"] is not None:

@@ -13,7 +13,7 @@ from tracebuilder import TraceBuilder
 from tracekit.trace import load, stream
 from tracekit.trace.columns import TABLES
 
-NAMES = {"gpu": "gpu_ops", "host": "host_calls", "cpu": "cpu_ops", "syncs": "syncs", "flows": "flows",
+NAMES = {"gpu": "gpu_ops", "host": "host_calls", "cpu": "cpu_ops", "syncs": "syncs",
          "markers": "markers", "comms": "comms"}
 
 

@@ -50,7 +50,6 @@ CPU_OP_CATS = {"cpu_op": "cpu_op", "Operator": "cpu_op", "user_annotation": "use
 # Kineto (2023+) records the GPU side of a synchronization (stream/event/context
 # sync, stream-wait-event) as "cuda_sync" events on the GPU timeline.
 SYNC_CAT = "cuda_sync"
-FLOW_CAT = "ac2g"  # Kineto's flow from a launch (ph "s") to its GPU op (ph "f")
 # torch.profiler's schedule wraps each step in a "ProfilerStep#N" range.
 ITERATION_MARKER = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -60,7 +59,6 @@ GPU_COLUMNS = ["kind", "name", "device", "stream", "ts", "dur", "correlation", "
 HOST_COLUMNS = ["api", "name", "pid", "tid", "ts", "dur", "correlation", "external_id"]
 CPU_COLUMNS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id"]
 MARKER_COLUMNS = ["step", "ts", "dur"]
-FLOW_COLUMNS = ["id", "ph", "pid", "tid", "ts"]
 # Events that are, or may carry the metadata of, a collective: NCCL/RCCL kernels, torch's
 # record_param_comms, nccl:*/gloo:* annotations, c10d::* ops. Checked on distinct names only.
 COMM_EVENT = re.compile(r"nccl|rccl|gloo|c10d::|record_param_comms", re.I)
@@ -71,12 +69,11 @@ COMM_COLUMNS = ["table", "name", "pid", "tid", "ts", "dur", "correlation", "exte
 
 # table -> its columns, and category -> (table, the label its rows get: kind, api or cat);
 # the comms table takes its rows from the gpu and cpu tables' (see _comms).
-TABLES = {"gpu": GPU_COLUMNS, "host": HOST_COLUMNS, "cpu": CPU_COLUMNS, "syncs": GPU_COLUMNS, "flows": FLOW_COLUMNS,
-          "comms": COMM_COLUMNS}
+TABLES = {"gpu": GPU_COLUMNS, "host": HOST_COLUMNS, "cpu": CPU_COLUMNS, "syncs": GPU_COLUMNS, "comms": COMM_COLUMNS}
 ROUTES = {**{c: ("gpu", k) for c, k in GPU_OP_KINDS.items()},
           **{c: ("host", k) for c, k in HOST_CALL_KINDS.items()},
           **{c: ("cpu", label) for c, label in CPU_OP_CATS.items()},
-          SYNC_CAT: ("syncs", "sync"), FLOW_CAT: ("flows", None)}
+          SYNC_CAT: ("syncs", "sync")}
 _GPU_ARGS = ("registers", "shared_memory", "occupancy_pct", "bytes")
 
 
@@ -121,8 +118,7 @@ def tabulate(events: list[Event]) -> Chunk:
     for (cat, _, _, _), n in zip(keys, np.bincount(key_codes, minlength=len(keys)).tolist()):
         chunk.categories[cat] += n
     routes = [ROUTES.get(cat, (None, None)) for cat, _, _, _ in keys]
-    fits = np.array([table is not None and (ph in ("s", "f") if table == "flows" else ph == "X")
-                     for (table, _), (_, ph, _, _) in zip(routes, keys)])[key_codes]
+    fits = np.array([table is not None and ph == "X" for (table, _), (_, ph, _, _) in zip(routes, keys)])[key_codes]
     ts_all = floats(list(map(attrgetter("ts"), events)))
     dur_all = floats(list(map(attrgetter("dur"), events)))
     names = strings(list(map(attrgetter("name"), events)))
@@ -132,7 +128,7 @@ def tabulate(events: list[Event]) -> Chunk:
     if not isinstance(events[0], StrictEvent) and None in args_all:  # a StrictEvent's args are never None
         args_all = [a or NO_ARGS for a in args_all]
     ext_all = ints(list(map(attrgetter("external_id"), args_all)))
-    per_key = {c: strings([v[i] for v in keys]) for i, c in ((1, "ph"), (2, "pid"), (3, "tid"))}
+    per_key = {c: strings([v[i] for v in keys]) for i, c in ((2, "pid"), (3, "tid"))}
     per_key["label"] = strings([label for _, label in routes])
     key_table = np.array([table or "" for table, _ in routes], dtype=object)
 
@@ -146,12 +142,6 @@ def tabulate(events: list[Event]) -> Chunk:
         if len(rows) == 0:
             continue
         ts = ts_all[rows]
-        if table == "flows":
-            rows, ts = rows[np.isfinite(ts)], ts[np.isfinite(ts)]
-            chunk.tables[table] = {"id": ints(list(map(attrgetter("id"), pick(events, rows)))),
-                                   "ph": by_key("ph", rows), "pid": by_key("pid", rows),
-                                   "tid": by_key("tid", rows), "ts": ts}
-            continue
         dur = dur_all[rows]
         no_dur = ~np.isfinite(dur)
         if no_dur.any():

@@ -61,7 +61,6 @@ class EventTables:
     syncs:      GPU-side synchronization waits (Kineto "cuda_sync": Stream Sync,
                 Event Sync, Context Sync, Stream Wait Event), same columns as gpu_ops.
     markers:    iteration markers: step, ts, dur, end (µs); sorted by ts.
-    flows:      ac2g flow events: id, ph ('s'|'f'), pid, tid, ts (µs).
     devices:    one row per GPU in ``deviceProperties``: id, name, numSms, ...
     comms:      the kernels and CPU ops named like a collective (NCCL/RCCL kernels,
                 record_param_comms, nccl:*, gloo:*, c10d::*), also in gpu_ops/cpu_ops,
@@ -80,7 +79,6 @@ class EventTables:
     cpu_ops: pd.DataFrame
     syncs: pd.DataFrame
     markers: pd.DataFrame
-    flows: pd.DataFrame
     devices: pd.DataFrame
     comms: pd.DataFrame
     meta: dict = field(default_factory=dict)
@@ -221,7 +219,6 @@ def _tables(path: Path, read: Chunks) -> EventTables:
             "distributed": header.distributedInfo if isinstance(header.distributedInfo, dict) else {}}
     tables = EventTables(path=path, gpu_ops=gpu_ops, host_calls=host_calls, cpu_ops=cpu_ops,
                          syncs=builder.table("syncs"), markers=markers(cpu_ops),
-                         flows=builder.table("flows", end=False),
                          devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),
                          meta=meta, comms=builder.table("comms"))
     if nest_order:  # the CPU ops by (thread, start, longer first), for the nest (tracekit.analysis.nest)

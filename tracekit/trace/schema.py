@@ -70,7 +70,6 @@ class Event(msgspec.Struct, frozen=True, gc=False):
     tid: int | str = 0
     ts: Scalar = None
     dur: Scalar = None
-    id: int | str | None = None
     args: Args | None = None
 
 
@@ -104,7 +103,6 @@ class StrictEvent(msgspec.Struct, frozen=True, gc=False):
     tid: int | str = 0
     ts: float = math.nan
     dur: float = math.nan
-    id: int | str | None = None
     args: Args = NO_ARGS
 
 
