@@ -52,24 +52,25 @@ def to_float8(module):
     return converted, sorted(names), torchao.__version__
 
 
+def _prepared(fn, spec, names: list[str], version: str, **info) -> Prepared:
+    return Prepared(fn, spec.device.split(":")[0],
+                    {"fp8_linears": len(names), "fp8_recipe": RECIPE, "torchao": version, **info})
+
+
 def prepare(module, inputs, spec) -> Prepared:
     module, names, version = to_float8(module)
-    return Prepared(module, spec.device.split(":")[0], {"fp8_linears": len(names), "fp8_recipe": RECIPE,
-                                                          "torchao": version})
+    return _prepared(module, spec, names, version)
 
 
 def prepare_surgical(module, inputs, spec) -> Prepared:
     module, names, version = to_float8(module)
     chosen, patterns = compile_submodules(module, spec)
-    return Prepared(module, spec.device.split(":")[0], {"fp8_linears": len(names), "fp8_recipe": RECIPE,
-                                                       "torchao": version,
-                                     "compiled": chosen, "patterns": patterns})
+    return _prepared(module, spec, names, version, compiled=chosen, patterns=patterns)
 
 
 def prepare_compiled(module, inputs, spec) -> Prepared:
     module, names, version = to_float8(module)
-    return Prepared(torch.compile(module), spec.device.split(":")[0],
-                    {"fp8_linears": len(names), "fp8_recipe": RECIPE, "torchao": version})
+    return _prepared(torch.compile(module), spec, names, version)
 
 
 register(Backend("torchao-fp8", "torchao Float8Linear layers (dynamic scaling; Ada/Hopper), inference and "
