@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import pandas as pd
 
 SLOWER = 0.98  # a speedup below this is reported as a regression (2% is beyond run-to-run noise of medians)
@@ -66,12 +67,6 @@ def _speedups(ok: pd.DataFrame) -> list[str]:
 LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")  # the size in a model name: matmul4096, lm-small-1024, attn16x4096
 
 
-def _verdict(row) -> str:
-    if row["speedup_inconclusive"] is True or SLOWER <= row["speedup_vs_eager"] < 1 / SLOWER:
-        return "no clear difference"
-    return "faster" if row["speedup_vs_eager"] >= 1 / SLOWER else "slower"
-
-
 def _by_size(ok: pd.DataFrame) -> list[str]:
     """Where the answer changes with size: per contender and kind of workload (the model name
     without its last number, e.g. ``matmul#``, ``lm-small-#``, ``attn16x#``; same phase, dtype
@@ -85,11 +80,16 @@ def _by_size(ok: pd.DataFrame) -> list[str]:
     size = rows["op"].astype(str).map(lambda op: int(m.group(1)) if (m := LAST_NUMBER.search(op)) else -1)
     kind = rows["op"].astype(str).str.replace(LAST_NUMBER, "#", regex=True)
     contender = rows["contender"].str.replace(LAST_NUMBER, "#", regex=True)
-    rows = rows.assign(_size=size, _kind=kind, _contender=contender).sort_values("_size", kind="stable")
+    speedup = rows["speedup_vs_eager"]
+    unsure = rows.get("speedup_inconclusive", pd.Series(False, index=rows.index)).fillna(False).astype(bool)
+    unclear = unsure | speedup.between(SLOWER, 1 / SLOWER, inclusive="left")
+    verdict = np.where(unclear, "no clear difference", np.where(speedup >= 1 / SLOWER, "faster", "slower"))
+    rows = rows.assign(_size=size, _kind=kind, _contender=contender, _verdict=verdict).sort_values(
+        "_size", kind="stable")
     out = []
     keys = ["_contender", "_kind", "phase", "dtype", "device_type"] + [k for k in ("batch", "seq") if k in rows]
     for (who, what, phase, dtype, device, *_), g in rows[rows["_size"] >= 0].groupby(keys, sort=False, dropna=False):
-        verdicts = [_verdict(r) for _, r in g.iterrows()]
+        verdicts = g["_verdict"].tolist()
         if g["_size"].nunique() < len(g) or len(g) < 2 or len(set(verdicts)) == 1:
             continue
         runs, start = [], 0
