@@ -119,3 +119,19 @@ def test_where_the_answer_changes_with_size():
     assert lines == ["default vs eager on softmax# (fp16, inference, cuda) changes with size: slower at "
                      "softmax1024–softmax2048 (0.5–0.8x); no clear difference at softmax4096 (1.01x); faster at "
                      "softmax8192 (2x)."]
+
+
+def test_model_sizes_of_a_family_are_read_in_order_of_eager_latency():
+    """ViTs whose names differ in more than the last number (vit16x6x384, vit32x12x768,
+    vit32x18x1024) are one family, sized by eager's latency: reduce-overhead within 2% at the
+    largest, faster at the two smaller; at batch 1 faster at all three (no sentence)."""
+    runs = []
+    for name, eager_ms, ro_ms in (("vit32x18x1024", 8.0, 7.9), ("vit16x6x384", 2.0, 1.6), ("vit32x12x768", 4.0, 2.9)):
+        for batch, scale in ((8, 1.0), (1, 0.5)):
+            runs += [_row(f"{name}-{batch}/eager", name, "eager", eager_ms * scale, op=name, batch=batch),
+                     _row(f"{name}-{batch}/ro", name, "reduce-overhead", ro_ms * scale * (0.8 if batch == 1 else 1),
+                          op=name, batch=batch)]
+    lines = [f for f in suite_findings(comparison(pd.DataFrame(runs))) if "changes with size" in f]
+    assert lines == ["reduce-overhead vs eager on vit#x#x# (fp32, inference, cuda, sizes in order of eager's "
+                     "latency) changes with size: faster at vit16x6x384–vit32x12x768 (1.25–1.38x); no clear "
+                     "difference at vit32x18x1024 (1.01x)."]

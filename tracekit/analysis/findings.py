@@ -65,29 +65,42 @@ def _speedups(ok: pd.DataFrame) -> list[str]:
 
 
 LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")  # the size in a model name: matmul4096, lm-small-1024, attn16x4096
+NUMBER = re.compile(r"\d+")
+
+
+def _size_axis(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Each row's kind of workload and its size on that kind's axis: the model name without its
+    last number, sized by that number (``attn16x#`` at 256, 1024, ...); where that leaves a kind
+    with one size only, the model family (every number out: ``vit#x#x#``), sized by eager's
+    latency (vit16x6x384 < vit32x12x768 < vit32x18x1024)."""
+    size = rows["op"].astype(str).map(lambda op: int(m.group(1)) if (m := LAST_NUMBER.search(op)) else -1)
+    kind = rows["op"].astype(str).str.replace(LAST_NUMBER, "#", regex=True)
+    rows = rows.assign(_size=size.astype(float), _kind=kind)
+    single = rows.groupby(keys, dropna=False)["_size"].transform("nunique") == 1
+    family = rows["op"].astype(str).str.replace(NUMBER, "#", regex=True)
+    return rows.assign(_kind=kind.where(~single, family), _size=rows["_size"].where(~single, rows["eager_ms"]),
+                       _by_latency=single)
 
 
 def _by_size(ok: pd.DataFrame) -> list[str]:
-    """Where the answer changes with size: per contender and kind of workload (the model name
-    without its last number, e.g. ``matmul#``, ``lm-small-#``, ``attn16x#``; same phase, dtype
-    and device), the verdict vs eager (faster, slower, no clear difference: :data:`SLOWER` and
-    the p10-p90 overlap of :func:`tracekit.analysis.trust.inconclusive`) at each size, smallest
-    first, when it is not the same at all sizes (workloads that differ in batch or sequence
-    length are kinds apart). Returns one sentence per such kind."""
+    """Where the answer changes with size: per contender and kind of workload (same phase, dtype and
+    device; workloads that differ in batch or sequence length are kinds apart; kinds and sizes as
+    :func:`_size_axis` reads them), the verdict vs eager (faster, slower, no clear difference:
+    :data:`SLOWER` and the p10-p90 overlap of :func:`tracekit.analysis.trust.inconclusive`) at
+    each size, smallest first, when it is not the same at all sizes. Returns one sentence per
+    such kind."""
     rows = ok[ok["contender"] != "eager"].dropna(subset=["speedup_vs_eager"])
     if rows.empty:
         return []
-    size = rows["op"].astype(str).map(lambda op: int(m.group(1)) if (m := LAST_NUMBER.search(op)) else -1)
-    kind = rows["op"].astype(str).str.replace(LAST_NUMBER, "#", regex=True)
     contender = rows["contender"].str.replace(LAST_NUMBER, "#", regex=True)
     speedup = rows["speedup_vs_eager"]
     unsure = rows.get("speedup_inconclusive", pd.Series(False, index=rows.index)).fillna(False).astype(bool)
     unclear = unsure | speedup.between(SLOWER, 1 / SLOWER, inclusive="left")
     verdict = np.where(unclear, "no clear difference", np.where(speedup >= 1 / SLOWER, "faster", "slower"))
-    rows = rows.assign(_size=size, _kind=kind, _contender=contender, _verdict=verdict).sort_values(
-        "_size", kind="stable")
-    out = []
     keys = ["_contender", "_kind", "phase", "dtype", "device_type"] + [k for k in ("batch", "seq") if k in rows]
+    rows = _size_axis(rows.assign(_contender=contender, _verdict=verdict), keys)
+    rows = rows.sort_values("_size", kind="stable")
+    out = []
     for (who, what, phase, dtype, device, *_), g in rows[rows["_size"] >= 0].groupby(keys, sort=False, dropna=False):
         verdicts = g["_verdict"].tolist()
         if g["_size"].nunique() < len(g) or len(g) < 2 or len(set(verdicts)) == 1:
@@ -99,7 +112,9 @@ def _by_size(ok: pd.DataFrame) -> list[str]:
                 sizes = f"{part['op'].iloc[0]}" + (f"–{part['op'].iloc[-1]}" if len(part) > 1 else "")
                 runs.append(f"{verdicts[start]} at {sizes} ({_span(part['speedup_vs_eager'])}x)")
                 start = i
-        out.append(f"{who} vs eager on {what} ({dtype}, {phase}, {device}) changes with size: " + "; ".join(runs) + ".")
+        axis = ", sizes in order of eager's latency" if g["_by_latency"].all() else ""
+        out.append(f"{who} vs eager on {what} ({dtype}, {phase}, {device}{axis}) changes with size: "
+                   + "; ".join(runs) + ".")
     return out
 
 
