@@ -53,7 +53,8 @@ def test_a_train_step_trains_through_a_dict_output():
 def test_specs_without_a_sequence_length_read_as_before():
     # `seq` is left out of a spec that has none, so cells run before it existed stay done (resumable).
     assert "seq" not in RunSpec("mlp").to_dict() and RunSpec("hf:gpt2", seq=512).to_dict()["seq"] == 512
-    root = ROOT / "reports" / "h100"
-    planned = plan(load_suite(ROOT / "workloads" / "compile-modes-h100.toml"), root, device="cuda")
+    committed = ROOT / "reports" / "h100" / "compile-modes" / "traces"  # example cells of the full H100 study
+    planned = plan(load_suite(ROOT / "workloads" / "compile-modes.toml"), committed, device="cuda")
     # The committed H100 runs of this suite: the spec each cell would run is the one its run.json holds.
-    assert planned and all(p.spec == Manifest.read(root / "compile-modes-h100" / p.name).spec for p in planned)
+    kept = [p for p in planned if (committed / p.name / "run.json").exists()]
+    assert len(kept) >= 2 and all(p.spec == Manifest.read(committed / p.name).spec for p in kept)
