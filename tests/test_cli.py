@@ -137,3 +137,20 @@ def test_analyze_writes_the_html_report(study, tmp_path):
     r = CliRunner().invoke(main, ["analyze", str(study), "--out", str(tmp_path / "r"), "--baseline", "eager"])
     assert r.exit_code == 0, r.output
     assert "speedup over eager" in r.output and (tmp_path / "r" / "index.html").is_file()
+
+
+def test_counters_runs_the_sequence_length_it_is_given(monkeypatch):
+    """`tracekit counters --seq` reaches the run's spec (as `tracekit trace --seq` does); ncu is
+    stubbed out by a ProfilerError, which the command reports as its exit code 11."""
+    from tracekit import counters as hw
+
+    seen = []
+
+    def fake_run(spec, *args, **kw):
+        seen.append(spec)
+        raise hw.ProfilerError("ncu not found")
+
+    monkeypatch.setattr(hw, "run", fake_run)
+    r = CliRunner().invoke(main, ["counters", "--model", "hf:gpt2", "--seq", "256", "--device", "cpu"])
+    assert r.exit_code == 11 and "ncu not found" in r.output
+    assert [s.seq for s in seen] == [256]

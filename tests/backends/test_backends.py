@@ -77,6 +77,14 @@ def test_the_list_on_a_cpu_does_not_promise_cuda_graphs(monkeypatch):
                                    "on", "cpu", "it", "runs", "without", "them"]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the listing where torch sees no GPU")
+def test_the_cuda_list_where_torch_sees_no_gpu_says_why_each_cuda_mode_cannot_run():
+    rows = {r["mode"]: r for r in backends.listing("cuda")}
+    for mode in ("cudagraphs", "fp8-scaled-mm", "torchao-fp8"):
+        assert not rows[mode]["available"] and rows[mode]["reason"].endswith("torch sees no GPU here")
+    assert rows["eager"]["available"] and rows["reduce-overhead"]["note"] == ""
+
+
 def test_phase_not_supported_is_skipped(tmp_path):
     m = _run(tmp_path, "mlp", "onnx", phase="train-step")
     assert m["status"] == "skipped" and "supports phases inference" in m["reason"]

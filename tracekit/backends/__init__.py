@@ -111,9 +111,11 @@ def listing(device: str) -> list[dict]:
 
 
 def needs_cuda(spec: RunSpec) -> str | None:
-    """``unavailable`` for CUDA-only modes."""
+    """``unavailable`` for CUDA-only modes: the run is not on CUDA, or torch sees no GPU."""
     if not spec.device or not spec.device.startswith("cuda"):
         return "needs CUDA (a GPU and a CUDA build of torch); this run is on the CPU"
+    if not torch.cuda.is_available():
+        return "needs CUDA (a GPU and a CUDA build of torch); torch sees no GPU here"
     return None
 
 

@@ -80,5 +80,11 @@ def report_options(command):
                              "PNGs in plots/ (each plot stored once, as in a repository).")(command)
 
 
+# The sequence length of a run's token inputs (RunSpec.seq), for the commands that run a workload.
+seq_option = click.option("--seq", type=click.IntRange(min=1), default=None,
+                          help="Sequence length of token inputs (hf: text models, workload functions with a seq "
+                          "parameter) [default: the model's, 128 for hf:].")
+
+
 # The verbs; each module adds its command(s) to main.
 from tracekit.cli import analyze, bench, counters, diff, listing, trace  # noqa: E402,F401,I001

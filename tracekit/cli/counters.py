@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import UserError, main
+from tracekit.cli import UserError, main, seq_option
 from tracekit.errors import ExitCode
 from tracekit.spec import DTYPES, PHASES
 
@@ -16,6 +16,7 @@ from tracekit.spec import DTYPES, PHASES
               "vit16x6x384 (`tracekit models`). Not needed with --csv.")
 @click.option("--mode", default="eager", show_default=True, help="Backend mode (`tracekit backends`).")
 @click.option("--batch", "-b", type=click.IntRange(min=1), default=None, help="Batch size [default: the model's].")
+@seq_option
 @click.option("--dtype", type=click.Choice(DTYPES), default="fp32", show_default=True)
 @click.option("--device", default=None, help="cuda or cuda:N [default: cuda if visible].")
 @click.option("--phase", type=click.Choice(PHASES),
@@ -38,7 +39,7 @@ from tracekit.spec import DTYPES, PHASES
               default=None, help="With --csv: the trace to join the counters to.")
 @click.option("--device-name", default=None, help="With --csv: the GPU's name for the peak table "
               "[default: the trace's].")
-def counters(model, mode, batch, dtype, device, phase, warmup, kernels, iters, traces, out, csv_file, trace_file,
+def counters(model, mode, batch, seq, dtype, device, phase, warmup, kernels, iters, traces, out, csv_file, trace_file,
              device_name) -> None:
     """Hardware counters (Nsight Compute): per-kernel DRAM bytes, GB/s, TFLOP/s, % of peak, bound.
 
@@ -64,7 +65,7 @@ def counters(model, mode, batch, dtype, device, phase, warmup, kernels, iters, t
             raise UserError("give --model (to profile a workload) or --csv (to analyze an ncu CSV)")
         else:
             given = {"warmup": warmup} if warmup is not None else {}
-            spec = RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device, phase=phase, **given)
+            spec = RunSpec(model=model, mode=mode, batch=batch, seq=seq, dtype=dtype, device=device, phase=phase, **given)
             result, folder = hw.run(spec, out, traces, kernels, iters, log=lambda m: click.echo(m, err=True))
             title = f"{folder.parent.name}/{mode}"
     except hw.ProfilerError as exc:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import UserError, main
+from tracekit.cli import UserError, main, seq_option
 from tracekit.errors import ExitCode
 from tracekit.spec import DTYPES, PARALLEL, PHASES
 
@@ -20,9 +20,7 @@ from tracekit.spec import DTYPES, PARALLEL, PHASES
 @click.option("--mode", default="eager", show_default=True,
               help="Backend mode: eager, default, reduce-overhead, max-autotune, ... (`tracekit backends`).")
 @click.option("--batch", "-b", type=click.IntRange(min=1), default=None, help="Batch size [default: the model's].")
-@click.option("--seq", type=click.IntRange(min=1), default=None,
-              help="Sequence length of token inputs (hf: text models, workload functions with a seq "
-              "parameter) [default: the model's, 128 for hf:].")
+@seq_option
 @click.option("--dtype", type=click.Choice(DTYPES), default="fp32", show_default=True)
 @click.option("--device", default=None, help="cpu, cuda or cuda:N [default: cuda if visible, else cpu].")
 @click.option("--phase", type=click.Choice(PHASES),
