@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import idle
+from tracekit.analysis import coded, idle
 from tracekit.analysis.attribution import UNATTRIBUTED, attribute, common_module
 from tracekit.analysis.nest import Nest
 from tracekit.analysis.opnames import SCOPE_PREFIX
@@ -77,10 +77,11 @@ def attributed_ops(tables: EventTables, record: dict | None = None, gaps: pd.Dat
             return common_module(sorted(known)) if known else UNATTRIBUTED
         holder = many.groupby("correlation")["module"].agg(holding)
         rows = first[first["correlation"].isin(holder.index)]
-        att.loc[rows.index, "launch_module"] = rows["correlation"].map(holder).to_numpy()
-        att.loc[rows.index, "launch_op"] = ""
+        at = att.index.get_indexer(rows.index)
         launcher = rows["correlation"].map(calls["name"]).astype(object)  # the reader's names are categorical
-        att.loc[rows.index, "launch_kernel"] = launcher.fillna("launch").to_numpy()
+        for col, values in (("launch_module", rows["correlation"].map(holder).to_numpy(dtype=object).tolist()),
+                            ("launch_op", ""), ("launch_kernel", launcher.fillna("launch").tolist())):
+            att[col] = coded.assign(att[col].array, at, values)
     return att
 
 
@@ -90,14 +91,21 @@ def long_table(att: pd.DataFrame) -> pd.DataFrame:
     if att.empty:
         return pd.DataFrame(columns=KEYS + SUMS)
     work = att.assign(gpu_ops=1, kernels=(att["kind"] == "kernel").astype(int))
-    ops = work.groupby(KEYS, sort=False)[[c for c in SUMS if not c.startswith("launch")]].sum()
+    ops = work.groupby(KEYS, sort=False, observed=True)[[c for c in SUMS if not c.startswith("launch")]].sum()
     launch = work[work["launches"] > 0].rename(columns={"module": "_m", "op": "_o", "kernel": "_k"}).rename(
         columns={"launch_module": "module", "launch_op": "op", "launch_kernel": "kernel"})
-    launch = launch.groupby(KEYS, sort=False)[["launches", "launch_cpu_us"]].sum()
+    launch = launch.groupby(KEYS, sort=False, observed=True)[["launches", "launch_cpu_us"]].sum()
+    ops.index, launch.index = _as_text(ops.index), _as_text(launch.index)  # joined as strings, not categories
     out = ops.join(launch, how="outer").fillna(0).reset_index()
     for c in ("gpu_ops", "kernels", "launches"):
         out[c] = out[c].astype(np.int64)
     return out[KEYS + SUMS].sort_values("busy_us", ascending=False).reset_index(drop=True)
+
+
+def _as_text(index: pd.MultiIndex) -> pd.MultiIndex:
+    """``index`` (groups by categorical keys) with string levels, in the same order."""
+    return pd.MultiIndex.from_arrays([index.get_level_values(i).astype("str") for i in range(index.nlevels)],
+                                     names=index.names)
 
 
 def cut(module: pd.Series, depth: int) -> pd.Series:
