@@ -34,6 +34,7 @@ FINDING_OPS = 3  # changes named in a finding
 OUTSIDE_OPS = "(in no op: Python, framework)"
 _KINDS = {"cpu_op": "op", "user_annotation": "range"}  # event category -> kind; markers: "outside"
 KINDS = ("op", "outside", "range")  # sorted, as a groupby by (op, kind) orders them
+_BLOCK = 1 << 18  # ops per step of self_us's sums
 
 
 def self_us(tables: EventTables) -> np.ndarray:
@@ -47,8 +48,8 @@ def self_us(tables: EventTables) -> np.ndarray:
         return np.zeros(0)
     tree = Nest.of(tables)
     dur = tree.dur.astype(np.float64, copy=False)  # a copy already: changed in place below
-    # The children's time of each position, added in position order a block at a time
-    # (no index array as long as the ops: np.add.at adds in order, as np.bincount does).
+    # The children's time of each position, added in position order (np.add.at), a block of
+    # ops at a time: no scratch index array as long as the ops.
     out = np.zeros(n)
     for at in range(0, n, _BLOCK):
         parent, part = tree.parent[at:at + _BLOCK], dur[at:at + _BLOCK]
@@ -57,9 +58,6 @@ def self_us(tables: EventTables) -> np.ndarray:
     dur -= out
     out[tree.order] = np.maximum(dur, 0.0, out=dur)  # its buffer reused: self times in row order
     return out
-
-
-_BLOCK = 1 << 18  # ops per step of self_us's sums
 
 
 def by_op(tables: EventTables, iterations: float | None) -> pd.DataFrame:
@@ -100,9 +98,9 @@ def by_op(tables: EventTables, iterations: float | None) -> pd.DataFrame:
     del kind
     # grouped as codes of a categorical: no hashing, half the scratch memory of grouping by int
     key = pd.Categorical.from_codes(key, categories=pd.RangeIndex(len(ops) * len(KINDS)), validate=False)
-    out = pd.DataFrame({"key": key, "dur": kept(cpu["dur"].to_numpy()), "self_us": self_time},
-                       copy=False).groupby("key", observed=True).agg(calls=("dur", "size"), self_us=("self_us", "sum"),
-                                                                     total_us=("dur", "sum"))
+    out = pd.DataFrame({"key": key, "dur": kept(cpu["dur"].to_numpy()), "self_us": self_time}, copy=False)
+    out = out.groupby("key", observed=True).agg(calls=("dur", "size"), self_us=("self_us", "sum"),
+                                                total_us=("dur", "sum"))
     key = out.index.to_numpy()
     out = out.reset_index(drop=True).assign(op=ops[key // len(KINDS)],
                                             kind=np.array(KINDS, dtype=object)[key % len(KINDS)])

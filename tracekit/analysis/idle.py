@@ -244,7 +244,10 @@ def breakdown(g: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
         out[f"idle_{c}_us"] = time[c] if c in time else 0.0
         out[f"gaps_{c}"] = count[c].astype(np.int64) if c in count else 0
     out["idle_us"] = out[[f"idle_{c}_us" for c in CAUSES]].sum(axis=1)
-    out["idle_gaps"] = keyed.groupby(groups, observed=True)["gap"].nunique().astype(np.int64)
+    by_group = keyed.groupby(groups, observed=True)["gap"]
+    gap = g["gap"].to_numpy()   # numbers rising strictly: no gap in pieces, each row a gap of its own
+    whole = len(gap) < 2 or bool((gap[1:] > gap[:-1]).all())
+    out["idle_gaps"] = (by_group.size() if whole else by_group.nunique()).astype(np.int64)
     out = out.reset_index()
     return out.drop(columns="_all") if not by else out
 

@@ -99,9 +99,8 @@ def long_table(att: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=KEYS + SUMS)
     work = att.assign(gpu_ops=1, kernels=(att["kind"] == "kernel").astype(int))
     ops = work.groupby(KEYS, sort=False, observed=True)[[c for c in SUMS if not c.startswith("launch")]].sum()
-    launch = att.loc[att["launches"] > 0, ["launch_module", "launch_op", "launch_kernel", "rule", "launches",
-                                           "launch_cpu_us"]].rename(columns={"launch_module": "module",
-                                                                             "launch_op": "op", "launch_kernel": "kernel"})
+    own = {"launch_module": "module", "launch_op": "op", "launch_kernel": "kernel"}   # a launch's own keys
+    launch = att.loc[att["launches"] > 0, [*own, "rule", "launches", "launch_cpu_us"]].rename(columns=own)
     launch = launch.groupby(KEYS, sort=False, observed=True)[["launches", "launch_cpu_us"]].sum()
     ops.index, launch.index = _as_text(ops.index), _as_text(launch.index)  # joined as strings, not categories
     out = ops.join(launch, how="outer").fillna(0).reset_index()

@@ -31,6 +31,7 @@ _DTYPES = {"step": np.int64, "ts": np.float64, "dur": np.float64, "end": np.floa
                                       "registers", "shared_memory", "occupancy_pct", "bytes",
                                       "in_msg_nelems", "out_msg_nelems", "group_size", "seq")},
            **{c: object for c in COMM_TEXT}}
+_BLOCK = 1 << 18  # positions per step of depth's key and count loops: scratch arrays stay small
 
 
 class TableBuilder:
@@ -220,9 +221,6 @@ def depth(cpu: dict) -> tuple[np.ndarray, np.ndarray]:
     out = np.empty(n, dtype=np.int8 if deepest < 2**7 else np.int16 if deepest < 2**15 else np.int32)
     out[order] = s
     return out, order.astype(np.int32)
-
-
-_BLOCK = 1 << 18  # positions per step of depth's key and count loops: scratch arrays stay small
 
 
 def markers(cpu: pd.DataFrame) -> pd.DataFrame:
