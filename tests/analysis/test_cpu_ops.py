@@ -48,6 +48,15 @@ def test_self_time_leaves_out_the_ops_an_op_calls(tmp_path):
     assert list(ops.index[:2]) == ["aten::addmm", "aten::gelu"]           # most self time first
 
 
+def test_self_times_summed_in_small_blocks_are_the_same(fixtures, monkeypatch):
+    """Children's time added a few ops at a time gives the same self times, to the bit."""
+    tables = load(fixtures / "h100" / "vit16x6x384_eager.pt.trace.json.gz")
+    whole = cpu_ops.self_us(tables)
+    assert whole.sum() > 0 and (whole <= tables.cpu_ops["dur"].to_numpy()).all()
+    monkeypatch.setattr(cpu_ops, "_BLOCK", 5)
+    assert cpu_ops.self_us(tables).tolist() == whole.tolist()
+
+
 def test_compiled_graph_time_is_the_graph_calls_own(tmp_path):
     ops = cpu_ops.by_op(load(_compiled().write(tmp_path / "c.json")), 2).set_index("op")
     assert ops["self_per_iter_us"].to_dict() == pytest.approx({

@@ -48,6 +48,15 @@ def test_every_real_fixture(fixtures):
         _same(load(path), read(path))
 
 
+def test_depth_in_small_blocks_is_the_same(fixtures, monkeypatch, tmp_path):
+    """The depth's keys and counts made a few ops at a time (blocks that cut through ties of
+    start) give the reference reader's depths, on a real trace and on the odd one."""
+    from tracekit.trace import tables as table_module
+    monkeypatch.setattr(table_module, "_BLOCK", 7)
+    for path in (fixtures / "h100" / "vit16x6x384_reduce-overhead.pt.trace.json.gz", _odd_trace(tmp_path)):
+        _same(load(path), read(path))
+
+
 def test_real_fixture_in_parallel_chunks(fixtures, monkeypatch, tmp_path):
     src = fixtures / "hta" / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
     path = tmp_path / "t.pt.trace.json"

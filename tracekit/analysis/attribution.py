@@ -47,6 +47,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis import coded
 from tracekit.analysis.idle import launch_index, op_iterations
 from tracekit.analysis.kernels import short_name
 from tracekit.analysis.nest import Nest
@@ -67,12 +68,6 @@ INPUT_COPIES = frozenset({"_foreach_copy_", "copy_"})
 UNATTRIBUTED = "(unattributed)"
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
 CAPTURE_BEGIN, CAPTURE_END = re.compile(r"^(cuda|hip)StreamBeginCapture"), re.compile(r"^(cuda|hip)StreamEndCapture")
-def _per_name(names: pd.Series, fn) -> np.ndarray:
-    """``fn`` of each name, computed once per distinct name (traces repeat a few names many times)."""
-    codes, uniques = pd.factorize(names)
-    return np.array([fn(u) for u in uniques] + [None], dtype=object)[codes]
-
-
 def common_module(paths: list[str]) -> str:
     """The innermost module holding all ``paths`` (their common dotted prefix; "" for the model)."""
     if not paths:
@@ -109,13 +104,15 @@ def _graph_module(by_name: dict[str, list]) -> str:
 def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) -> pd.DataFrame:
     """Rules 3-4 for launch calls (rows of ``tables.host_calls``).
 
-    Returns one row per call (same index): module (None when not found), op, rule,
-    graph (the FX graph key of the ``## Call CompiledFxGraph`` range around it, "" if
-    none), region ("0/0": the ``Torch-Compiled Region`` around it, "" if none).
+    Returns one row per call (same index), categorical columns (:mod:`tracekit.analysis.coded`):
+    module (missing when not found), op, rule, graph (the FX graph key of the ``## Call
+    CompiledFxGraph`` range around it, "" if none), region ("0/0": the ``Torch-Compiled
+    Region`` around it, "" if none).
     """
     n = len(calls)
-    module, rule = np.full(n, None, dtype=object), np.full(n, "none: outside module scopes", dtype=object)
-    out = pd.DataFrame({"module": module, "op": "", "rule": rule, "graph": "", "region": ""}, index=calls.index)
+    out = pd.DataFrame({"module": coded.constant(n, None), "op": coded.constant(n, ""),
+                        "rule": coded.constant(n, "none: outside module scopes"), "graph": coded.constant(n, ""),
+                        "region": coded.constant(n, "")}, index=calls.index)
     if calls.empty or tables.cpu_ops.empty:
         return out
     nest = Nest.of(tables)
@@ -127,13 +124,14 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
     scope = around(lambda n: n.startswith(SCOPE_PREFIX))
     aten = around(lambda n: n.startswith("aten::"))
     region = around(lambda n: n.startswith(REGION_PREFIX))
-    scope_path = nest.at(scope, nest.by_name(lambda n: n[len(SCOPE_PREFIX):], object), "")
-    out["region"] = nest.at(region, nest.by_name(lambda n: n[len(REGION_PREFIX):], object), "")
+    paths = nest.by_name(lambda n: n[len(SCOPE_PREFIX):], object)
+    out["region"] = nest.coded_at(region, nest.by_name(lambda n: n[len(REGION_PREFIX):], object), "")
     normalized = nest.by_name(normalize_op, object)
-    out["op"] = nest.at(aten, normalized, "")
-    module[scope >= 0], rule[scope >= 0] = scope_path[scope >= 0], "module scope"      # rule 4
+    out["op"] = nest.coded_at(aten, normalized, "")
+    out["module"] = nest.coded_at(scope, paths, None)                                  # rule 4
+    out["rule"] = coded.assign(out["rule"].array, scope >= 0, "module scope")
     keys = nest.by_name(lambda n: m.group(1) if (m := GRAPH_CALL.match(n)) else None, object)
-    graph, call, site_of, has_key = np.full(n, "", dtype=object), np.full(n, -1), {}, pd.notna(keys)
+    call, site_of, has_key = np.full(n, -1), {}, pd.notna(keys)
     if has_key.any():
         # a call site: its parent, past any wrapper ranges, is a graph's call
         wrapper = nest.per_name(lambda n: CALL_WRAPPER.match(n) is not None)
@@ -142,35 +140,52 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
         up = parent >= 0
         is_call[up] = has_key[nest.codes[parent[up]]] & ~wrapper[up]
         call = nest.ancestor(inner, is_call)
-        graph = nest.at(nest.ancestor(inner, has_key[nest.codes]), keys, "")
+        out["graph"] = nest.coded_at(nest.ancestor(inner, has_key[nest.codes]), keys, "")
         # Rule 3: the k-th call op of a name in one call of a graph is the k-th call site of that name.
         calls_at = np.flatnonzero(is_call)
         group = pd.DataFrame({"parent": parent[calls_at], "name": normalized[nest.codes[calls_at]]})
         by = group.groupby(["parent", "name"], sort=False)
         site_of = dict(zip(calls_at, zip(group["name"], by.cumcount(), by["name"].transform("size"))))
-    out["graph"] = graph
-    sites, ops = _sites(record), out["op"].to_numpy(dtype=object)
-    for i in np.flatnonzero(call >= 0):
-        name, k, count = site_of[call[i]]
-        found = sites.get(graph[i], {}).get(name)
-        if graph[i] not in sites:
-            module[i], rule[i] = None, f"none: compiled graph {graph[i][:12]} without provenance"
-        elif found is None and name in INPUT_COPIES:  # cudagraph trees stage the inputs of a graph replay
-            module[i], rule[i] = _join(scope_path[i], _graph_module(sites[graph[i]])), "graph input copy"
-        elif found is None:
-            module[i], rule[i] = None, f"none: {name} is no call site of the graph's generated code"
-        elif len(found) != count:
-            module[i], rule[i] = None, "none: call count differs from the graph's call sites"
-        elif not found[k][0]:
-            module[i], rule[i] = None, "none: provenance without module paths (a cache hit)"
-        else:
-            paths, names_ = found[k]
-            module[i] = _join(scope_path[i], common_module(paths))
-            ops[i], rule[i] = "+".join(sorted({normalize_op(o) for o in names_})), "inductor provenance"
+    hits = np.flatnonzero(call >= 0)
+    if len(hits):
+        _rule3(out, hits, call[hits], site_of, nest.at(scope[hits], paths, ""), _sites(record))
     outside = (out["region"] != "").to_numpy() & (call < 0) & (scope < 0)
-    rule[outside] = "none: compiled region, outside its generated code"
-    out["module"], out["op"], out["rule"] = module, ops, rule
+    out["rule"] = coded.assign(out["rule"].array, outside, "none: compiled region, outside its generated code")
     return out
+
+
+def _rule3(out: pd.DataFrame, hits: np.ndarray, calls: np.ndarray, site_of: dict, scope_path: np.ndarray,
+           sites: dict) -> None:
+    """Rule 3 for the launches at positions ``hits`` of ``out`` (in place), inside the call
+    sites ``calls`` (nest positions; ``site_of``: call site -> (name, k, count)) of a compiled
+    graph, and inside the module scopes ``scope_path`` ("" for none)."""
+    graphs = out["graph"].array
+    graph = graphs.categories.to_numpy(dtype=object)[graphs.codes[hits]]
+    module, rule, op_at, ops = [], [], [], []
+    for i, (g, at, scope) in enumerate(zip(graph, calls, scope_path)):
+        name, k, count = site_of[at]
+        found, m = sites.get(g, {}).get(name), None
+        if g not in sites:
+            r = f"none: compiled graph {g[:12]} without provenance"
+        elif found is None and name in INPUT_COPIES:  # cudagraph trees stage the inputs of a graph replay
+            m, r = _join(scope, _graph_module(sites[g])), "graph input copy"
+        elif found is None:
+            r = f"none: {name} is no call site of the graph's generated code"
+        elif len(found) != count:
+            r = "none: call count differs from the graph's call sites"
+        elif not found[k][0]:
+            r = "none: provenance without module paths (a cache hit)"
+        else:
+            paths, names = found[k]
+            m, r = _join(scope, common_module(paths)), "inductor provenance"
+            op_at.append(hits[i])
+            ops.append("+".join(sorted({normalize_op(o) for o in names})))
+        module.append(m)
+        rule.append(r)
+    out["module"] = coded.assign(out["module"].array, hits, module)
+    out["rule"] = coded.assign(out["rule"].array, hits, rule)
+    if op_at:
+        out["op"] = coded.assign(out["op"].array, np.array(op_at), ops)
 
 
 def captured_launches(tables: EventTables, record: dict | None) -> list[dict]:
@@ -202,7 +217,8 @@ def captured_launches(tables: EventTables, record: dict | None) -> list[dict]:
         part = rules[inside.to_numpy()]
         if len(part):
             out.append({"graph": part["graph"].iloc[0],
-                        "launches": part[["module", "op", "rule"]].to_numpy().tolist()})
+                        "launches": [[None if pd.isna(m) else m, o, r]
+                                     for m, o, r in part[["module", "op", "rule"]].astype(object).to_numpy()]})
     return out
 
 
@@ -219,31 +235,31 @@ def attribute(tables: EventTables, record: dict | None = None) -> pd.DataFrame:
         for the model itself, ``UNATTRIBUTED``), op, kernel (short name), kind,
         rule, region (compiled region id, "" if none), replay (True for an op
         replayed by a CUDA graph), correlation, device, stream, ts, dur (µs),
-        iteration (ProfilerStep, -1 outside).
+        iteration (ProfilerStep, -1 outside). module, op, kernel, rule and region
+        are categorical (:mod:`tracekit.analysis.coded`).
     """
     ops = tables.gpu_ops
-    att = pd.DataFrame({"module": None, "op": "", "kernel": _per_name(ops["name"], short_name),
-                        "kind": ops["kind"], "rule": "none: no launch call in the trace", "region": "",
-                        "replay": False, "correlation": ops["correlation"], "device": ops["device"],
-                        "stream": ops["stream"], "ts": ops["ts"], "dur": ops["dur"]}, index=ops.index)
-    calls = launch_index(tables)
-    calls = calls[calls["correlation"].isin(ops["correlation"])]
+    calls = launch_index(tables)[["name", "pid", "tid", "ts"]]   # what the rules read: a smaller copy
+    calls = calls[calls.index.isin(ops["correlation"])]
     rules = launch_rules(tables, calls, record)
     call = calls.index.get_indexer(ops["correlation"])  # each op's launch call (row of calls), -1 if none
+    att = pd.DataFrame({"kernel": coded.per_value(ops["name"], short_name), "kind": ops["kind"]}, index=ops.index)
+    for col, default in (("module", None), ("op", ""), ("rule", "none: no launch call in the trace"), ("region", "")):
+        att[col] = coded.take(rules[col].array, call, default)
     known = call >= 0
-
-    def of_call(values: np.ndarray, default) -> np.ndarray:
-        return np.where(known, values[np.maximum(call, 0)], default) if len(calls) else np.full(len(ops), default)
-    for col in ("module", "op", "rule", "region"):
-        att[col] = of_call(rules[col].to_numpy(dtype=object), att[col].to_numpy(dtype=object))
-    att["replay"] = of_call(calls["name"].isin(GRAPH_LAUNCHES).to_numpy(), False)
-    graph = of_call(rules["graph"].to_numpy(dtype=object), "")
-    _replays(att, pd.Series(graph, index=att.index), record)
-    named = att["op"] == ""
-    att.loc[named, "op"] = _per_name(att.loc[named, "kernel"], lambda k: "+".join(kernel_ops(k)))
-    module = att["module"].to_numpy(dtype=object, copy=True)
-    module[pd.isna(module)] = UNATTRIBUTED
-    att["module"] = pd.Series(module, index=att.index, dtype=object)
+    att["replay"] = np.where(known, calls["name"].isin(GRAPH_LAUNCHES).to_numpy()[np.maximum(call, 0)], False) \
+        if len(calls) else False
+    att = att.assign(correlation=ops["correlation"], device=ops["device"], stream=ops["stream"], ts=ops["ts"],
+                     dur=ops["dur"])[["module", "op", "kernel", "kind", "rule", "region", "replay", "correlation",
+                                      "device", "stream", "ts", "dur"]]
+    if att["replay"].any():
+        _replays(att, pd.Series(coded.take(rules["graph"].array, call, ""), index=att.index), record)
+    named = (att["op"] == "").to_numpy()
+    if named.any():  # no aten op known: the ops a Triton kernel's name lists
+        kernel = att["kernel"].array
+        ops_of = coded.remap(kernel.codes[named], ["+".join(kernel_ops(k)) for k in kernel.categories])
+        att["op"] = coded.assign(att["op"].array, named, ops_of)
+    att["module"] = coded.assign(att["module"].array, att["module"].isna().to_numpy(), UNATTRIBUTED)
     att["iteration"] = op_iterations(tables, ops)
     return att
 
@@ -277,6 +293,4 @@ def _replays(att: pd.DataFrame, graph: pd.Series, record: dict | None) -> None:
             found.append((None, "", "none: CUDA graph replay without a recorded capture"))
     at = att.index.get_indexer(replay.index)
     for col, values in zip(("module", "op", "rule"), zip(*found)):
-        column = att[col].to_numpy(dtype=object, copy=True)
-        column[at] = values
-        att[col] = column
+        att[col] = coded.assign(att[col].array, at, list(values))

@@ -86,9 +86,14 @@ def launch_index(tables: EventTables) -> pd.DataFrame:
     """The launch calls (rows of ``tables.host_calls``: name, ts and dur in µs, pid, tid...)
     indexed by correlation id, the first call of each id; the ``correlation`` column is kept.
     Computed once per trace: not to be changed in place."""
-    calls = tables.host_calls
-    return tables.memo("launch_index", calls, lambda: calls[calls["correlation"] >= 0].drop_duplicates(
-        "correlation").set_index("correlation", drop=False))
+    def make() -> pd.DataFrame:  # rows dropped only where there are some to drop: no copy otherwise
+        calls = tables.host_calls
+        if not (known := calls["correlation"] >= 0).all():
+            calls = calls[known]
+        if (twin := calls["correlation"].duplicated()).any():
+            calls = calls[~twin]
+        return calls.set_index("correlation", drop=False)
+    return tables.memo("launch_index", tables.host_calls, make)
 
 
 def _covering_end(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -164,9 +169,11 @@ def gaps(tables: EventTables, per_stream: bool = False,
     blocked = launched_late & (sync_return > start)   # NaN (no sync) compares false
     returned = blocked & (sync_return < g["end"].to_numpy())
     # The gap's sync piece ends when the call returned; the rest starts there.
-    rest = g[returned].assign(start=sync_return[returned])
-    g.loc[returned, "end"] = sync_return[returned]
-    g = pd.concat([g.assign(_blocked=blocked), rest.assign(_blocked=False)], ignore_index=True)
+    g["_blocked"] = blocked
+    if returned.any():
+        rest = g[returned].assign(start=sync_return[returned], _blocked=False)
+        g.loc[returned, "end"] = sync_return[returned]
+        g = pd.concat([g, rest], ignore_index=True)
     g["gap_us"] = g["end"] - g["start"]
     start = g["start"].to_numpy()
     # A GPU-side wait holds back its own stream (a Context Sync, every stream of the device).
@@ -178,11 +185,13 @@ def gaps(tables: EventTables, per_stream: bool = False,
     no_launch = g["launch_ts"].isna().to_numpy()
     launched_late = g["launch_ts"].to_numpy() > start
     short = g["gap_us"].to_numpy() < launch_latency_max_us
-    g["cause"] = np.select(
-        [no_launch, g["_blocked"].to_numpy(), launched_late, short, gpu_sync],
-        ["other", "sync", "host_wait", "launch_latency", "sync"], default="other")
+    # the first rule that holds; each row refers to one of a few str objects, not a str of its own
+    rule = np.select([no_launch, g["_blocked"].to_numpy(), launched_late, short, gpu_sync], np.arange(5), default=5)
+    g["cause"] = np.array(["other", "sync", "host_wait", "launch_latency", "sync", "other"], dtype=object)[rule]
     g["iteration"] = iteration_of(tables, g["launch_ts"].fillna(g["end"]).to_numpy())
-    return g.sort_values(["gap", "start"], kind="stable")[cols].reset_index(drop=True)
+    if returned.any():  # the pieces of a gap together
+        g = g.sort_values(["gap", "start"], kind="stable")
+    return g[cols].reset_index(drop=True)
 
 
 def op_iterations(tables: EventTables, ops: pd.DataFrame) -> np.ndarray:
@@ -235,7 +244,10 @@ def breakdown(g: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
         out[f"idle_{c}_us"] = time[c] if c in time else 0.0
         out[f"gaps_{c}"] = count[c].astype(np.int64) if c in count else 0
     out["idle_us"] = out[[f"idle_{c}_us" for c in CAUSES]].sum(axis=1)
-    out["idle_gaps"] = keyed.groupby(groups, observed=True)["gap"].nunique().astype(np.int64)
+    by_group = keyed.groupby(groups, observed=True)["gap"]
+    gap = g["gap"].to_numpy()   # numbers rising strictly: no gap in pieces, each row a gap of its own
+    whole = len(gap) < 2 or bool((gap[1:] > gap[:-1]).all())
+    out["idle_gaps"] = (by_group.size() if whole else by_group.nunique()).astype(np.int64)
     out = out.reset_index()
     return out.drop(columns="_all") if not by else out
 

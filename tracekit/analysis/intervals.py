@@ -62,12 +62,18 @@ def busy_shares(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     if n == 0:
         return np.zeros(0)
     t0 = float(np.min(starts))
-    points = np.concatenate([np.asarray(starts, dtype=np.float64), np.asarray(ends, dtype=np.float64)]) - t0
+    points = np.concatenate([np.asarray(starts, dtype=np.float64), np.asarray(ends, dtype=np.float64)])
+    points -= t0
     order = np.argsort(points, kind="stable")
     p = points[order]
+    del points   # (scratch arrays freed as soon as used: this runs on every GPU op of a trace)
     cover = np.cumsum(np.where(order < n, 1, -1))[:-1]        # intervals open on [p[i], p[i+1])
-    weight = np.where(cover > 0, np.diff(p) / np.maximum(cover, 1), 0.0)
+    weight = np.diff(p)
+    del p
+    weight = np.where(cover > 0, weight / np.maximum(cover, 1), 0.0)
+    del cover
     before = np.concatenate([[0.0], np.cumsum(weight)])       # weight of the timeline before each point
+    del weight
     rank = np.empty(2 * n, dtype=np.int64)
     rank[order] = np.arange(2 * n)
     return before[rank[n:]] - before[rank[:n]]

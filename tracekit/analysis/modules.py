@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import idle
+from tracekit.analysis import coded, idle
 from tracekit.analysis.attribution import UNATTRIBUTED, attribute, common_module
 from tracekit.analysis.nest import Nest
 from tracekit.analysis.opnames import SCOPE_PREFIX
@@ -44,31 +44,39 @@ def attributed_ops(tables: EventTables, record: dict | None = None, gaps: pd.Dat
     launch_cpu_us and the launch's own keys (launch_module, launch_op, launch_kernel).
     ``gaps``: :func:`idle.gaps` of ``tables`` if already computed."""
     att = attribute(tables, record)
-    att["busy_us"] = 0.0
+    busy = np.zeros(len(att))
+    ts, dur = att["ts"].to_numpy(), att["dur"].to_numpy()
     for _device, idx in att.groupby("device").indices.items():
-        rows = att.index[idx]
-        att.loc[rows, "busy_us"] = busy_shares(att.loc[rows, "ts"].to_numpy(), (att.loc[rows, "ts"]
-                                                                               + att.loc[rows, "dur"]).to_numpy())
+        busy[idx] = busy_shares(ts[idx], ts[idx] + dur[idx])
+    att["busy_us"] = busy   # (pandas copies an array set as a column: each is dropped once set)
+    del busy
     idle_us = {c: np.zeros(len(att)) for c in idle.CAUSES}
-    ts, device_of = att["ts"].to_numpy(), att["device"].to_numpy()
-    for device, g in (idle.gaps(tables) if gaps is None else gaps).groupby("device"):
+    device_of = att["device"].to_numpy()
+    gaps = idle.gaps(tables) if gaps is None else gaps
+    gap_end, gap_us, cause = (gaps[c].to_numpy() for c in ("end", "gap_us", "cause"))
+    for device, rows in gaps.groupby("device").indices.items():   # positions, not a copy per device
         ops = np.flatnonzero(device_of == device)   # the device's ops (positions), by start
         ops = ops[np.argsort(ts[ops], kind="stable")]
-        at = ops[np.minimum(np.searchsorted(ts[ops], g["end"].to_numpy()), len(ops) - 1)]
-        gap_us = g["gap_us"].to_numpy()
-        for cause, part in g.groupby("cause").indices.items():
-            np.add.at(idle_us[cause], at[part], gap_us[part])
+        at = ops[np.minimum(np.searchsorted(ts[ops], gap_end[rows]), len(ops) - 1)]
+        for c, part in pd.Series(cause[rows]).groupby(cause[rows]).indices.items():
+            np.add.at(idle_us[c], at[part], gap_us[rows[part]])
     for c in idle.CAUSES:
-        att[f"idle_{c}_us"] = idle_us[c]
+        att[f"idle_{c}_us"] = idle_us.pop(c)
     att["idle_us"] = att[[f"idle_{c}_us" for c in idle.CAUSES]].sum(axis=1)
     calls = idle.launch_index(tables)
-    att["launches"], att["launch_cpu_us"] = 0, 0.0
     att["launch_module"], att["launch_op"], att["launch_kernel"] = att["module"], att["op"], att["kernel"]
-    launched = att[att["correlation"] >= 0]   # a launch is a correlation id, as summary.summarize counts them
-    first = launched.sort_values("ts", kind="stable").drop_duplicates("correlation")
-    att.loc[first.index, "launches"] = 1
-    att.loc[first.index, "launch_cpu_us"] = first["correlation"].map(calls["dur"]).fillna(0.0).to_numpy()
-    multi = launched[launched["correlation"].duplicated(keep=False)]   # launches of several GPU ops
+    # Positions, not labels (no index of the frame's labels is built): a launch is a correlation
+    # id, as summary.summarize counts them; its first op by start gets its count and call time.
+    correlation = att["correlation"].to_numpy()
+    launched = np.flatnonzero(correlation >= 0)
+    by_start = launched[np.argsort(ts[launched], kind="stable")]
+    first = by_start[~pd.Series(correlation[by_start]).duplicated().to_numpy()]
+    launches, launch_cpu = np.zeros(len(att), dtype=np.int64), np.zeros(len(att))
+    launches[first] = 1
+    launch_cpu[first] = pd.Series(correlation[first]).map(calls["dur"]).fillna(0.0).to_numpy()
+    att["launches"], att["launch_cpu_us"] = launches, launch_cpu
+    del launches, launch_cpu
+    multi = att.iloc[launched[pd.Series(correlation[launched]).duplicated(keep=False).to_numpy()]]  # of several ops
     kinds = multi.groupby("correlation")[["module", "op", "kernel"]].nunique().max(axis=1)
     many = multi[multi["correlation"].isin(kinds.index[kinds > 1])]
     if len(many):  # a launch of several kinds of ops (a CUDA graph): the module holding them all
@@ -76,11 +84,11 @@ def attributed_ops(tables: EventTables, record: dict | None = None, gaps: pd.Dat
             known = set(paths.tolist()) - {UNATTRIBUTED}
             return common_module(sorted(known)) if known else UNATTRIBUTED
         holder = many.groupby("correlation")["module"].agg(holding)
-        rows = first[first["correlation"].isin(holder.index)]
-        att.loc[rows.index, "launch_module"] = rows["correlation"].map(holder).to_numpy()
-        att.loc[rows.index, "launch_op"] = ""
-        launcher = rows["correlation"].map(calls["name"]).astype(object)  # the reader's names are categorical
-        att.loc[rows.index, "launch_kernel"] = launcher.fillna("launch").to_numpy()
+        at = first[np.isin(correlation[first], holder.index.to_numpy())]
+        launcher = pd.Series(correlation[at]).map(calls["name"]).astype(object)  # the reader's names are categorical
+        for col, values in (("launch_module", pd.Series(correlation[at]).map(holder).to_numpy(dtype=object).tolist()),
+                            ("launch_op", ""), ("launch_kernel", launcher.fillna("launch").tolist())):
+            att[col] = coded.assign(att[col].array, at, values)
     return att
 
 
@@ -90,14 +98,21 @@ def long_table(att: pd.DataFrame) -> pd.DataFrame:
     if att.empty:
         return pd.DataFrame(columns=KEYS + SUMS)
     work = att.assign(gpu_ops=1, kernels=(att["kind"] == "kernel").astype(int))
-    ops = work.groupby(KEYS, sort=False)[[c for c in SUMS if not c.startswith("launch")]].sum()
-    launch = work[work["launches"] > 0].rename(columns={"module": "_m", "op": "_o", "kernel": "_k"}).rename(
-        columns={"launch_module": "module", "launch_op": "op", "launch_kernel": "kernel"})
-    launch = launch.groupby(KEYS, sort=False)[["launches", "launch_cpu_us"]].sum()
+    ops = work.groupby(KEYS, sort=False, observed=True)[[c for c in SUMS if not c.startswith("launch")]].sum()
+    own = {"launch_module": "module", "launch_op": "op", "launch_kernel": "kernel"}   # a launch's own keys
+    launch = att.loc[att["launches"] > 0, [*own, "rule", "launches", "launch_cpu_us"]].rename(columns=own)
+    launch = launch.groupby(KEYS, sort=False, observed=True)[["launches", "launch_cpu_us"]].sum()
+    ops.index, launch.index = _as_text(ops.index), _as_text(launch.index)  # joined as strings, not categories
     out = ops.join(launch, how="outer").fillna(0).reset_index()
     for c in ("gpu_ops", "kernels", "launches"):
         out[c] = out[c].astype(np.int64)
     return out[KEYS + SUMS].sort_values("busy_us", ascending=False).reset_index(drop=True)
+
+
+def _as_text(index: pd.MultiIndex) -> pd.MultiIndex:
+    """``index`` (groups by categorical keys) with string levels, in the same order."""
+    return pd.MultiIndex.from_arrays([index.get_level_values(i).astype("str") for i in range(index.nlevels)],
+                                     names=index.names)
 
 
 def cut(module: pd.Series, depth: int) -> pd.Series:

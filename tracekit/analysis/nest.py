@@ -9,15 +9,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis import coded
 from tracekit.trace.reader import EventTables
 
 
 class Nest:
     """The CPU ops of a trace as ranges nested per thread: parent links, and the
     innermost range around a point. Positions index the ops sorted by (thread, start,
-    longer first): ``order[position]`` is the op's row in ``cpu``, and ``thread``, ``ts``,
-    ``end``, ``dur`` (µs), ``parent`` (position, -1 for a top-level op) and ``codes`` (of the
-    op's name, see :meth:`by_name`) are per position;
+    longer first): ``order[position]`` is the op's row in ``cpu``, and ``thread``, ``dur``
+    (µs), ``parent`` (position, -1 for a top-level op) and ``codes`` (of the op's name, see
+    :meth:`by_name`) are per position (start and end times are read from ``cpu`` through
+    ``order`` where needed: not copied, as the nest lives through several analyses);
     ops of one thread nest (the reader's ``depth``). A thread is an integer code of
     (pid, tid): :meth:`threads_of` gives the codes of other events' (pid, tid)."""
 
@@ -30,10 +32,9 @@ class Nest:
             order = _nest_order(threads, cpu["ts"].to_numpy(), cpu["dur"].to_numpy())
         # int32 positions: the nest lives through the analyses of a trace, so it is kept compact
         self.order = order = order.astype(np.int32, copy=False)
-        self.thread = threads[order].astype(np.int32)
+        self.thread = threads[order].astype(np.int32, copy=False)
         del threads
-        self.ts, self.end = (cpu[c].to_numpy()[order] for c in ("ts", "end"))
-        self._dur = cpu["dur"].to_numpy()
+        self._ts, self._end, self._dur = (cpu[c].to_numpy() for c in ("ts", "end", "dur"))
         self.parent = _parents(cpu["depth"].to_numpy()[order], self.thread)
         names = pd.Categorical(cpu["name"])
         self.codes, self._distinct = names.codes[order], names.categories.to_numpy(dtype=object)
@@ -52,7 +53,9 @@ class Nest:
         return tables.memo("nest", tables.cpu_ops, make)
 
     def _thread(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-        code = pid.astype(np.int64) * max(len(self._tids), 1) + tid
+        code = pid.astype(np.int32 if len(self._pids) * len(self._tids) < 2**31 else np.int64)
+        code *= max(len(self._tids), 1)
+        code += tid
         code[(pid < 0) | (tid < 0)] = -1
         return code
 
@@ -79,16 +82,20 @@ class Nest:
         of ``pos``; ``default`` where ``pos`` is -1."""
         return np.where(pos >= 0, values[self.codes[np.maximum(pos, 0)]], default)
 
+    def coded_at(self, pos: np.ndarray, values: np.ndarray, default) -> pd.Categorical:
+        """:meth:`at` as a Categorical (:mod:`tracekit.analysis.coded`): no string per position."""
+        return coded.remap(np.where(pos >= 0, self.codes[np.maximum(pos, 0)], -1), values, default)
+
     def innermost(self, threads: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Position of the innermost op around each (thread, ts) point, -1 where none."""
         out = np.full(len(ts), -1, dtype=np.int64)
         for t in np.unique(threads[threads >= 0]):
             lo, hi = np.searchsorted(self.thread, [t, t + 1])
             q = np.flatnonzero(threads == t)
-            at = np.searchsorted(self.ts[lo:hi], ts[q], side="right")
+            at = np.searchsorted(self._ts[self.order[lo:hi]], ts[q], side="right")
             out[q] = np.where(at > 0, lo + at - 1, -1)
         for _ in range(64):  # climb out of ranges that ended before the point
-            out_of = (out >= 0) & (self.end[np.maximum(out, 0)] <= ts)
+            out_of = (out >= 0) & (self._end[self.order[np.maximum(out, 0)]] <= ts)
             if not out_of.any():
                 break
             out[out_of] = self.parent[out[out_of]]
@@ -114,7 +121,7 @@ def _parents(depth: np.ndarray, thread: np.ndarray) -> np.ndarray:
     parent = np.full(len(depth), -1, dtype=np.int32)
     if len(depth) == 0:
         return parent
-    levels = depth.astype(np.int16 if depth.max() < 2**15 else np.int64)
+    levels = depth if depth.dtype.itemsize <= 2 else depth.astype(np.int16 if depth.max() < 2**15 else np.int64)
     by_level = np.argsort(levels, kind="stable").astype(np.int32)  # positions by level (a radix sort), in order
     bounds = np.searchsorted(levels[by_level], np.arange(int(depth.max()) + 2))
     for d in range(1, int(depth.max()) + 1):

@@ -78,10 +78,11 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
     """
     row = summary.summarize(tables, iterations)
     n_iter = row["iterations"]
-    # The analyses on the CPU-op nest first, while little else is held, then its memory back; the
-    # per-op attribution is summed up at once and dropped (a frame as long as the GPU ops).
-    gaps = idle.gaps(tables)
+    # The analyses on the CPU-op nest first, while little else is held (the idle gaps after the
+    # CPU ops' self times), then its memory back; the per-op attribution is summed up at once and
+    # dropped (a frame as long as the GPU ops).
     by_op, host = cpu_ops.by_op(tables, n_iter), modules.scope_times(tables)
+    gaps = idle.gaps(tables)
     attributed = modules.attributed_ops(tables, attribution, gaps)
     tables.forget("nest")  # the last of the analyses on the CPU-op nest
     by_key, attributed_iterations = modules.long_table(attributed), modules.per_iteration(attributed)

@@ -57,7 +57,8 @@ class EventTables:
     host_calls: api ('runtime'|'driver'), name, pid, tid, ts, dur, end (µs),
                 correlation, external_id; sorted by ts.
     cpu_ops:    cat, name, pid, tid, ts, dur, end (µs), external_id, depth (0 for a
-                top-level op of its thread, 1 for one inside it, ...); sorted by ts.
+                top-level op of its thread, 1 for one inside it, ...; int8, or a wider int
+                where ops nest deeper than 127 levels); sorted by ts.
     syncs:      GPU-side synchronization waits (Kineto "cuda_sync": Stream Sync,
                 Event Sync, Context Sync, Stream Wait Event), same columns as gpu_ops.
     markers:    iteration markers: step, ts, dur, end (µs); sorted by ts.

@@ -31,6 +31,7 @@ _DTYPES = {"step": np.int64, "ts": np.float64, "dur": np.float64, "end": np.floa
                                       "registers", "shared_memory", "occupancy_pct", "bytes",
                                       "in_msg_nelems", "out_msg_nelems", "group_size", "seq")},
            **{c: object for c in COMM_TEXT}}
+_BLOCK = 1 << 18  # positions per step of depth's key and count loops: scratch arrays stay small
 
 
 class TableBuilder:
@@ -167,30 +168,40 @@ def depth(cpu: dict) -> tuple[np.ndarray, np.ndarray]:
     first), an op's depth is the ops started before it in its thread minus
     those that ended by its start. Keys pack the thread in the high bits of
     integer nanoseconds, so one sort of the ends serves every thread at once:
-    counts from threads sorted earlier cancel. Returns (depth: int64, aligned with ``cpu``;
-    order: int32 rows by (thread, start, longer first)).
+    counts from threads sorted earlier cancel. Returns (depth: int8, or the narrowest wider int
+    that holds the deepest nesting, aligned with ``cpu``; order: int32 rows by (thread, start,
+    longer first)).
     """
     n = len(cpu["ts"])
     if n == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        return np.zeros(0, dtype=np.int8), np.zeros(0, dtype=np.int32)
     pid, tid = cpu["pid"].codes, cpu["tid"].codes
-    thread = pid.astype(np.int64) * (int(tid.max()) + 1) + tid
+    tids = int(tid.max()) + 1
+    thread = pid.astype(np.int32 if (int(pid.max()) + 1) * tids < 2**31 else np.int64)
+    thread *= tids
+    thread += tid
     # Rows are in ts order: a stable sort by thread (a radix sort of small ints) gives
     # (thread, start, row); ties of start within a thread are then put longer first.
-    order = np.argsort(thread.astype(np.int16 if thread.max() < 2**15 else np.int64), kind="stable")
-    thread <<= 44
+    order = np.argsort(thread.astype(np.int16) if thread.max() < 2**15 else thread, kind="stable")
     t0 = cpu["ts"][0]
 
-    def key(us: np.ndarray) -> np.ndarray:  # thread, then integer ns since t0 (< 2**44 ns: 4.9 h)
-        ns = us - t0
+    def key(us: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """Thread, then integer ns since t0 (< 2**44 ns: 4.9 h), of ``us[rows]``: made in one
+        array (the floats turned into int64 in place, a block at a time)."""
+        ns = us.copy() if rows is None else us[rows]
+        ns -= t0
         ns *= 1e3
-        out = np.rint(ns, out=ns).astype(np.int64)
-        out += thread
+        np.rint(ns, out=ns)
+        out = ns.view(np.int64)
+        for at in range(0, n, _BLOCK):
+            part = ns[at:at + _BLOCK].astype(np.int64)   # read before its bytes are overwritten
+            part += (thread[at:at + _BLOCK] if rows is None else thread[rows[at:at + _BLOCK]]).astype(np.int64) << 44
+            out[at:at + _BLOCK] = part
         return out
 
     end = key(cpu["end"])
     end.sort()
-    s = key(cpu["ts"])[order]
+    s = key(cpu["ts"], order)
     del thread
     tie = np.zeros(n, dtype=bool)
     np.equal(s[1:], s[:-1], out=tie[1:])
@@ -200,11 +211,15 @@ def depth(cpu: dict) -> tuple[np.ndarray, np.ndarray]:
         fix = np.lexsort((-cpu["dur"][order[at]], s[at]))
         order[at], s[at] = order[at][fix], s[at][fix]
     del tie
-    ended = np.searchsorted(end, s, side="right")
-    del s, end
-    ended -= np.arange(n)
-    out = np.empty(n, dtype=np.int64)
-    out[order] = np.maximum(-ended, 0)
+    for at in range(0, n, _BLOCK):  # each op's depth in place of its start key
+        part = s[at:at + _BLOCK]
+        ended = np.searchsorted(end, part, side="right")
+        ended -= np.arange(at, at + len(part))
+        np.maximum(np.negative(ended, out=ended), 0, out=part)
+    del end
+    deepest = int(s.max())
+    out = np.empty(n, dtype=np.int8 if deepest < 2**7 else np.int16 if deepest < 2**15 else np.int32)
+    out[order] = s
     return out, order.astype(np.int32)
 
 
