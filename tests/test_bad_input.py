@@ -229,3 +229,19 @@ def test_real_traces_plus_damaged_copies(tmp_path):
     assert len(named) == 2 * len(good)
     assert all(e["code"] == ExitCode.CORRUPT_GZIP for n, e in named.items() if n.startswith("cut_"))
     assert all(e["code"] == ExitCode.TRUNCATED for n, e in named.items() if n.startswith("truncated_"))
+
+
+@pytest.mark.parametrize("args, code", [(["--json"], ExitCode.PARTIAL), (["--json", "--iterations", "0"], 2)])
+def test_console_script_output_whole_and_exit_code_kept(tmp_path, args, code):
+    """`python -m tracekit analyze` ends without the interpreter's clean-up (cli.FAST_EXIT): its
+    stdout is still whole and its exit code the command's, for a damaged trace and a usage error."""
+    import subprocess
+    import sys
+
+    path = _doc(tmp_path, [_kernel(0, 10, 1), _kernel(20, -5, 2)])
+    r = subprocess.run([sys.executable, "-m", "tracekit", "analyze", str(path), "--out", str(tmp_path / "r"), *args],
+                       capture_output=True, text=True)
+    assert r.returncode == code and "Traceback" not in r.stderr
+    if code == ExitCode.PARTIAL:
+        assert json.loads(r.stdout)["runs"][0]["kernels"] == 1
+        assert "1 damaged trace(s)" in r.stderr

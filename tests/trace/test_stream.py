@@ -78,3 +78,43 @@ def test_real_trace_in_chunks(monkeypatch):
     monkeypatch.setattr(stream, "CHUNK_BYTES", 50_000)
     _same(reader.load(path, workers=2), whole)
     assert (whole.gpu_ops["kind"] == "kernel").sum() == 660
+
+
+def test_reader_worker_killed_mid_read_loses_nothing(tmp_path, monkeypatch):
+    """A worker process that dies (the OOM killer, a signal) ends the parallel read, which is then
+    done serially: the same tables, no hang."""
+    import os
+
+    from tracekit.trace import pool
+
+    path = _trace(tmp_path, indent=2, tricky=False)
+    serial = reader.load(path, workers=1)
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 3000)
+    monkeypatch.setattr(stream, "_WINDOW", 2000)
+    real = pool.build_chunk
+
+    def dies_on_the_last(data):
+        if isinstance(data, tuple) and len(data) == 2:  # (path, where the tail starts): the file's end
+            os._exit(9)
+        return real(data)
+    monkeypatch.setattr(pool, "build_chunk", dies_on_the_last)  # the forked workers inherit it
+    monkeypatch.setattr(pool, "POLL_S", 0.05)
+    fell_back = []
+    monkeypatch.setattr(reader, "read_serial", lambda p: fell_back.append(p) or chunks.read_serial(p))
+    _same(reader.load(path, workers=2), serial)
+    assert fell_back == [path]
+
+
+def test_reader_worker_error_is_raised_not_waited_on(tmp_path, monkeypatch):
+    """Anything but a bad cut going wrong in a worker reaches the reading process as an error."""
+    from tracekit.trace import pool
+
+    path = _trace(tmp_path, indent=2, tricky=False)
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 3000)
+    monkeypatch.setattr(stream, "_WINDOW", 2000)
+
+    def broken(data):
+        raise ValueError("a bug in tabulate")
+    monkeypatch.setattr(pool, "build_chunk", broken)
+    with pytest.raises(RuntimeError, match="ValueError: a bug in tabulate"):
+        reader.load(path, workers=2)

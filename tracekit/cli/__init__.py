@@ -8,6 +8,9 @@ bench, counters, diff, listing (models, backends); each adds its command to
 
 from __future__ import annotations
 
+import os
+import sys
+
 import click
 
 from tracekit import __version__
@@ -65,7 +68,37 @@ def main(ctx: click.Context, debug: bool) -> None:
     events were bad (listed); 11 ncu missing or unable to profile; 70 internal error;
     130 a bench interrupted (Ctrl-C, SIGTERM; run it again to go on).
     """
-    ctx.obj = {"debug": debug}
+    ctx.ensure_object(dict).update(debug=debug, command=ctx.invoked_subcommand)
+
+
+# Commands that only read files and write reports. Once one has returned (its files written and
+# closed, its worker processes and any Dask cluster shut down), the console script ends the process
+# at once instead of tearing the interpreter down, which frees every table, object and module one by
+# one: 0.08 s of the 1.0 s `tracekit analyze` of a 100 MB trace. mypy does the same (its --fast-exit,
+# on by default). Called in-process (click's CliRunner, the tests), main() ends as usual.
+FAST_EXIT = frozenset({"analyze", "compare", "diff"})
+
+
+def run() -> None:
+    """The ``tracekit`` console script and ``python -m tracekit``: :func:`main`; after a
+    ``FAST_EXIT`` command, stdout and stderr are flushed and the process exits with the
+    command's exit code without the interpreter's clean-up (``os._exit``)."""
+    state: dict = {}
+    try:
+        main(obj=state)
+    except SystemExit as exc:
+        if state.get("command") not in FAST_EXIT:
+            raise
+        code = exc.code
+        if code is not None and not isinstance(code, int):
+            print(code, file=sys.stderr)
+            code = 1
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except OSError:  # a closed pipe (| head): nothing more can be said
+            pass
+        os._exit(code or 0)
 
 
 def report_options(command):

@@ -6,19 +6,13 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tracekit.trace import stream
-from tracekit.trace.columns import Chunk, build_chunk, tabulate
+from tracekit.trace.columns import Chunk, tabulate
 from tracekit.trace.decode import StreamError, merge_header
 from tracekit.trace.schema import Trace
 from tracekit.trace.stream import iter_events, read_head, split_file
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future
-
 
 PARALLEL_MIN_BYTES = 64 << 20  # below this (uncompressed), worker start-up costs more than it saves
 PARALLEL_CHUNK_BYTES = 8 << 20  # a worker's chunk: its text and decoded events are all it holds at once
@@ -94,7 +88,7 @@ def read_serial(path: Path) -> Chunks:
 
 
 def read_parallel(path: Path, workers: int) -> Chunks:
-    """Decode and tabulate the file's chunks in ``workers`` processes.
+    """Decode and tabulate the file's chunks in ``workers`` processes (:class:`pool.Workers`).
 
     A plain file is cut by offsets only; each worker maps its ranges itself
     (the last one with the keys after the events), so no text passes between
@@ -103,38 +97,30 @@ def read_parallel(path: Path, workers: int) -> Chunks:
     flight.
 
     Raises:
-        BadCut: a cut fell inside a value.
+        BadCut: a cut fell inside a value, or a worker process ended early (read
+            serially instead).
         StreamError: the keys before the events do not decode (from the serial read
             when the file cannot be cut).
     """
-    import multiprocessing  # here: only a large file needs them (start-up stays lean)
-    from concurrent.futures import ProcessPoolExecutor
+    from tracekit.trace.pool import WorkerDied, Workers
 
     out = Chunks()
-
-    def take(future: Future) -> None:
-        try:
-            out.chunks.append(future.result())
-        except StreamError as exc:
-            raise BadCut from exc
-
-    # fork: workers inherit the imported modules, and nothing re-runs __main__
-    # (forkserver/spawn re-import it, which breaks under `python -m` and stdin).
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        pending: deque[Future] = deque()
-        if _is_gzip(path):  # this process gunzips and cuts; workers decode
-            for item in iter_events(path, min(stream.CHUNK_BYTES, PARALLEL_CHUNK_BYTES), raw=True):
-                if isinstance(item, bytes):
-                    pending.append(pool.submit(build_chunk, item))
-                    while len(pending) > workers:
-                        take(pending.popleft())
-                elif isinstance(item, Trace):
-                    out.header = item
-                else:
-                    while pending:  # keep the file's order
-                        take(pending.popleft())
-                    out.add(item)
-        else:  # workers map the file themselves; this process reads only the keys before the events
+    try:
+        with Workers(workers) as pool:
+            if _is_gzip(path):  # this process gunzips and cuts; workers decode
+                for item in iter_events(path, min(stream.CHUNK_BYTES, PARALLEL_CHUNK_BYTES), raw=True):
+                    if isinstance(item, bytes):
+                        pool.submit(item)
+                        while pool.pending > workers:
+                            out.chunks.append(pool.next())
+                    elif isinstance(item, Trace):
+                        out.header = item
+                    else:
+                        while pool.pending:  # keep the file's order
+                            out.chunks.append(pool.next())
+                        out.add(item)
+                return out
+            # workers map the file themselves; this process reads only the keys before the events
             try:
                 # about eight chunks a worker, so they finish together and hold little at a time
                 size = path.stat().st_size
@@ -142,14 +128,14 @@ def read_parallel(path: Path, workers: int) -> Chunks:
                 ranges, key_at, tail_at = split_file(path, chunk)
             except StreamError:
                 return read_serial(path)  # the serial read gives the precise error
-            pending.extend(pool.submit(build_chunk, (path, a, b)) for a, b in ranges)
-            pending.append(pool.submit(build_chunk, (path, tail_at)))
-            try:
-                head = read_head(path, key_at)
-            except StreamError as exc:
-                raise BadCut from exc
+            for a, b in ranges:
+                pool.submit((path, a, b))
+            pool.submit((path, tail_at))
+            head = read_head(path, key_at)
             import pandas  # noqa: F401 - while the workers decode, for the tables after them
-            while pending:
-                take(pending.popleft())
+            while pool.pending:
+                out.chunks.append(pool.next())
             out.header = merge_header(head, out.chunks[-1].header)
-    return out
+            return out
+    except (StreamError, WorkerDied) as exc:
+        raise BadCut from exc

@@ -86,6 +86,9 @@ class Chunk:
     problems: Counter = field(default_factory=Counter)
     header: Trace | None = None  # the file's keys after the events, for the chunk at its end
     categories: Counter = field(default_factory=Counter)  # events per category ("cat")
+    # table -> (earliest ts, latest ts + dur) of its rows, µs: the reader's outlier check
+    # passes over a whole table only when some chunk reaches outside its window
+    spans: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def _dims(args: list[Args], attr: str) -> list[np.ndarray]:
@@ -164,6 +167,7 @@ def tabulate(events: list[Event]) -> Chunk:
             if table == "host":
                 cols["correlation"] = ints(list(map(attrgetter("correlation"), pick(args_all, rows))))
         chunk.tables[table] = cols
+        chunk.spans[table] = _span(ts, dur)
         if table in ("gpu", "cpu"):
             comms[table] = (rows, ts, dur)
     if comms:
@@ -194,6 +198,12 @@ def _comms(chunk: Chunk, parts: dict, names: Strings, by_key, args: list[Args], 
         cols[col] = (np.array([None if v is None else str(v) for v in values], dtype=object) if col in COMM_TEXT
                      else floats([v if isinstance(v, (int, float, str)) else None for v in values]))
     chunk.tables["comms"] = cols
+    chunk.spans["comms"] = _span(cols["ts"], cols["dur"])
+
+
+def _span(ts: np.ndarray, dur: np.ndarray) -> tuple[float, float]:
+    """(earliest start, latest end) in µs of rows with these (non-empty) ts and dur."""
+    return float(ts.min()), float((ts + dur).max())
 
 
 def _gpu_columns(evs: list[Event], args: list[Args]) -> dict[str, np.ndarray]:

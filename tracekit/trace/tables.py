@@ -63,9 +63,13 @@ class TableBuilder:
         a profile never spans a day, so a ts of 0 in a trace of µs since boot, or a dur of
         1e300, stands out however the trace's events are spread)."""
         if self._window is None:
-            parts = [c.tables[k] for c in self.chunks for k in ("gpu", "host", "cpu", "syncs") if k in c.tables]
-            ts = np.concatenate([p["ts"] for p in parts]) if parts else np.zeros(0)
-            ts = ts[::max(1, len(ts) // 100_000)]  # a sample is enough for a median
+            parts = [c.tables[k]["ts"] for c in self.chunks for k in ("gpu", "host", "cpu", "syncs") if k in c.tables]
+            step = max(1, sum(map(len, parts)) // 100_000)   # a sample is enough for a median:
+            sample, at = [], 0                                # every step-th start of them all, in file order
+            for ts in parts:
+                sample.append(ts[-at % step::step])
+                at += len(ts)
+            ts = np.concatenate(sample) if sample else np.zeros(0)
             med = float(np.median(ts)) if len(ts) else 0.0
             margin = max(86_400e6, 1000 * float(np.median(np.abs(ts - med)))) if len(ts) else np.inf
             self._window = (med - margin, med + margin)
@@ -76,6 +80,7 @@ class TableBuilder:
         exact twins dropped, with ``end = ts + dur``; ``extra(columns)`` may add columns
         (name -> array) before the DataFrame is made. Its chunks are freed."""
         lo, hi = self.window()
+        spans = [c.spans.get(key) for c in self.chunks if key in c.tables]
         parts = [c.tables.pop(key) for c in self.chunks if key in c.tables]
         if not parts:
             empty = {c: _empty(c) for c in TABLES[key] + (["end"] if end else [])}
@@ -86,7 +91,8 @@ class TableBuilder:
         order = None if _is_sorted(ts) else np.argsort(ts, kind="stable")
         cols = {"ts": ts if order is None else ts[order]}
         cols.update((c, _column([p.pop(c) for p in parts], order)) for c in TABLES[key] if c != "ts")
-        cols = self._outliers(cols, lo, hi)
+        if None in spans or min(s[0] for s in spans) < lo or max(s[1] for s in spans) > hi:
+            cols = self._outliers(cols, lo, hi)
         if key in DEDUP_KEYS:
             cols = self._dedup(cols, DEDUP_KEYS[key])
         if end:
