@@ -35,23 +35,26 @@ def per_device(tables: EventTables) -> pd.DataFrame:
         (0..1), kernel_time_us (sum of kernel durations, overlap counted twice).
         Empty (with these columns) for a trace without GPU ops.
     """
+    ops = tables.gpu_ops
+    ts, end, dur, correlation = (ops[c].to_numpy() for c in ("ts", "end", "dur", "correlation"))
+    is_kernel = (ops["kind"] == "kernel").to_numpy()
     rows = []
-    for device, ops in tables.gpu_ops.groupby("device", sort=True):
-        starts, ends = ops["ts"].to_numpy(), ops["end"].to_numpy()
+    for device, at in sorted(ops.groupby("device").indices.items()):  # positions: no copy of a device's rows
+        rows_of = slice(None) if len(at) == len(ops) else at   # one device: views, no copies
+        starts, ends, kernel, launched = ts[rows_of], end[rows_of], is_kernel[rows_of], correlation[rows_of]
         busy, gap_s, gap_e = busy_and_gaps(starts, ends)
         span = float(ends.max() - starts.min())
-        kernels = ops[ops["kind"] == "kernel"]
         rows.append({
             "device": int(device),
-            "kernels": len(kernels),
-            "gpu_ops": len(ops),
-            "host_launches": int(ops.loc[ops["correlation"] >= 0, "correlation"].nunique()),
+            "kernels": int(kernel.sum()),
+            "gpu_ops": len(at),
+            "host_launches": int(pd.Series(launched[launched >= 0]).nunique()),
             "gpu_busy_us": busy,
             "active_span_us": span,
             "idle_us": span - busy,
             "idle_gaps": len(gap_s),
             "utilization": busy / span if span > 0 else math.nan,
-            "kernel_time_us": float(kernels["dur"].sum()),
+            "kernel_time_us": float(pd.Series(dur[rows_of][kernel]).sum()),
         })
     return pd.DataFrame(rows, columns=["device", "kernels", "gpu_ops", "host_launches", "gpu_busy_us",
                                        "active_span_us", "idle_us", "idle_gaps", "utilization",
@@ -80,16 +83,23 @@ def per_iteration(tables: EventTables) -> pd.DataFrame:
     # Markers are sorted and do not overlap; searchsorted finds the one each anchor lies in.
     idx = np.searchsorted(markers["ts"].to_numpy(), anchor, side="right") - 1
     inside = (idx >= 0) & (anchor < markers["end"].to_numpy()[np.clip(idx, 0, None)])
+    # The ops of each marker, by one stable sort of the markers' numbers (not a pass over all ops per marker).
+    held = np.flatnonzero(inside)
+    held = held[np.argsort(idx[held], kind="stable")]
+    bounds = np.searchsorted(idx[held], np.arange(len(markers) + 1))
+    ts, end, correlation = (ops[c].to_numpy() for c in ("ts", "end", "correlation"))
+    is_kernel = (ops["kind"] == "kernel").to_numpy()
     rows = []
     for i, m in enumerate(markers.itertuples()):
-        sel = ops[inside & (idx == i)]
-        busy, _, _ = busy_and_gaps(sel["ts"].to_numpy(), sel["end"].to_numpy())
+        sel = held[bounds[i]:bounds[i + 1]]   # positions, in table (ts) order
+        busy, _, _ = busy_and_gaps(ts[sel], end[sel])
+        launched = correlation[sel]
         rows.append({
             "step": int(m.step), "iteration_us": float(m.dur),
-            "kernels": int((sel["kind"] == "kernel").sum()),
-            "host_launches": int(sel.loc[sel["correlation"] >= 0, "correlation"].nunique()),
+            "kernels": int(is_kernel[sel].sum()),
+            "host_launches": int(pd.Series(launched[launched >= 0]).nunique()),
             "gpu_busy_us": busy,
-            "active_span_us": float(sel["end"].max() - sel["ts"].min()) if len(sel) else 0.0,
+            "active_span_us": float(end[sel].max() - ts[sel].min()) if len(sel) else 0.0,
         })
     return pd.DataFrame(rows, columns=cols)
 
@@ -110,20 +120,30 @@ def step_utilization(tables: EventTables) -> float:
     that given its window our busy time gives its figure exactly. NaN without
     kernels.
     """
-    k = tables.gpu_ops[tables.gpu_ops["kind"] == "kernel"]
-    cpu = tables.cpu_ops.loc[tables.cpu_ops["cat"].isin(["cpu_op", "python_function"]), ["ts", "end"]]
-    if k.empty or (cpu.empty and tables.markers.empty):
+    gpu, cpu = tables.gpu_ops, tables.cpu_ops
+    is_kernel = (gpu["kind"] == "kernel").to_numpy()
+    in_window = cpu["cat"].isin(["cpu_op", "python_function"]).to_numpy()   # (masks: no copies of the frames)
+    if not is_kernel.any() or (not in_window.any() and tables.markers.empty):
         return math.nan
-    window = tables.markers if len(tables.markers) else cpu
-    start, end = window["ts"].min(), max(window["end"].max(), k["end"].max())
-    s, e = union(np.clip(k["ts"].to_numpy(), start, end), np.clip(k["end"].to_numpy(), start, end))
+    k_ts, k_end = gpu["ts"].to_numpy()[is_kernel], gpu["end"].to_numpy()[is_kernel]
+    if len(tables.markers):
+        start, last = tables.markers["ts"].min(), tables.markers["end"].max()
+    else:
+        start = np.min(cpu["ts"].to_numpy(), where=in_window, initial=np.inf)
+        last = np.max(cpu["end"].to_numpy(), where=in_window, initial=-np.inf)
+    start, end = float(start), max(float(last), float(k_end.max()))
+    s, e = union(np.clip(k_ts, start, end), np.clip(k_end, start, end))
     return float((e - s).sum() / (end - start)) if end > start else math.nan
 
 
 def _cpu_busy(tables: EventTables) -> float:
     """Time (µs) in which at least one CPU op ran, on any thread (union of cpu_op intervals)."""
-    ops = tables.cpu_ops.loc[tables.cpu_ops["cat"] == "cpu_op", ["ts", "end"]]
-    s, e = union(ops["ts"].to_numpy(), ops["end"].to_numpy())
+    cpu = tables.cpu_ops
+    ts, end = cpu["ts"].to_numpy(), cpu["end"].to_numpy()
+    is_op = (cpu["cat"] == "cpu_op").to_numpy()
+    if not is_op.all():
+        ts, end = ts[is_op], end[is_op]
+    s, e = union(ts, end)
     return float((e - s).sum())
 
 
@@ -147,10 +167,10 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
     """
     dev = per_device(tables)
     ops = tables.gpu_ops
-    kernels = ops[ops["kind"] == "kernel"]
+    kernel_dur = ops["dur"][ops["kind"] == "kernel"]
     n_iter = len(tables.markers) or iterations
     row = {
-        "kernels": len(kernels),
+        "kernels": len(kernel_dur),
         "gpu_ops": len(ops),
         "memcpys": int((ops["kind"] == "memcpy").sum()),
         "memsets": int((ops["kind"] == "memset").sum()),
@@ -161,7 +181,7 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
         "active_span_us": float(dev["active_span_us"].sum()),
         "idle_us": float(dev["idle_us"].sum()),
         "idle_gaps": int(dev["idle_gaps"].sum()),
-        "mean_kernel_us": float(kernels["dur"].mean()) if len(kernels) else math.nan,
+        "mean_kernel_us": float(kernel_dur.mean()) if len(kernel_dur) else math.nan,
         "iterations": n_iter or math.nan,
         "iteration_ms": float(tables.markers["dur"].mean()) / 1e3 if len(tables.markers) else math.nan,
         "cpu_ops": int((tables.cpu_ops["cat"] == "cpu_op").sum()),
