@@ -152,6 +152,7 @@ def gaps(tables: EventTables, per_stream: bool = False,
             "next_correlation": column["correlation"][rows[idx]], "next_stream": column["stream"][rows[idx]],
         }))
     g = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+    del parts, column, groups   # (scratch freed as soon as used: this runs on every GPU op of a trace)
     g["gap"] = np.arange(len(g))
     launch = launch_index(tables)
     call = launch.index.get_indexer(g["next_correlation"].to_numpy())   # each gap's launch call (row), -1: none
@@ -163,6 +164,7 @@ def gaps(tables: EventTables, per_stream: bool = False,
     pids, tids = pd.Categorical(launch["pid"]), pd.Categorical(launch["tid"])
     width = max(len(tids.categories), 1)
     thread = np.where(known, pids.codes[call].astype(np.int64) * width + tids.codes[call], -1)
+    del call, known
     sync_return = np.full(len(g), np.nan)
     calls = tables.host_calls[tables.host_calls["name"].isin(SYNC_CALLS)]
     for (pid, tid), syncs in calls.groupby(["pid", "tid"], observed=True):
@@ -171,12 +173,14 @@ def gaps(tables: EventTables, per_stream: bool = False,
     launched_late = g["launch_ts"].to_numpy() > start
     blocked = launched_late & (sync_return > start)   # NaN (no sync) compares false
     returned = blocked & (sync_return < g["end"].to_numpy())
+    del thread, launched_late
     # The gap's sync piece ends when the call returned; the rest starts there.
     g["_blocked"] = blocked
     if returned.any():
         rest = g[returned].assign(start=sync_return[returned], _blocked=False)
         g.loc[returned, "end"] = sync_return[returned]
         g = pd.concat([g, rest], ignore_index=True)
+    del sync_return, blocked
     g["gap_us"] = g["end"] - g["start"]
     start = g["start"].to_numpy()
     # A GPU-side wait holds back its own stream (a Context Sync, every stream of the device).
@@ -190,7 +194,9 @@ def gaps(tables: EventTables, per_stream: bool = False,
     short = g["gap_us"].to_numpy() < launch_latency_max_us
     # the first rule that holds; each row refers to one of a few str objects, not a str of its own
     rule = np.select([no_launch, g["_blocked"].to_numpy(), launched_late, short, gpu_sync], np.arange(5), default=5)
+    del no_launch, launched_late, short, gpu_sync
     g["cause"] = np.array(["other", "sync", "host_wait", "launch_latency", "sync", "other"], dtype=object)[rule]
+    del rule
     g["iteration"] = iteration_of(tables, g["launch_ts"].fillna(g["end"]).to_numpy())
     if returned.any():  # the pieces of a gap together
         g = g.sort_values(["gap", "start"], kind="stable")

@@ -38,12 +38,15 @@ SUMS = ["gpu_ops", "kernels", "busy_us", "launches", "launch_cpu_us",
 DEFAULT_DEPTH = 3
 
 
-def attributed_ops(tables: EventTables, record: dict | None = None, gaps: pd.DataFrame | None = None) -> pd.DataFrame:
+def attributed_ops(tables: EventTables, record: dict | None = None, gaps: pd.DataFrame | None = None,
+                   att: pd.DataFrame | None = None) -> pd.DataFrame:
     """:func:`attribute`'s rows plus busy_us (share of busy time), idle_<cause>_us
     (the gap before the op), and, on the first op of each launch, launches (1),
     launch_cpu_us and the launch's own keys (launch_module, launch_op, launch_kernel).
-    ``gaps``: :func:`idle.gaps` of ``tables`` if already computed."""
-    att = attribute(tables, record)
+    ``gaps``: :func:`idle.gaps` of ``tables`` if already computed; ``att``:
+    ``attribute(tables, record)`` if already made (this adds its columns to it), so that
+    the caller can free the CPU-op nest first: nothing here reads it."""
+    att = attribute(tables, record) if att is None else att
     busy = np.zeros(len(att))
     ts, dur = att["ts"].to_numpy(), att["dur"].to_numpy()
     for _device, idx in att.groupby("device").indices.items():

@@ -9,6 +9,7 @@ import pandas as pd
 
 from tracekit.analysis import (collectives, communication, cpu_ops, idle, integrity, kernels, launches, modules,
                                summary, timeline, transfers, verdict)
+from tracekit.analysis.attribution import attribute
 from tracekit.trace.reader import EventTables
 
 QUANTILES = np.linspace(0, 1, 101)
@@ -83,8 +84,9 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
     # dropped (a frame as long as the GPU ops).
     by_op, host = cpu_ops.by_op(tables, n_iter), modules.scope_times(tables)
     gaps = idle.gaps(tables)
-    attributed = modules.attributed_ops(tables, attribution, gaps)
-    tables.forget("nest")  # the last of the analyses on the CPU-op nest
+    attributed = attribute(tables, attribution)
+    tables.forget("nest")  # attribute is the last analysis on the CPU-op nest: its memory back before the sums
+    attributed = modules.attributed_ops(tables, gaps=gaps, att=attributed)
     by_key, attributed_iterations = modules.long_table(attributed), modules.per_iteration(attributed)
     del attributed
     checks = integrity.checks(tables)
