@@ -90,10 +90,11 @@ attribution-h100: $(SETUP)  ## issue 20 on a GPU: ViT and GPT-2 eager/default/re
 # The commit before the last round of issue 18's work (the fast reader was 70e69e4 -> fcb9ec4; the
 # shared CPU-op nest and leaner analyses came after 42d40e5, the reused nest order, narrower
 # temporaries and the heap trimmed after reading after e218d2d, attribution on categorical codes and
-# the analyses' scratch memory cut after 90ecc19): its phases are timed beside today's (its
+# the analyses' scratch memory cut after 90ecc19, the Queue-fed workers, 4 MiB chunks and copy-free
+# summaries after ada46c7): its phases are timed beside today's (its
 # tracekit/ unpacked by git archive into BENCH_DIR/before-<commit>, so the report names it; skipped
 # outside a git checkout). Synthetic traces go to BENCH_DIR, never into the repository.
-BENCH_BEFORE ?= 90ecc19
+BENCH_BEFORE ?= ada46c7
 BENCH_DIR    ?= /tmp/tracekit-bench
 bench-analyze: $(SETUP)  ## speed/memory of tracekit analyze on 10 MB-1 GB traces vs HTA, before/after: reports/bench-analyze.md
 	@if git rev-parse -q --verify $(BENCH_BEFORE)^{commit} >/dev/null 2>&1; then \

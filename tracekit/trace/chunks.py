@@ -28,7 +28,11 @@ class BadCut(Exception):
 
 def mmap_threshold(size: int) -> None:
     """Have glibc's malloc serve blocks of ``size`` bytes and more by mmap, returned to the
-    system when freed. While chunks come in it is 64 KiB (``MMAP_WHILE_READING``): otherwise
+    system when freed, and keep up to twice that freed at the top of its heap for the next
+    blocks (``M_TRIM_THRESHOLD``; glibc's own sliding threshold pairs them so, malloc/malloc.c,
+    but setting the first stops it sliding and left the second at 128 KiB: the analyses' large
+    scratch arrays were given back and page-faulted in anew one after another, 0.3 s of the
+    4.7 s at 1 GB). While chunks come in it is 64 KiB (``MMAP_WHILE_READING``): otherwise
     malloc raises its threshold as blocks are freed (up to 32 MiB) and keeps the freed
     columns of hundreds of chunks in its heap, resident beside the tables made of them
     (about 100 MB more at 1 GB of trace). Once every chunk is in it is 32 MiB
@@ -37,7 +41,9 @@ def mmap_threshold(size: int) -> None:
     by one (at 1 GB, 1 s of the analyses' 4, 0.3 s of the tables' making). No-op where malloc
     is not glibc's."""
     try:
-        ctypes.CDLL(None).mallopt(-3, size)  # M_MMAP_THRESHOLD (glibc malloc.h)
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, size)      # M_MMAP_THRESHOLD (glibc malloc.h)
+        libc.mallopt(-1, 2 * size)  # M_TRIM_THRESHOLD
     except (OSError, AttributeError):
         pass
 
