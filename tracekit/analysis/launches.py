@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis import idle
 from tracekit.analysis.idle import SYNC_CALLS
 from tracekit.analysis.intervals import union
 from tracekit.trace.reader import EventTables
@@ -27,12 +28,15 @@ def launch_table(tables: EventTables) -> pd.DataFrame:
     """One row per launch: correlation, api (name of the call), ts, cpu_us (the call's
     duration, µs), gpu_ops (ops it enqueued), kernels, gpu_us (sum of their
     durations), first_start (µs), latency_us (first op start - call start)."""
-    ops = tables.gpu_ops[tables.gpu_ops["correlation"] >= 0]
-    ops = ops.assign(is_kernel=(ops["kind"] == "kernel").astype(np.int64))
+    gpu = tables.gpu_ops
+    ops = pd.DataFrame({"correlation": gpu["correlation"].to_numpy(), "dur": gpu["dur"].to_numpy(),
+                        "ts": gpu["ts"].to_numpy(), "is_kernel": (gpu["kind"] == "kernel").to_numpy(np.int64)},
+                       copy=False)   # the four columns it needs, not a copy of the frame
+    if not (launched := ops["correlation"].to_numpy() >= 0).all():
+        ops = ops[launched]
     per = ops.groupby("correlation").agg(gpu_ops=("dur", "size"), gpu_us=("dur", "sum"),
                                          first_start=("ts", "min"), kernels=("is_kernel", "sum"))
-    calls = tables.host_calls.drop_duplicates("correlation").set_index("correlation")
-    calls = calls[calls.index >= 0]
+    calls = idle.launch_index(tables)   # the first call of each correlation id, as drop_duplicates keeps
     out = per.join(calls[["name", "ts", "dur"]], how="inner").rename(columns={"name": "api", "dur": "cpu_us"})
     out["latency_us"] = out["first_start"] - out["ts"]
     return out.reset_index().sort_values("ts").reset_index(drop=True)
