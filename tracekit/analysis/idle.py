@@ -157,13 +157,15 @@ def gaps(tables: EventTables, per_stream: bool = False,
     launch = launch_index(tables)
     call = launch.index.get_indexer(g["next_correlation"].to_numpy())   # each gap's launch call (row), -1: none
     known = call >= 0
-    g["launch_ts"] = np.where(known, launch["ts"].to_numpy()[call], np.nan)
+    call[~known] = 0   # (any row: masked out below; none where there is no launch call at all)
+    g["launch_ts"] = np.where(known, launch["ts"].to_numpy()[call], np.nan) if len(launch) else np.nan
     start = g["start"].to_numpy()
     # A sync blocks the thread that calls it: it holds back the launches of that thread only,
     # and only until it returns. Threads as codes of the host calls' (pid, tid) categories.
     pids, tids = pd.Categorical(launch["pid"]), pd.Categorical(launch["tid"])
     width = max(len(tids.categories), 1)
-    thread = np.where(known, pids.codes[call].astype(np.int64) * width + tids.codes[call], -1)
+    thread = np.where(known, pids.codes[call].astype(np.int64) * width + tids.codes[call], -1) if len(launch) \
+        else np.full(len(g), -1)
     del call, known
     sync_return = np.full(len(g), np.nan)
     calls = tables.host_calls[tables.host_calls["name"].isin(SYNC_CALLS)]
