@@ -30,6 +30,17 @@ def markdown(rows: list[dict], env: dict, big: dict | None) -> str:
         lines.append(f"| {r['size_MB']:.0f} | {r['events']:,} | {r['kernels']:,} | {r['analyze_s']:.2f} | "
                      f"{' '.join(f'{w:.2f}' for w in r['walls'])} | {r['MBps']:.0f} | {r['cpu_s']:.2f} | "
                      f"{r['pss_MB']:.0f} | {r['pss_over_size']:.2f} | {r['rss_MB']:.0f} |")
+    if any("before_s" in r for r in rows):
+        lines += ["", "## End to end against the earlier commit", "",
+                  f"The same `tracekit analyze FILE --json` of the tracekit in `{env['before']}`, each of its runs "
+                  "right after one of this tracekit's (so that a change of the machine's speed during the "
+                  "benchmark touches both alike); median of the runs.", "",
+                  "| trace (MB) | before (s) | before runs (s) | now (s) | faster | before peak PSS (MB) | now (MB) |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in (r for r in rows if "before_s" in r):
+            lines.append(f"| {r['size_MB']:.0f} | {r['before_s']:.2f} | {' '.join(f'{w:.2f}' for w in r['before_walls'])}"
+                         f" | {r['analyze_s']:.2f} | **{r['before_s'] / r['analyze_s']:.2f}x** | "
+                         f"{r['before_pss_MB']:.0f} | {r['pss_MB']:.0f} |")
     hta = [r for r in rows if "hta_s" in r or "hta_error" in r]
     if hta:
         lines += ["", "## HolisticTraceAnalysis 0.5.0 on the same trace", "",

@@ -152,18 +152,24 @@ def _trace(mb: int, fixture: Path, workdir: Path) -> tuple[Path, dict]:
     return path, info
 
 
-def analyze_row(path: Path, info: dict, repeats: int) -> dict:
+def analyze_row(path: Path, info: dict, repeats: int, before: Path | None = None) -> dict:
     """``tracekit analyze`` on one trace, ``repeats`` times: the median run's figures, checked
-    against the trace's known kernels and GPU busy time.
+    against the trace's known kernels and GPU busy time. With ``before`` (another tracekit
+    checkout), each run is followed by one of that tracekit, measured alike: ``before_s`` (median)
+    and ``before_walls``, so that a change of the machine's speed during the benchmark (seen here:
+    20% between two runs of it an hour apart) touches both alike.
 
     Raises:
         RuntimeError: the analysis failed or found other figures than the trace holds.
     """
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    runs = []
+    runs, earlier = [], []
     for _ in range(repeats):
-        with tempfile.TemporaryDirectory() as out:
-            runs.append(measure([sys.executable, "-m", "tracekit", "analyze", str(path), "--json", "--out", out], env))
+        for src, into in ((ROOT, runs), (before, earlier)):
+            if src is None:
+                continue
+            with tempfile.TemporaryDirectory() as out:
+                into.append(measure([sys.executable, "-m", "tracekit", "analyze", str(path), "--json", "--out", out],
+                                    {**os.environ, "PYTHONPATH": str(src)}))
     run = sorted(runs, key=lambda r: r["wall_s"])[repeats // 2]
     if run["rc"] != 0:
         raise RuntimeError(f"tracekit analyze failed on {path}: {run['stderr']}")
@@ -173,10 +179,15 @@ def analyze_row(path: Path, info: dict, repeats: int) -> dict:
         raise RuntimeError(f"{path}: analyze found {found['kernels']} kernels and {found['gpu_busy_us']} µs busy, "
                            f"expected {info['kernels']} and {info.get('busy_us')}")
     mb = info["bytes"] / 1e6
-    return {"size_MB": mb, "events": info["events"], "kernels": found["kernels"], "analyze_s": run["wall_s"],
-            "cpu_s": float(np.median([r["cpu_s"] for r in runs])), "MBps": mb / run["wall_s"],
-            "pss_MB": run["pss_MB"], "rss_MB": run["rss_MB"], "maxrss_MB": run["maxrss_MB"],
-            "pss_over_size": run["pss_MB"] / mb, "walls": sorted(r["wall_s"] for r in runs)}
+    row = {"size_MB": mb, "events": info["events"], "kernels": found["kernels"], "analyze_s": run["wall_s"],
+           "cpu_s": float(np.median([r["cpu_s"] for r in runs])), "MBps": mb / run["wall_s"],
+           "pss_MB": run["pss_MB"], "rss_MB": run["rss_MB"], "maxrss_MB": run["maxrss_MB"],
+           "pss_over_size": run["pss_MB"] / mb, "walls": sorted(r["wall_s"] for r in runs)}
+    if earlier and all(r["rc"] == 0 for r in earlier):
+        row.update(before_s=float(np.median([r["wall_s"] for r in earlier])),
+                   before_walls=sorted(r["wall_s"] for r in earlier),
+                   before_pss_MB=float(np.median([r["pss_MB"] for r in earlier])))
+    return row
 
 
 def hta_row(path: Path) -> dict:
@@ -221,7 +232,7 @@ def run(sizes_mb: list[int], fixture: Path, workdir: Path, report: Path, hta_siz
         path, info = _trace(mb, fixture, workdir)
         print(f"analyzing {path.name} ({info['bytes'] / 1e6:.0f} MB), {repeats} times ...", file=sys.stderr,
               flush=True)
-        row = analyze_row(path, info, repeats)
+        row = analyze_row(path, info, repeats, before)
         if mb in hta_sizes_mb:
             row.update(hta_row(path))
         print("timing its phases ...", file=sys.stderr, flush=True)

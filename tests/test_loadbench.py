@@ -70,3 +70,21 @@ def test_report_states_each_target_met_or_not():
     assert "120 MB/s, met" in lines[3]
     assert "0.120 s, met" in lines[4]
     assert "not run here" in lines[5]
+
+
+def test_report_sets_the_runs_of_the_earlier_commit_beside_these():
+    """With BENCH_BEFORE, the earlier tracekit's end-to-end runs (interleaved with these) get their own
+    table: its median, its runs, and how many times faster this one is."""
+    rep = _module("analyze_report")
+    env = {"cpu": "cpu", "cores": 2, "python": "3.11", "fixture": "f", "repeats": 3, "load_start": (0, 0, 0),
+           "load_end": (0, 0, 0), "before": "/tmp/before-abc", "startup_s": 0.1, "startup_imports": ""}
+    phases = {"workers": 2, "imports_s": 0.1, "read_s": 1.0, "read_cpu_s": 2.0, "analysis_s": 0.5,
+              "analysis_cpu_s": 0.5}
+    row = {"size_MB": 1000.0, "events": 10, "kernels": 1, "analyze_s": 4.0, "walls": [3.9, 4.0, 4.2],
+           "MBps": 250.0, "cpu_s": 7.0, "pss_MB": 380.0, "pss_over_size": 0.38, "rss_MB": 390.0, "phases": phases,
+           "before_s": 5.0, "before_walls": [4.8, 5.0, 5.5], "before_pss_MB": 390.0}
+    text = rep.markdown([row], env, None)
+    assert "`/tmp/before-abc`" in text
+    assert "| 1000 | 5.00 | 4.80 5.00 5.50 | 4.00 | **1.25x** | 390 | 380 |" in text
+    without = {k: v for k, v in row.items() if not k.startswith("before")}
+    assert "End to end against the earlier commit" not in rep.markdown([without], env, None)
