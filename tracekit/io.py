@@ -1,4 +1,5 @@
-"""Atomic file output: a crash never leaves a half-written file over a good one."""
+"""Atomic file output (a crash never leaves a half-written file over a good one), and tables
+made JSON-ready."""
 
 from __future__ import annotations
 
@@ -6,6 +7,10 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pandas is not imported at start-up
+    import pandas as pd
 
 
 def _umask() -> int:
@@ -40,6 +45,16 @@ def write_atomic(path: Path | str, data: str | bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def records(df: pd.DataFrame) -> list[dict]:
+    """``df.to_dict("records")`` (one dict per row, column -> Python value), made a column at a
+    time: pandas 3 builds it from one ``iloc`` per column and boxes each value again, 45 ms of the
+    `tracekit analyze --json` of a 100 MB trace, most of it on the 150 columns of the runs table."""
+    columns = list(df.columns)
+    if not df.columns.is_unique or not columns:
+        return df.to_dict("records")
+    return [dict(zip(columns, row)) for row in zip(*(df[c].tolist() for c in columns))]
 
 
 def jsonable(value):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from tracekit.io import records
 from tracekit.trace.reader import EventTables
 
 DROPPED_MAX_SHARE = 0.10  # ours: past 10% of the events dropped, the figures are not trusted
@@ -88,7 +89,7 @@ def lines(runs: pd.DataFrame) -> list[str]:
     ``run: integrity ok``, or its warnings / FAILED with the details (every check is a row of
     the ``integrity`` table)."""
     out = []
-    for r in runs.to_dict("records"):
+    for r in records(runs):
         status = r.get("integrity")
         if isinstance(status, str):
             detail = r.get("integrity_detail") or ""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from tracekit.analysis.cluster import on_dask
 from tracekit.analysis.manifest_fields import manifest_fields
 from tracekit.errors import ExitCode
+from tracekit.io import records
 from tracekit.manifest import Manifest
 from tracekit.trace import NotATrace, Run, TraceError, discover, load
 
@@ -71,8 +72,7 @@ class Analysis:
 
     def to_dict(self) -> dict:
         """All tables as lists of records (JSON-ready after :func:`tracekit.io.jsonable`)."""
-        return {"runs": self.runs.to_dict("records"),
-                **{name: df.to_dict("records") for name, df in self.tables.items()},
+        return {"runs": records(self.runs), **{name: records(df) for name, df in self.tables.items()},
                 "errors": [{"path": p, "problem": e, "code": c} for p, e, c in self.errors],
                 "skipped": [{"path": p, "why": w} for p, w in self.skipped]}
 

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.trust import speedup_text
+from tracekit.io import records
 from tracekit.report.columns import BALANCE, CPU_OPS_SHOWN, GPU_ONLY, HEADLINE, JOBS, RANKS, STRAGGLERS
 
 PERFETTO_HINT = ("To look inside a run, open https://ui.perfetto.dev, choose \"Open trace file\" and pick its "
@@ -103,7 +104,7 @@ def headline(runs: pd.DataFrame, spec: list[tuple[str, str, str]] = HEADLINE) ->
     """
     cols = [(c, h, f) for c, h, f in spec if c in runs.columns]
     rows = [[("n/a" if c in GPU_ONLY and r.get("has_gpu") is False else _fmt(r.get(c), f)) for c, _, f in cols]
-            for r in runs.to_dict("records")]
+            for r in records(runs)]
     keep = [i for i in range(len(cols)) if any(row[i] != "-" for row in rows)]
     return [cols[i][1] for i in keep], [[row[i] for i in keep] for row in rows]
 
@@ -139,14 +140,14 @@ def evidence(runs: pd.DataFrame) -> list[str]:
     """One line per run with GPU activity: ``run: verdict: the figures behind it``."""
     if "evidence" not in runs:
         return []
-    return [f"{r['run']}: {r['verdict']}: {r['evidence']}" for r in runs.to_dict("records")
+    return [f"{r['run']}: {r['verdict']}: {r['evidence']}" for r in records(runs)
             if isinstance(r.get("evidence"), str) and r.get("has_gpu")]
 
 
 def notes(runs: pd.DataFrame) -> list[str]:
     """One line per run that has a note or a failure reason: ``run: text``."""
     out = []
-    for r in runs.to_dict("records"):
+    for r in records(runs):
         text = "; ".join(str(t) for t in (r.get("reason"), r.get("note")) if isinstance(t, str) and t)
         if text:
             out.append(f"{r['run']}: {text}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tracekit.analysis.tables import Tables
-from tracekit.io import write_atomic, write_json
+from tracekit.io import records, write_atomic, write_json
 from tracekit.report.base import Renderer, Report, register
 
 
@@ -25,9 +25,9 @@ class CsvJson(Renderer):
                 columns={"flagged": "profiler_overhead_flagged"}), on="run", how="left")
         # The timeline table (one iteration's events, for the plot) is events, not metrics: left out.
         data = {**{k: v for k, v in t.analysis.to_dict().items() if k != "timeline"},
-                "comparison": t.comparison.to_dict("records"), "cpu_op_changes": t.cpu_op_changes.to_dict("records"),
-                "profiler_overhead": t.overhead.to_dict("records"), "baseline": t.baseline,
-                "modules": t.modules.to_dict("records"), "module_busy": t.module_busy.to_dict("records")}
+                "comparison": records(t.comparison), "cpu_op_changes": records(t.cpu_op_changes),
+                "profiler_overhead": records(t.overhead), "baseline": t.baseline,
+                "modules": records(t.modules), "module_busy": records(t.module_busy)}
         files = [write_atomic(out / "runs.csv", runs.to_csv(index=False)),
                  write_atomic(out / "comparison.csv", t.comparison.to_csv(index=False)),
                  write_json(out / "runs.json", data)]
