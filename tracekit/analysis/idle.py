@@ -156,17 +156,19 @@ def gaps(tables: EventTables, per_stream: bool = False,
     g["gap"] = np.arange(len(g))
     launch = launch_index(tables)
     call = launch.index.get_indexer(g["next_correlation"].to_numpy())   # each gap's launch call (row), -1: none
-    known = call >= 0
-    call[~known] = 0   # (any row: masked out below; none where there is no launch call at all)
-    g["launch_ts"] = np.where(known, launch["ts"].to_numpy()[call], np.nan) if len(launch) else np.nan
+    known = np.flatnonzero(call >= 0)
+    call = call[known]
+    launch_ts = np.full(len(g), np.nan)
+    launch_ts[known] = launch["ts"].to_numpy()[call]
+    g["launch_ts"] = launch_ts
     start = g["start"].to_numpy()
     # A sync blocks the thread that calls it: it holds back the launches of that thread only,
     # and only until it returns. Threads as codes of the host calls' (pid, tid) categories.
     pids, tids = pd.Categorical(launch["pid"]), pd.Categorical(launch["tid"])
     width = max(len(tids.categories), 1)
-    thread = np.where(known, pids.codes[call].astype(np.int64) * width + tids.codes[call], -1) if len(launch) \
-        else np.full(len(g), -1)
-    del call, known
+    thread = np.full(len(g), -1, dtype=np.int64)
+    thread[known] = pids.codes[call].astype(np.int64) * width + tids.codes[call]
+    del call, known, launch_ts
     sync_return = np.full(len(g), np.nan)
     calls = tables.host_calls[tables.host_calls["name"].isin(SYNC_CALLS)]
     for (pid, tid), syncs in calls.groupby(["pid", "tid"], observed=True):
@@ -255,11 +257,15 @@ def breakdown(g: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
         out[f"gaps_{c}"] = count[c].astype(np.int64) if c in count else 0
     out["idle_us"] = out[[f"idle_{c}_us" for c in CAUSES]].sum(axis=1)
     by_group = keyed.groupby(groups, observed=True)["gap"]
-    gap = g["gap"].to_numpy()   # numbers rising strictly: no gap in pieces, each row a gap of its own
-    whole = len(gap) < 2 or bool((gap[1:] > gap[:-1]).all())
-    out["idle_gaps"] = (by_group.size() if whole else by_group.nunique()).astype(np.int64)
+    out["idle_gaps"] = (by_group.size() if _whole(g) else by_group.nunique()).astype(np.int64)
     out = out.reset_index()
     return out.drop(columns="_all") if not by else out
+
+
+def _whole(g: pd.DataFrame) -> bool:
+    """True when no gap of :func:`gaps` is in pieces (gap numbers rising strictly): each row is a gap."""
+    gap = g["gap"].to_numpy()
+    return len(gap) < 2 or bool((gap[1:] > gap[:-1]).all())
 
 
 def histogram(g: pd.DataFrame) -> pd.DataFrame:
@@ -270,9 +276,7 @@ def histogram(g: pd.DataFrame) -> pd.DataFrame:
     in its bin, each under its cause).
     """
     labels = [f"{a:g}-{b:g}" if np.isfinite(b) else f">={a:g}" for a, b in zip(HIST_EDGES_US, HIST_EDGES_US[1:])]
-    gap = g["gap"].to_numpy()   # numbers rising strictly: no gap in pieces, each row's length its gap's
-    whole = len(gap) < 2 or bool((gap[1:] > gap[:-1]).all())
-    length = g["gap_us"] if whole else g.groupby("gap")["gap_us"].transform("sum")
+    length = g["gap_us"] if _whole(g) else g.groupby("gap")["gap_us"].transform("sum")
     binned = pd.cut(length, HIST_EDGES_US, right=False, labels=labels)
     h = g.assign(bin_us=binned).groupby(["bin_us", "cause"], observed=False)["gap_us"].agg(["count", "sum"])
     h = h.reset_index().rename(columns={"count": "gaps", "sum": "idle_us"})

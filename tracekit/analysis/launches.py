@@ -12,8 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import idle
-from tracekit.analysis.idle import SYNC_CALLS
+from tracekit.analysis.idle import SYNC_CALLS, launch_index
 from tracekit.analysis.intervals import union
 from tracekit.trace.reader import EventTables
 
@@ -36,7 +35,7 @@ def launch_table(tables: EventTables) -> pd.DataFrame:
         ops = ops[launched]
     per = ops.groupby("correlation").agg(gpu_ops=("dur", "size"), gpu_us=("dur", "sum"),
                                          first_start=("ts", "min"), kernels=("is_kernel", "sum"))
-    calls = idle.launch_index(tables)   # the first call of each correlation id, as drop_duplicates keeps
+    calls = launch_index(tables)   # the first call of each correlation id, as drop_duplicates keeps
     out = per.join(calls[["name", "ts", "dur"]], how="inner").rename(columns={"name": "api", "dur": "cpu_us"})
     out["latency_us"] = out["first_start"] - out["ts"]
     return out.reset_index().sort_values("ts").reset_index(drop=True)

@@ -12,11 +12,10 @@ from __future__ import annotations
 import queue
 import signal
 
-from tracekit.trace.chunks import mmap_threshold
+from tracekit.trace.chunks import MMAP_AFTER_READING, mmap_threshold
 from tracekit.trace.columns import Chunk, build_chunk
 from tracekit.trace.decode import StreamError
 
-MMAP_IN_WORKERS = 32 << 20  # see _serve
 POLL_S = 1.0                # how often a wait for a result checks that the workers are alive
 
 
@@ -28,9 +27,9 @@ def _serve(tasks, results) -> None:
     """A worker's loop: (index, data) tasks in, (index, Chunk or the error) out, until None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the reading process's to handle
     # A worker frees each chunk's arrays before it decodes the next, so its own heap serves them
-    # again: with the reading process's 64 KiB threshold (inherited by fork) every array was mapped,
+    # again (the threshold the reading process takes once every chunk is in): with its 64 KiB one (inherited by fork) every array was mapped,
     # page-faulted in and unmapped anew (at 1 GB, 1.7x the page faults, 11% more CPU).
-    mmap_threshold(MMAP_IN_WORKERS)
+    mmap_threshold(MMAP_AFTER_READING)
     while (task := tasks.get()) is not None:
         index, data = task
         try:
