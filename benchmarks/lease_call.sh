@@ -8,26 +8,27 @@
 # is interrupted whatever it is doing, so that the cells finished are always packed: their run.json,
 # cell.log and traces (uncompressed, then xz: about 20x smaller than gzip's 6x) into
 # $OUT/cells.tar.xz.NN, 15 MiB parts (the tool brings back at most 8 files, 16 MiB each).
-# Unpack them here with benchmarks/lease_unpack.sh.
+# Unpack them here with benchmarks/lease_unpack.sh. PYTHON (python3) runs tracekit.
 set -o pipefail
-SUITE=$1; MINUTES=$2; HARD=$3
-python3 -c "import msgspec, click, rich, jinja2" 2>/dev/null || {
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
+SUITE=$1; MINUTES=$2; HARD=$3; PY=${PYTHON:-python3}
+$PY -c "import msgspec, click, rich, jinja2" 2>/dev/null || {
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
   export PYTHONPATH=/tmp/site; }
-H=/tmp/h100; mkdir -p $H/$SUITE
+W=$(mktemp -d); mkdir -p $W/runs/$SUITE $W/pack
 for done in reports/h100/$SUITE/traces .gpu/state/$SUITE; do
   [ -d $done ] && (cd $done && find . -name run.json | while read f; do
-    mkdir -p $H/$SUITE/$(dirname $f); cp --update=none $f $H/$SUITE/$f; done)
+    mkdir -p $W/runs/$SUITE/$(dirname $f); [ -e $W/runs/$SUITE/$f ] || cp $f $W/runs/$SUITE/$f; done)
 done
-touch /tmp/stamp; sleep 1
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $OUT/gpu.txt
-PYTHONUNBUFFERED=1 timeout -s INT $HARD python3 -m tracekit bench workloads/$SUITE.toml --traces $H --reports $H \
-  --max-minutes $MINUTES --timeout 300 --html-plots link 2>&1 | tee $OUT/log.txt
-cd $H && rm -rf /tmp/pack && mkdir -p /tmp/pack
-find $SUITE -type f -newer /tmp/stamp \( -name run.json -o -name cell.log \) | while read f; do
-  mkdir -p /tmp/pack/$(dirname $f); cp $f /tmp/pack/$f; done
-find $SUITE -type f -newer /tmp/stamp -name '*.pt.trace.json.gz' | while read f; do
-  mkdir -p /tmp/pack/$(dirname $f); zcat $f > /tmp/pack/${f%.gz}; done
-(cd /tmp/pack && tar cf - $SUITE) | xz -T16 -6 > /tmp/cells.tar.xz
-ls -la /tmp/cells.tar.xz
-split -b 15M -d /tmp/cells.tar.xz $OUT/cells.tar.xz.
+touch $W/stamp; sleep 1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $OUT/gpu.txt 2>&1
+PYTHONUNBUFFERED=1 timeout -s INT $HARD $PY -m tracekit bench workloads/$SUITE.toml --traces $W/runs \
+  --reports $W/runs --max-minutes $MINUTES --timeout 300 --html-plots link 2>&1 | tee $OUT/log.txt
+cd $W/runs
+find $SUITE -type f -newer $W/stamp \( -name run.json -o -name cell.log \) | while read f; do
+  mkdir -p $W/pack/$(dirname $f); cp $f $W/pack/$f; done
+find $SUITE -type f -newer $W/stamp -name '*.pt.trace.json.gz' | while read f; do
+  mkdir -p $W/pack/$(dirname $f); zcat $f > $W/pack/${f%.gz}; done
+(cd $W/pack && tar cf - $SUITE) | xz -T0 -6 > $W/cells.tar.xz
+ls -la $W/cells.tar.xz
+split -b 15M -d $W/cells.tar.xz $OUT/cells.tar.xz.
+rm -rf $W

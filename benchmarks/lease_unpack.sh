@@ -6,6 +6,7 @@
 # reports/h100/SUITE/traces/, where the next call finds the cells done.
 set -e
 FILES=$1; SUITE=$2
+mkdir -p reports/h100/$SUITE/traces
 mkdir -p .gpu/full
 cat $FILES/cells.tar.xz.* | xz -d | tar xf - -C .gpu/full
 find .gpu/full/$SUITE -name '*.pt.trace.json' -print0 | xargs -0 -r gzip -f -6
