@@ -2,8 +2,8 @@
 # One call of a study's full grid on a lent GPU machine (the `device` tool), resumable across
 # calls and machines:   bash benchmarks/lease_call.sh SUITE MINUTES HARD_SECONDS
 #
-# The cells already done are the run.json files committed under reports/h100/SUITE/traces/ and
-# those under .gpu/state/SUITE/ (carried with the call); `tracekit bench` skips them and runs the
+# The cells already done are the run.json files committed under reports/h100/SUITE/traces/ (they
+# travel with the working tree); `tracekit bench` skips them and runs the
 # rest for MINUTES (what `make bench-h100-full FULL_SUITES=SUITE` runs). At HARD_SECONDS the bench
 # is interrupted whatever it is doing, so that the cells finished are always packed: their run.json,
 # cell.log and traces (uncompressed, then xz: about 20x smaller than gzip's 6x) into
@@ -15,10 +15,8 @@ $PY -c "import msgspec, click, rich, jinja2" 2>/dev/null || {
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
   export PYTHONPATH=/tmp/site; }
 W=$(mktemp -d); mkdir -p $W/runs/$SUITE $W/pack
-for done in reports/h100/$SUITE/traces .gpu/state/$SUITE; do
-  [ -d $done ] && (cd $done && find . -name run.json | while read f; do
-    mkdir -p $W/runs/$SUITE/$(dirname $f); [ -e $W/runs/$SUITE/$f ] || cp $f $W/runs/$SUITE/$f; done)
-done
+[ -d reports/h100/$SUITE/traces ] && (cd reports/h100/$SUITE/traces && find . -name run.json | while read f; do
+  mkdir -p $W/runs/$SUITE/$(dirname $f); cp $f $W/runs/$SUITE/$f; done)
 touch $W/stamp; sleep 1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $OUT/gpu.txt 2>&1
 PYTHONUNBUFFERED=1 timeout -s INT $HARD $PY -m tracekit bench workloads/$SUITE.toml --traces $W/runs \
