@@ -17,10 +17,11 @@ def markdown(rows: list[dict], env: dict, big: dict | None) -> str:
              f"Synthetic traces replicate `{env['fixture']}` with shifted timestamps and ids (uncompressed "
              "Kineto JSON, its own layout: about 240 bytes an event); every run found the trace's known kernels "
              "and GPU busy time. Each figure is `tracekit analyze FILE --json` in a fresh process tree, end to "
-             "end (start-up, read, decode, analyses, report files), the median of "
-             f"{env['repeats']} runs. CPU is user + system time of the whole tree; peak memory is the largest "
-             "sum over the tree's processes of PSS (shared pages counted once), RSS sum beside it (shared pages "
-             "counted in every process: an upper bound), sampled every 20 ms.", "",
+             "end (start-up, read, decode, analyses, report files): times the median of "
+             f"{env['repeats']} runs, each timed alone; CPU is user + system time of the whole tree. Peak memory, "
+             f"from {env['repeats']} more runs under a probe (its sampling costs CPU, so it is kept out of the "
+             "timed runs), is the largest sum over the tree's processes of PSS (shared pages counted once), RSS "
+             "sum beside it (shared pages counted in every process: an upper bound), sampled every 20 ms.", "",
              f"Load average (1, 5, 15 min) at the start: {_load(env['load_start'])}; at the end: "
              f"{_load(env['load_end'])}. On a machine shared with other work, wall times stretch (CPU times much "
              "less): compare them with the load.", "",
@@ -34,7 +35,7 @@ def markdown(rows: list[dict], env: dict, big: dict | None) -> str:
         lines += ["", "## End to end against the earlier commit", "",
                   f"The same `tracekit analyze FILE --json` of the tracekit in `{env['before']}`, each of its runs "
                   "right after one of this tracekit's (so that a change of the machine's speed during the "
-                  "benchmark touches both alike); median of the runs.", "",
+                  "benchmark touches both alike); median of the runs, peak memory of all.", "",
                   "| trace (MB) | before (s) | before runs (s) | now (s) | faster | before peak PSS (MB) | now (MB) |",
                   "|---|---|---|---|---|---|---|"]
         for r in (r for r in rows if "before_s" in r):
@@ -44,7 +45,8 @@ def markdown(rows: list[dict], env: dict, big: dict | None) -> str:
     hta = [r for r in rows if "hta_s" in r or "hta_error" in r]
     if hta:
         lines += ["", "## HolisticTraceAnalysis 0.5.0 on the same trace", "",
-                  "Timed once, in a fresh process: parse (`TraceAnalysis(trace_dir=...)`), "
+                  "Timed once, in a fresh process, and run once more under the memory probe: parse "
+                  "(`TraceAnalysis(trace_dir=...)`), "
                   "`get_temporal_breakdown`, `get_idle_time_breakdown`.", "",
                   "| trace (MB) | parse (s) | temporal (s) | idle time (s) | HTA end to end (s) | HTA peak PSS (MB) "
                   "| tracekit (s) | tracekit faster |", "|---|---|---|---|---|---|---|---|"]

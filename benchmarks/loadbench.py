@@ -1,14 +1,17 @@
 """``make bench-analyze``: speed and memory of ``tracekit analyze`` on large traces, against HTA.
 
 Each measurement runs ``tracekit analyze FILE --json`` in a fresh process tree
-(the reader's workers included) under a probe that records its wall time, its
-CPU time (user + system of the whole tree, from ``getrusage(RUSAGE_CHILDREN)``)
-and its peak memory: the sum over the tree's processes of PSS (proportional set
-size: a page shared by k processes counts 1/k in each, so forked workers'
-shared pages are counted once) and of RSS (each process's resident pages, shared
-ones again in every process: an upper bound), sampled every 20 ms. The machine's
-load average is recorded at the start and the end: on a shared machine wall
-times stretch, CPU times much less.
+(the reader's workers included), twice: once timed alone, for its wall time and
+CPU time (user + system of the whole tree, from ``getrusage(RUSAGE_CHILDREN)``),
+and once under a probe of its peak memory: the sum over the tree's processes of
+PSS (proportional set size: a page shared by k processes counts 1/k in each, so
+forked workers' shared pages are counted once) and of RSS (each process's
+resident pages, shared ones again in every process: an upper bound), sampled
+every 20 ms. The probe reads every process's smaps_rollup 50 times a second, CPU
+that a 2-core machine busy with tracekit's workers does not have to spare (it
+stretched the 1 GB run by about 0.25 s): times come from the runs without it.
+HTA is measured alike. The machine's load average is recorded at the start and
+the end: on a shared machine wall times stretch, CPU times much less.
 
 Traces come from :mod:`synthetic` (copies of a real trace, answers known).
 ``--before DIR`` also times the phases of the tracekit checked out in DIR (an
@@ -35,7 +38,8 @@ from synthetic import DEFAULT_FIXTURE, synthesize  # noqa: E402
 REPEATS = 5  # tracekit's timings are the median of this many fresh processes (HTA runs once)
 
 # Every command runs in the temporary folder, so that PYTHONPATH, not the current folder, picks tracekit.
-# Runs argv[1:] as a child, sampling the memory of its process tree; prints one JSON line.
+# Runs argv[2:] as a child, sampling the memory of its process tree if argv[1] is "memory" (not if
+# "time"); prints one JSON line.
 _PROBE = """
 import json, resource, subprocess, sys, threading, time, psutil
 peak = {"pss": 0, "rss": 0}
@@ -56,8 +60,9 @@ def sample(p):
         peak["pss"], peak["rss"] = max(peak["pss"], pss), max(peak["rss"], rss)
         time.sleep(0.02)
 t = time.perf_counter()
-p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-threading.Thread(target=sample, args=(p,), daemon=True).start()
+p = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+if sys.argv[1] == "memory":
+    threading.Thread(target=sample, args=(p,), daemon=True).start()
 out, err = p.communicate()
 dt = time.perf_counter() - t
 ru = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -67,12 +72,21 @@ print(json.dumps({"wall_s": dt, "cpu_s": ru.ru_utime + ru.ru_stime, "pss_MB": pe
 """
 
 
-def measure(cmd: list[str], env: dict | None = None) -> dict:
-    """Run ``cmd`` in a fresh process tree: wall_s, cpu_s (tree), pss_MB and rss_MB (tree peaks),
-    maxrss_MB (largest single process), rc, stdout, stderr."""
-    out = subprocess.run([sys.executable, "-c", _PROBE, *cmd], capture_output=True, text=True, check=True,
-                         env=env, cwd=tempfile.gettempdir())
+def measure(cmd: list[str], env: dict | None = None, memory: bool = True) -> dict:
+    """Run ``cmd`` in a fresh process tree: wall_s, cpu_s (tree), pss_MB and rss_MB (tree peaks; 0
+    without ``memory``, which also leaves the probe's sampling out of the timing), maxrss_MB
+    (largest single process), rc, stdout, stderr."""
+    out = subprocess.run([sys.executable, "-c", _PROBE, "memory" if memory else "time", *cmd], capture_output=True,
+                         text=True, check=True, env=env, cwd=tempfile.gettempdir())
     return json.loads(out.stdout)
+
+
+def timed_and_probed(cmd: list[str], env: dict | None = None) -> dict:
+    """:func:`measure` of ``cmd`` twice: its wall_s, cpu_s, rc, stdout and stderr from a run without the
+    memory probe, and its pss_MB, rss_MB and maxrss_MB from one with it."""
+    probed = measure(cmd, env)
+    return {**measure(cmd, env, memory=False), **{k: probed[k] for k in ("pss_MB", "rss_MB", "maxrss_MB")},
+            "probed_rc": probed["rc"]}
 
 
 # HolisticTraceAnalysis 0.5.0: parse, temporal breakdown, idle-time breakdown (each timed).
@@ -153,11 +167,12 @@ def _trace(mb: int, fixture: Path, workdir: Path) -> tuple[Path, dict]:
 
 
 def analyze_row(path: Path, info: dict, repeats: int, before: Path | None = None) -> dict:
-    """``tracekit analyze`` on one trace, ``repeats`` times: the median run's figures, checked
-    against the trace's known kernels and GPU busy time. With ``before`` (another tracekit
-    checkout), each run is followed by one of that tracekit, measured alike: ``before_s`` (median)
-    and ``before_walls``, so that a change of the machine's speed during the benchmark (seen here:
-    20% between two runs of it an hour apart) touches both alike.
+    """``tracekit analyze`` on one trace, ``repeats`` times (:func:`timed_and_probed`): the median
+    run's times, the peak memory of all runs, checked against the trace's known kernels and GPU busy
+    time. With ``before`` (another tracekit checkout), each run is followed by one of that tracekit,
+    measured alike: ``before_s`` (median), ``before_walls`` and ``before_pss_MB`` (peak), so that a
+    change of the machine's speed during the benchmark (seen here: 20% between two runs of it an
+    hour apart) touches both alike.
 
     Raises:
         RuntimeError: the analysis failed or found other figures than the trace holds.
@@ -168,10 +183,10 @@ def analyze_row(path: Path, info: dict, repeats: int, before: Path | None = None
             if src is None:
                 continue
             with tempfile.TemporaryDirectory() as out:
-                into.append(measure([sys.executable, "-m", "tracekit", "analyze", str(path), "--json", "--out", out],
-                                    {**os.environ, "PYTHONPATH": str(src)}))
+                into.append(timed_and_probed([sys.executable, "-m", "tracekit", "analyze", str(path), "--json",
+                                              "--out", out], {**os.environ, "PYTHONPATH": str(src)}))
     run = sorted(runs, key=lambda r: r["wall_s"])[repeats // 2]
-    if run["rc"] != 0:
+    if run["rc"] != 0 or any(r["probed_rc"] != 0 for r in runs):
         raise RuntimeError(f"tracekit analyze failed on {path}: {run['stderr']}")
     found = json.loads(run["stdout"])["runs"][0]
     if found["kernels"] != info["kernels"] or ("busy_us" in info and abs(found["gpu_busy_us"] - info["busy_us"])
@@ -181,21 +196,23 @@ def analyze_row(path: Path, info: dict, repeats: int, before: Path | None = None
     mb = info["bytes"] / 1e6
     row = {"size_MB": mb, "events": info["events"], "kernels": found["kernels"], "analyze_s": run["wall_s"],
            "cpu_s": float(np.median([r["cpu_s"] for r in runs])), "MBps": mb / run["wall_s"],
-           "pss_MB": run["pss_MB"], "rss_MB": run["rss_MB"], "maxrss_MB": run["maxrss_MB"],
-           "pss_over_size": run["pss_MB"] / mb, "walls": sorted(r["wall_s"] for r in runs)}
+           "pss_MB": max(r["pss_MB"] for r in runs), "rss_MB": max(r["rss_MB"] for r in runs),
+           "maxrss_MB": max(r["maxrss_MB"] for r in runs), "walls": sorted(r["wall_s"] for r in runs)}
+    row["pss_over_size"] = row["pss_MB"] / mb
     if earlier and all(r["rc"] == 0 for r in earlier):
         row.update(before_s=float(np.median([r["wall_s"] for r in earlier])),
                    before_walls=sorted(r["wall_s"] for r in earlier),
-                   before_pss_MB=float(np.median([r["pss_MB"] for r in earlier])))
+                   before_pss_MB=max(r["pss_MB"] for r in earlier))
     return row
 
 
 def hta_row(path: Path) -> dict:
-    """HTA 0.5.0 on the same trace, once: hta_s (end to end), parse, temporal and idle breakdowns."""
+    """HTA 0.5.0 on the same trace, once (:func:`timed_and_probed`): hta_s (end to end), parse,
+    temporal and idle breakdowns, hta_pss_MB."""
     with tempfile.TemporaryDirectory() as d:
         os.symlink(path, Path(d) / "rank-0.pt.trace.json")
         print(f"running HTA on {path.name} ...", file=sys.stderr, flush=True)
-        r = measure([sys.executable, "-c", _HTA, d])
+        r = timed_and_probed([sys.executable, "-c", _HTA, d])
     if r["rc"] != 0:
         return {"hta_error": r["stderr"].strip().splitlines()[-1] if r["stderr"].strip() else "failed"}
     parse_s, temporal_s, idle_s = map(float, r["stdout"].split()[-3:])

@@ -57,6 +57,18 @@ def test_the_probe_measures_a_process_tree():
     assert r["maxrss_MB"] >= 200 and r["cpu_s"] > 0
 
 
+def test_times_come_from_a_run_without_the_memory_probe():
+    """The probe's sampling costs CPU: a timed run has none (no memory figures), and
+    timed_and_probed takes its times from such a run and its memory from a probed one."""
+    lb = _module("loadbench")
+    code = "a = bytearray(150 << 20); a[::4096] = b'x' * len(a[::4096]); import time; time.sleep(0.3)"
+    timed = lb.measure([sys.executable, "-c", code], memory=False)
+    assert timed["rc"] == 0 and timed["pss_MB"] == 0 and timed["wall_s"] >= 0.3
+    both = lb.timed_and_probed([sys.executable, "-c", code])
+    assert both["rc"] == both["probed_rc"] == 0 and both["wall_s"] >= 0.3
+    assert 150 < both["pss_MB"] < 260 and both["maxrss_MB"] >= 150
+
+
 def test_report_states_each_target_met_or_not():
     rep = _module("analyze_report")
     env = {"cores": 2, "startup_s": 0.12, "startup_imports": ""}
