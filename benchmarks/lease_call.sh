@@ -15,8 +15,7 @@ $PY -c "import msgspec, click, rich, jinja2" 2>/dev/null || {
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
   export PYTHONPATH=/tmp/site; }
 W=$(mktemp -d); mkdir -p $W/runs/$SUITE $W/pack
-[ -d reports/h100/$SUITE/traces ] && (cd reports/h100/$SUITE/traces && find . -name run.json | while read f; do
-  mkdir -p $W/runs/$SUITE/$(dirname $f); cp $f $W/runs/$SUITE/$f; done)
+[ -d reports/h100/$SUITE/traces ] && cp -r reports/h100/$SUITE/traces/. $W/runs/$SUITE/
 touch $W/stamp; sleep 1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $OUT/gpu.txt 2>&1
 PYTHONUNBUFFERED=1 timeout -s INT $HARD $PY -m tracekit bench workloads/$SUITE.toml --traces $W/runs \
