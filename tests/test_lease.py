@@ -30,9 +30,11 @@ mode = "eager"
 pytestmark = pytest.mark.skipif(not (shutil.which("xz") and shutil.which("split")), reason="needs xz and split")
 
 
-def _call(repo: Path, out: Path, hard_s: int = 240) -> subprocess.CompletedProcess:
+def _call(repo: Path, out: Path, machine: str = "machine1", hard_s: int = 240) -> subprocess.CompletedProcess:
+    """One call on a machine named by ``machine``: its LEASE_DIR outlasts the call, as on a warm machine."""
     out.mkdir()
-    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "PYTHONPATH": str(ROOT),
+           "LEASE_DIR": str(repo.parent / machine)}
     return subprocess.run(["bash", str(ROOT / "benchmarks/lease_call.sh"), "tiny", "3", str(hard_s)], cwd=repo,
                           env=env, capture_output=True, text=True, timeout=hard_s + 60)
 
@@ -54,6 +56,11 @@ def test_a_call_packs_its_cells_and_the_next_resumes_from_the_unpacked_run_json(
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     parts = sorted((tmp_path / "out1").glob("cells.tar.xz.*"))
     assert parts and all(p.stat().st_size <= 15 << 20 for p in parts)
+    # a call at once on the same warm machine resumes from its cells, before anything is unpacked here
+    warm = _call(repo, tmp_path / "out-warm")
+    assert warm.returncode == 0, warm.stderr[-2000:]
+    assert "0 cells run" in warm.stdout
+    assert not list((tmp_path / "machine1").rglob("*.pt.trace.json.gz"))  # packed traces leave the machine
     assert _unpack(repo, tmp_path / "out1").strip() == "2 cells done"
     done = sorted((repo / "reports/h100/tiny/traces").rglob("run.json"))
     assert [p.parent.relative_to(repo / "reports/h100/tiny/traces").as_posix() for p in done] == [
@@ -70,7 +77,7 @@ def test_a_call_packs_its_cells_and_the_next_resumes_from_the_unpacked_run_json(
 
     # the next call (a fresh machine: only the committed run.json files travel) runs nothing
     shutil.rmtree(repo / ".gpu")
-    second = _call(repo, tmp_path / "out2")
+    second = _call(repo, tmp_path / "out2", machine="machine2")
     assert second.returncode == 0, second.stderr[-2000:]
     assert "0 cells run" in second.stdout
 
