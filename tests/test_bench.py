@@ -125,6 +125,26 @@ def test_cells_past_the_deadline_are_skipped_and_run_next_time(tmp_path):
     assert all(p.to_run for p in bench.plan(suite, tmp_path))
 
 
+def test_a_cell_is_not_started_with_less_time_left_than_the_last_of_its_kind_took(tmp_path, monkeypatch):
+    """Eager cells take 1 s, compiled ones 0.1 s (a stand-in for run_cell): with 1.6 s, conv/eager is
+    not started after mlp/eager took 1 s, and conv/default, shorter, still runs."""
+    suite = _suite(tmp_path, '[[grid]]\nmodel = ["mlp", "conv"]\nmode = ["eager", "default"]\n')
+    planned = bench.plan(suite, tmp_path)
+
+    def fake_run_cell(p, root, timeout_s, deadline, on_stage):
+        time.sleep(1.0 if p.spec["mode"] == "eager" else 0.1)
+        _finish(tmp_path, suite, p, "ok")
+        return {"status": "ok", "spec": p.spec}
+
+    monkeypatch.setattr(bench.progress, "run_cell", fake_run_cell)
+    monkeypatch.setattr(bench.progress, "_outcome", lambda m: m["status"])
+    manifests, ran = bench.run_planned(suite, planned, tmp_path, deadline=time.monotonic() + 1.6)
+    assert ran == ["mlp/eager", "mlp/default", "conv/default"]
+    assert manifests["conv/eager"]["status"] == "skipped"
+    assert "less than the 1 s the last cell of its kind took" in manifests["conv/eager"]["reason"]
+    assert [p.name for p in bench.plan(suite, tmp_path) if p.to_run] == ["conv/eager"]
+
+
 def _bench_process(suite_path, traces, reports):
     return subprocess.Popen([sys.executable, "-m", "tracekit", "bench", str(suite_path), "--traces", str(traces),
                              "--reports", str(reports)], cwd=ROOT, stdout=subprocess.PIPE,

@@ -39,6 +39,24 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
+def _kind(p: Planned) -> tuple:
+    """A cell's settings but its model: in a grid of growing models, the cell of the same kind
+    run last (same mode, phase, dtype...) is the best guess of how long this one takes."""
+    return tuple((k, str(v)) for k, v in p.cell.settings if k != "model")
+
+
+def _no_time(left_s: float, expected_s: float | None) -> str | None:
+    """Why a cell is not started with ``left_s`` seconds of the suite's time left, or None: the time is
+    out, or less is left than the last cell of its kind took (it would be stopped unfinished: its time
+    is better spent on shorter cells, and it runs on the next call)."""
+    if left_s <= 0:
+        return "time limit: the suite's time ran out before this cell started"
+    if expected_s is not None and expected_s > left_s:
+        return (f"time limit: {left_s:.0f} s of the suite's time left, less than the {expected_s:.0f} s "
+                "the last cell of its kind took")
+    return None
+
+
 def _outcome(manifest: Manifest) -> str:
     if manifest.status == "ok":
         return f"ok  p50 {manifest.latency('median'):.3f} ms, first call {manifest.compile_s or 0:.1f} s"
@@ -49,7 +67,8 @@ def run_planned(suite: Suite, planned: list[Planned], traces: Path | str, timeou
                 deadline: float | None = None, console: Console | None = None) -> tuple[dict[str, Manifest], list[str]]:
     """Run the cells of ``planned`` that are to run, with a progress bar; record the others' states.
 
-    Cells that cannot run here and cells left when ``deadline`` passes get a
+    Cells that cannot run here, cells left when ``deadline`` passes, and cells not started
+    because less time is left than the last cell of their kind took (:func:`_no_time`) get a
     "skipped" run.json with the reason. Returns (run name ->
     manifest for every cell with a run.json, names of the cells run now).
 
@@ -75,17 +94,18 @@ def run_planned(suite: Suite, planned: list[Planned], traces: Path | str, timeou
                             limit=limit)
 
         current = ""
+        took: dict[tuple, float] = {}  # _kind(cell) -> seconds the last such cell took in this run
         try:
             for p in todo:
-                if deadline is not None and time.monotonic() >= deadline:
-                    manifests[p.name] = write_status(root / p.name, p, "skipped",
-                                                      "time limit: the suite's time ran out before this cell started")
+                if deadline is not None and (why := _no_time(deadline - time.monotonic(), took.get(_kind(p)))):
+                    manifests[p.name] = write_status(root / p.name, p, "skipped", why)
                     progress.advance(task)
                     continue
                 current = p.name
                 show(p)
                 t0 = time.monotonic()
                 manifests[p.name] = run_cell(p, root, timeout_s, deadline, on_stage=lambda stage, p=p: show(p, stage))
+                took[_kind(p)] = time.monotonic() - t0
                 ran.append(p.name)
                 progress.console.print(f"  {p.name}: {_outcome(manifests[p.name])} ({time.monotonic() - t0:.0f} s)",
                                        highlight=False, markup=False)

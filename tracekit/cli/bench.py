@@ -24,7 +24,9 @@ from tracekit.cli import UserError, main, report_options
               help="Limit of one cell; past it the cell is a 'timeout' row [default: the suite's timeout_s, "
                    "else none].")
 @click.option("--max-minutes", type=float, default=None,
-              help="Limit of the whole run; cells past it are 'skipped: time limit' rows (run on the next call). "
+              help="Limit of the whole run; cells past it are 'skipped: time limit' rows (run on the next call), and "
+                   "so is a cell when less time is left than the last cell of its kind (its settings but the "
+                   "model) took. "
                    "A suite's own max_minutes also applies.")
 @click.option("--dry-run", is_flag=True, help="Print the grid and each cell's state; run nothing.")
 @click.option("--report-only", is_flag=True,
