@@ -30,12 +30,14 @@ mode = "eager"
 pytestmark = pytest.mark.skipif(not (shutil.which("xz") and shutil.which("split")), reason="needs xz and split")
 
 
-def _call(repo: Path, out: Path, machine: str = "machine1", hard_s: int = 240) -> subprocess.CompletedProcess:
+def _call(repo: Path, out: Path, machine: str = "machine1", hard_s: int = 240, *bench_options: str
+          ) -> subprocess.CompletedProcess:
     """One call on a machine named by ``machine``: its LEASE_DIR outlasts the call, as on a warm machine."""
     out.mkdir()
     env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "PYTHONPATH": str(ROOT),
            "LEASE_DIR": str(repo.parent / machine)}
-    return subprocess.run(["bash", str(ROOT / "benchmarks/lease_call.sh"), "tiny", "3", str(hard_s)], cwd=repo,
+    return subprocess.run(["bash", str(ROOT / "benchmarks/lease_call.sh"), "tiny", "3", str(hard_s), *bench_options],
+                          cwd=repo,
                           env=env, capture_output=True, text=True, timeout=hard_s + 60)
 
 
@@ -80,6 +82,13 @@ def test_a_call_packs_its_cells_and_the_next_resumes_from_the_unpacked_run_json(
     second = _call(repo, tmp_path / "out2", machine="machine2")
     assert second.returncode == 0, second.stderr[-2000:]
     assert "0 cells run" in second.stdout
+    # options after the hard limit go to the bench: one cell measured again, packed and unpacked over the old
+    old = (repo / "reports/h100/tiny/traces/matmul64/eager/run.json").read_bytes()
+    third = _call(repo, tmp_path / "out3", "machine2", 240, "--force", "--only", "matmul64/*")
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert "1 cells run" in third.stdout
+    assert _unpack(repo, tmp_path / "out3").strip() == "2 cells done"
+    assert (repo / "reports/h100/tiny/traces/matmul64/eager/run.json").read_bytes() != old
 
 
 @pytest.mark.slow
