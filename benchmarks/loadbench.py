@@ -82,11 +82,14 @@ def measure(cmd: list[str], env: dict | None = None, memory: bool = True) -> dic
 
 
 def timed_and_probed(cmd: list[str], env: dict | None = None) -> dict:
-    """:func:`measure` of ``cmd`` twice: its wall_s, cpu_s, rc, stdout and stderr from a run without the
-    memory probe, and its pss_MB, rss_MB and maxrss_MB from one with it."""
-    probed = measure(cmd, env)
-    return {**measure(cmd, env, memory=False), **{k: probed[k] for k in ("pss_MB", "rss_MB", "maxrss_MB")},
-            "probed_rc": probed["rc"]}
+    """:func:`measure` of ``cmd`` twice: its wall_s, cpu_s, stdout and stderr from a run without the
+    memory probe, and its pss_MB, rss_MB and maxrss_MB from one with it; rc is the first non-zero
+    exit status of the two (with that run's stderr), probed_rc the probed run's."""
+    probed, timed = measure(cmd, env), measure(cmd, env, memory=False)
+    out = {**timed, **{k: probed[k] for k in ("pss_MB", "rss_MB", "maxrss_MB")}, "probed_rc": probed["rc"]}
+    if timed["rc"] == 0 and probed["rc"] != 0:
+        out.update(rc=probed["rc"], stderr=probed["stderr"])
+    return out
 
 
 # HolisticTraceAnalysis 0.5.0: parse, temporal breakdown, idle-time breakdown (each timed).
@@ -186,8 +189,8 @@ def analyze_row(path: Path, info: dict, repeats: int, before: Path | None = None
                 into.append(timed_and_probed([sys.executable, "-m", "tracekit", "analyze", str(path), "--json",
                                               "--out", out], {**os.environ, "PYTHONPATH": str(src)}))
     run = sorted(runs, key=lambda r: r["wall_s"])[repeats // 2]
-    if run["rc"] != 0 or any(r["probed_rc"] != 0 for r in runs):
-        raise RuntimeError(f"tracekit analyze failed on {path}: {run['stderr']}")
+    if failed := next((r for r in runs if r["rc"] != 0), None):
+        raise RuntimeError(f"tracekit analyze failed on {path}: {failed['stderr']}")
     found = json.loads(run["stdout"])["runs"][0]
     if found["kernels"] != info["kernels"] or ("busy_us" in info and abs(found["gpu_busy_us"] - info["busy_us"])
                                                > 1e-6 * info["busy_us"]):
