@@ -8,6 +8,10 @@ set -e
 FILES=$1; SUITE=$2
 mkdir -p reports/h100/$SUITE/traces
 mkdir -p .gpu/full
+# a cell measured again (--force) replaces its old traces: a folder's trace files are one run
+cat $FILES/cells.tar.xz.* | xz -d | tar tf - | grep '/run.json$' | while read f; do
+  rm -f .gpu/full/$(dirname $f)/*.pt.trace.json.gz
+done
 cat $FILES/cells.tar.xz.* | xz -d | tar xf - -C .gpu/full
 find .gpu/full/$SUITE -name '*.pt.trace.json' -print0 | xargs -0 -r gzip -f -6
 (cd .gpu/full/$SUITE && find . -name run.json) | while read f; do

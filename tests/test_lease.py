@@ -87,8 +87,11 @@ def test_a_call_packs_its_cells_and_the_next_resumes_from_the_unpacked_run_json(
     third = _call(repo, tmp_path / "out3", "machine2", 240, "--force", "--only", "matmul64/*")
     assert third.returncode == 0, third.stderr[-2000:]
     assert "1 cells run" in third.stdout
+    _unpack(repo, tmp_path / "out1")  # the old traces are here when the new ones come
     assert _unpack(repo, tmp_path / "out3").strip() == "2 cells done"
     assert (repo / "reports/h100/tiny/traces/matmul64/eager/run.json").read_bytes() != old
+    new = list((repo / ".gpu/full/tiny/matmul64/eager").glob("*.pt.trace.json.gz"))
+    assert len(new) == 1  # replaced, not added to: a folder's traces are one run
 
 
 @pytest.mark.slow
