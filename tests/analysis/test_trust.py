@@ -92,4 +92,28 @@ def test_suite_findings_count_inconclusive_speedups_apart(tmp_path):
     assert cmp.loc["a/default", "speedup_text"] == "2.00x (1.40-2.57)"
     text = [f for f in suite_findings(cmp.reset_index()) if f.startswith("default vs eager")]
     assert text == ["default vs eager: faster on 1 of 2 workloads, speedup 2x (median 2x); inconclusive on 1 "
-                    "(the p10-p90 latency ranges overlap: vit16x6x384 b1 fp32 cuda)."]
+                    "(the p10-p90 latency ranges overlap or the timers contradict: vit16x6x384 b1 fp32 cuda)."]
+
+
+def test_timers_that_contradict_make_an_inconclusive_speedup(tmp_path):
+    """CUDA events: 0.14 ms against eager's 0.09 (0.64x, ranges apart); the wall clock: 0.08 against
+    0.10 (1.25x). As issue 21's lm-large-512 forward (14.85 ms by events, 8.11 ms by the wall clock)."""
+    extra = {"eager": dict(wall_ms={"median": 0.10}), "ro": dict(wall_ms={"median": 0.08})}
+    a = _pair(tmp_path, base=(0.09, 0.085, 0.095), other=(0.14, 0.135, 0.145), **extra)
+    c = compare(a.runs).set_index("mode")
+    ro = c.loc["reduce-overhead"]
+    assert ro["speedup_high"] < 1 and ro["wall_speedup"] == pytest.approx(1.25)
+    assert ro["inconclusive"] and not c.loc["eager", "inconclusive"]
+    assert ro["finding"].startswith("inconclusive: the timers contradict each other (CUDA events 0.64x, the "
+                                    "synchronised wall clock 1.25x), so the host's speed changed between them: ")
+    headers, rows = headline(comparison_view(c.reset_index()), SPEEDUP)
+    assert rows[1][headers.index("speedup (p10-p90 range)")] == "inconclusive (0.59-0.70x; wall clock 1.25x)"
+    # a wall clock that agrees on the direction leaves the speedup as it was
+    extra["ro"] = dict(wall_ms={"median": 0.15})
+    c = compare(_pair(tmp_path / "2", base=(0.09, 0.085, 0.095), other=(0.14, 0.135, 0.145), **extra).runs)
+    assert not c.set_index("mode").loc["reduce-overhead", "inconclusive"]
+    # the suite's comparison: the same rule
+    from tracekit.analysis.suite import comparison
+    s = comparison(a.runs).set_index("mode").loc["reduce-overhead"]
+    assert s["speedup_inconclusive"] and s["wall_speedup_vs_eager"] == pytest.approx(1.25)
+    assert s["speedup_text"] == "inconclusive (0.59-0.70x; wall clock 1.25x)"

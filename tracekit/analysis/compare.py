@@ -27,7 +27,9 @@ the baseline mode (``eager`` unless told otherwise):
   conclude.
 * a run that ran on another device than its baseline (a CPU provider beside
   a CUDA baseline) is compared, and flagged loudly in ``warning``.
-* a speedup whose p10-p90 latency ranges overlap is *inconclusive*, and a run
+* a speedup whose p10-p90 latency ranges overlap, or that the two timers
+  contradict (CUDA events say slower, the wall clock faster, or the other way
+  round: ``wall_speedup``), is *inconclusive*, and a run
   whose timing is doubtful (timers apart, a busy host, other thread counts,
   processes spread, a profiled iteration shorter than the unprofiled one) is
   said in ``warning``: :mod:`tracekit.analysis.trust`.
@@ -144,9 +146,13 @@ def _finding(row: dict) -> str:
     db, di = row["d_busy_per_iter_ms"], row["d_idle_est_ms"]
     text = (f"{_what(row['dominant'], di if row['dominant'] == 'idle' else db)} dominates: "
             f"Δ latency {row['d_latency_ms']:+.3f} ms = Δ GPU busy {db:+.3f} + Δ idle {di:+.3f} ms per iteration")
-    if row["inconclusive"]:
+    if row["inconclusive"] and row["speedup_low"] <= 1 <= row["speedup_high"]:
         text = (f"inconclusive: the p10-p90 latency ranges overlap (speedup {row['speedup_low']:.2f}-"
                 f"{row['speedup_high']:.2f}x), so this may be noise: " + text)
+    elif row["inconclusive"]:
+        text = (f"inconclusive: the timers contradict each other (CUDA events {row['speedup']:.2f}x, the "
+                f"synchronised wall clock {row['wall_speedup']:.2f}x), so the host's speed changed between "
+                "them: " + text)
     dp = row["dominant_profiled"]
     if dp and dp != row["dominant"]:
         text += (f"; the profiled window alone would say {dp} (Δ idle {row['d_idle_per_iter_ms']:+.3f} ms per "
@@ -195,7 +201,9 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
         busy_per_iter_ms, idle_per_iter_ms, idle_<cause>_per_iter_ms (profiled),
         idle_est_ms (unprofiled estimate); utilization, compile_s,
         peak_memory_MB, max_abs_diff; inconclusive (the p10-p90 latency ranges
-        of run and baseline overlap: :func:`tracekit.analysis.trust.inconclusive`);
+        of run and baseline overlap, or speedup and wall_speedup, the baseline's
+        wall-clock median over the run's, lie on either side of 1:
+        :func:`tracekit.analysis.trust.inconclusive`);
         how far the timing can be trusted (wall_median_ms, timer_agreement,
         threads, processes, process_spread, timing_warning: the run rows');
         has_gpu and baseline_has_gpu (the trace
@@ -243,7 +251,9 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
         for wl, b in zip(m["workload"], m["baseline_run"])]
     m["speedup"] = base["latency_median_ms"] / m["latency_median_ms"]
     m["speedup_low"], m["speedup_high"] = _speedup_range(base, m)
-    m["inconclusive"] = trust.inconclusive(m["speedup_low"], m["speedup_high"]) & (m["run"] != m["baseline_run"])
+    m["wall_speedup"] = base["wall_median_ms"] / m["wall_median_ms"]
+    m["inconclusive"] = (trust.inconclusive(m["speedup_low"], m["speedup_high"], m["speedup"], m["wall_speedup"])
+                         & (m["run"] != m["baseline_run"]))
     m["baseline_threads"] = base["threads"]
     m["profiled_speedup"] = base["profiled_iter_ms"] / m["profiled_iter_ms"]
     # Kernels and launches of a run on another device (a CPU provider: none) say nothing of the mode.

@@ -37,7 +37,8 @@ def suite_findings(cmp: pd.DataFrame) -> list[str]:
 
 def _speedups(ok: pd.DataFrame) -> list[str]:
     """Per contender: where it is faster and slower than eager; speedups whose p10-p90
-    latency ranges overlap count as inconclusive, neither faster nor slower."""
+    latency ranges overlap, or whose two timers contradict, count as inconclusive, neither faster
+    nor slower (:func:`tracekit.analysis.trust.inconclusive`)."""
     out = []
     others = ok[ok["contender"] != "eager"].dropna(subset=["speedup_vs_eager"])
     for contender, g in others.groupby("contender", sort=False):
@@ -45,14 +46,15 @@ def _speedups(ok: pd.DataFrame) -> list[str]:
         sure = g[~unsure]
         if sure.empty:
             out.append(f"{contender} vs eager: inconclusive on all {len(g)} workloads (the p10-p90 latency ranges "
-                       "overlap).")
+                       "overlap or the timers contradict).")
             continue
         s = sure["speedup_vs_eager"]
         slower = sure[s < SLOWER]
         text = (f"{contender} vs eager: faster on {int((s >= 1 / SLOWER).sum())} of {len(g)} workloads, "
                 f"speedup {_span(s)}x (median {s.median():.3g}x)")
         if unsure.any():
-            text += (f"; inconclusive on {int(unsure.sum())} (the p10-p90 latency ranges overlap: "
+            text += (f"; inconclusive on {int(unsure.sum())} (the p10-p90 latency ranges overlap or the timers "
+                     "contradict: "
                      + ", ".join(g.loc[unsure, "workload"]) + ")")
         if len(slower):
             worst = slower.loc[slower["speedup_vs_eager"].idxmin()]
@@ -86,7 +88,7 @@ def _by_size(ok: pd.DataFrame) -> list[str]:
     """Where the answer changes with size: per contender and kind of workload (same phase, dtype and
     device; workloads that differ in batch or sequence length are kinds apart; kinds and sizes as
     :func:`_size_axis` reads them), the verdict vs eager (faster, slower, no clear difference:
-    :data:`SLOWER` and the p10-p90 overlap of :func:`tracekit.analysis.trust.inconclusive`) at
+    :data:`SLOWER` and :func:`tracekit.analysis.trust.inconclusive`) at
     each size, smallest first, when it is not the same at all sizes. Returns one sentence per
     such kind."""
     rows = ok[ok["contender"] != "eager"].dropna(subset=["speedup_vs_eager"])

@@ -30,8 +30,9 @@ _PER_ITER = ("kernels_per_iter", "launches_per_iter", "busy_per_iter_us", "idle_
 def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per run, with ``workload`` (the key of comparable runs), ``contender``
     (the mode, plus the model when it is a variant of the op), ``eager_ms`` and
-    ``speedup_vs_eager`` (eager median latency / this one), ``speedup_inconclusive``
-    (the p10-p90 latency ranges of run and eager overlap:
+    ``speedup_vs_eager`` (eager median latency / this one), ``wall_speedup_vs_eager`` (the
+    same by the synchronised wall clock), ``speedup_inconclusive`` (the p10-p90 latency
+    ranges of run and eager overlap, or the two speedups lie on either side of 1:
     :func:`tracekit.analysis.trust.inconclusive`) and ``speedup_text`` (the speedup
     as shown: "1.38x (1.37-1.39)" or "inconclusive (0.95-1.08x)"), ``host_wait_per_iter_us``
     (GPU idle waiting on the host, per profiled iteration) and ``eager_<x>`` for
@@ -45,7 +46,7 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     for col in ("op", "phase", "latency_median_ms", "kernels_per_iter", "launches_per_iter", "busy_per_iter_us",
                 "idle_per_iter_us", "idle_host_wait_us", "iterations", "utilization", "device_name", "has_gpu",
                 "peak_memory_MB", "max_abs_diff", "achieved_TFLOPs", "achieved_GBps", "pct_peak_compute",
-                "pct_peak_bw", "requested_device", "latency_p10_ms", "latency_p90_ms"):
+                "pct_peak_bw", "requested_device", "latency_p10_ms", "latency_p90_ms", "wall_median_ms"):
         if col not in df:
             df[col] = math.nan
     df["host_wait_per_iter_us"] = df["idle_host_wait_us"] / df["iterations"]
@@ -62,9 +63,12 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     df["eager_ms"] = eager["latency_median_ms"]
     df["speedup_vs_eager"] = (df["eager_ms"] / df["latency_median_ms"]).where(df["status"] == "ok")
     low, high = eager["latency_p10_ms"] / df["latency_p90_ms"], eager["latency_p90_ms"] / df["latency_p10_ms"]
-    df["speedup_inconclusive"] = trust.inconclusive(low, high) & (df["run"] != eager["run"])
-    df["speedup_text"] = [trust.speedup_text(s, lo, hi, u) for s, lo, hi, u in
-                          zip(df["speedup_vs_eager"], low, high, df["speedup_inconclusive"])]
+    df["wall_speedup_vs_eager"] = (eager["wall_median_ms"] / df["wall_median_ms"]).where(df["status"] == "ok")
+    df["speedup_inconclusive"] = (trust.inconclusive(low, high, df["speedup_vs_eager"], df["wall_speedup_vs_eager"])
+                                  & (df["run"] != eager["run"]))
+    df["speedup_text"] = [trust.speedup_text(s, lo, hi, u, w) for s, lo, hi, u, w in
+                          zip(df["speedup_vs_eager"], low, high, df["speedup_inconclusive"],
+                              df["wall_speedup_vs_eager"])]
     for col in _PER_ITER:
         df[f"eager_{col}"] = eager[col]
     return df.reset_index(drop=True)

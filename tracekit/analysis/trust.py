@@ -4,7 +4,12 @@
   runs' p10-p90 latencies (:mod:`tracekit.analysis.compare`). Where those
   ranges overlap (speedup_low <= 1 <= speedup_high) the difference is inside
   the runs' own spread: the speedup is *inconclusive* and shown as that word
-  with its range, never as a number alone.
+  with its range, never as a number alone. So is a speedup the run's two timers
+  contradict: CUDA events say slower and the synchronised wall clock faster, or
+  the other way round (``wall_speedup``: the baseline's wall-clock median over
+  the run's). On a host-bound cell the host's speed can swing 1.8x between two
+  measurements a second apart (issue 21's probe on the lent H100,
+  reports/h100/lm/timer-probe/), and then each timer sees another host.
 * **Doubtful timing**, said in the comparison's warnings: the two timers of a
   run more than 5% apart, or a host busier than its CPUs at the start or end
   of the run (:func:`tracekit.timing.problems`, ``timing_warning``); CPU runs
@@ -27,18 +32,33 @@ PROFILER_OVERHEAD_FLAG = 0.10  # profiled vs unprofiled iteration, either way (t
 PROCESS_SPREAD_FLAG = 0.05     # (max - min) / median of the processes' latency medians (the timers' 5%)
 
 
-def inconclusive(low: pd.Series, high: pd.Series) -> pd.Series:
-    """Whether each speedup's range [low, high] holds 1 (the p10-p90 latency ranges
-    overlap); False where the range is unknown (NaN)."""
-    return (low <= 1) & (high >= 1)
+def inconclusive(low: pd.Series, high: pd.Series, speedup: pd.Series | None = None,
+                 wall_speedup: pd.Series | None = None) -> pd.Series:
+    """Whether each speedup is inconclusive: its range [low, high] holds 1 (the p10-p90
+    latency ranges overlap), or ``speedup`` (CUDA events' or perf_counter's medians) and
+    ``wall_speedup`` (the synchronised wall clock's) lie on either side of 1 (:func:`timers_contradict`).
+    False where the figures are unknown (NaN)."""
+    out = (low <= 1) & (high >= 1)
+    if speedup is not None and wall_speedup is not None:
+        out = out | timers_contradict(speedup, wall_speedup)
+    return out
 
 
-def speedup_text(speedup: float, low: float, high: float, unsure: bool) -> str:
-    """"1.38x (1.37-1.39)", "inconclusive (0.95-1.08x)", "1.38x" without a range, "-" without a speedup."""
+def timers_contradict(speedup: pd.Series, wall_speedup: pd.Series) -> pd.Series:
+    """Where one timer's speedup is above 1 and the other's below (False where either is NaN)."""
+    return (speedup - 1) * (wall_speedup - 1) < 0
+
+
+def speedup_text(speedup: float, low: float, high: float, unsure: bool, wall_speedup: float = math.nan) -> str:
+    """"1.38x (1.37-1.39)", "inconclusive (0.95-1.08x)", "inconclusive (0.63-0.68x; wall clock 1.27x)"
+    where the timers contradict, "1.38x" without a range, "-" without a speedup."""
     if not isinstance(speedup, (int, float)) or math.isnan(speedup):
         return "-"
     if isinstance(low, (int, float)) and not math.isnan(low) and not math.isnan(high):
-        return f"inconclusive ({low:.2f}-{high:.2f}x)" if unsure else f"{speedup:.2f}x ({low:.2f}-{high:.2f})"
+        if not unsure:
+            return f"{speedup:.2f}x ({low:.2f}-{high:.2f})"
+        wall = f"; wall clock {wall_speedup:.2f}x" if low > 1 or high < 1 else ""
+        return f"inconclusive ({low:.2f}-{high:.2f}x{wall})"
     return f"{speedup:.2f}x"
 
 

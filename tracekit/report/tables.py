@@ -41,14 +41,16 @@ def module_rows(modules: pd.DataFrame, n: int = 8) -> pd.DataFrame:
 
 def comparison_view(comp: pd.DataFrame) -> pd.DataFrame:
     """``comp`` for display: speedup_range ("1.38x (1.37-1.39)", or "inconclusive
-    (0.95-1.08x)" where the p10-p90 latency ranges overlap); deltas and ratios
+    (0.95-1.08x)" where the p10-p90 latency ranges overlap, "inconclusive (0.63-0.68x; wall
+    clock 1.27x)" where the timers contradict); deltas and ratios
     blank on baseline rows (zero by definition); ran_on blank unless some run ran
     on another device than its baseline."""
     if comp.empty:
         return comp
     unsure = comp["inconclusive"] if "inconclusive" in comp else [False] * len(comp)
-    text = [speedup_text(s, lo, hi, bool(u))
-            for s, lo, hi, u in zip(comp["speedup"], comp["speedup_low"], comp["speedup_high"], unsure)]
+    wall = comp["wall_speedup"] if "wall_speedup" in comp else [math.nan] * len(comp)
+    text = [speedup_text(s, lo, hi, bool(u), w)
+            for s, lo, hi, u, w in zip(comp["speedup"], comp["speedup_low"], comp["speedup_high"], unsure, wall)]
     view = comp.assign(speedup_range=text)
     for col in ("dominant", "dominant_profiled"):
         view[col] = view[col].replace("", None)

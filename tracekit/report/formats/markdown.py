@@ -25,7 +25,8 @@ TIMING_TEXT = ("Each run's latency is timed twice: per call (CUDA events on a GP
                "as a synchronised wall clock per call (torch.utils.benchmark.Timer); more than 5% apart, or a "
                "host with more runnable tasks than CPUs at the start or end of the run, is a doubt. A run made "
                "in several processes (`--repeats`) gives the median process, and the spread of the processes' "
-               "medians. A speedup whose p10-p90 latency ranges overlap is called inconclusive.")
+               "medians. A speedup whose p10-p90 latency ranges overlap, or that the two timers contradict (one "
+               "faster, the other slower), is called inconclusive.")
 
 
 def _linked(headers: list[str], rows: list[list[str]], links: dict[str, str]) -> list[list[str]]:

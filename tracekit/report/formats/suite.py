@@ -78,8 +78,9 @@ def suite_report(t: SuiteTables) -> str:
              "same workload.\n",
              "## Results\n", _table(cmp, RESULTS) if not cmp.empty else "No runs have results yet.", ""]
     if len(t.ranked):
-        parts += ["## Speedup over eager, ranked\n", "A speedup whose p10-p90 latency range overlaps eager's is "
-                  "inconclusive.\n", _table(t.ranked, RANKED), ""]
+        parts += ["## Speedup over eager, ranked\n", "A speedup whose p10-p90 latency range overlaps eager's, or "
+                  "that the two timers contradict (one faster, the other slower), is inconclusive.\n",
+                  _table(t.ranked, RANKED), ""]
     if len(timed := timing_view(cmp)):
         parts += ["## How far the timing can be trusted\n", "Each run timed twice: per call (CUDA events on a GPU, "
                   "perf_counter on the CPU) and as a synchronised wall clock per call (torch.utils.benchmark.Timer); "
