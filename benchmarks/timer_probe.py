@@ -28,11 +28,10 @@ import json
 import os
 import sys
 import time
+from contextlib import nullcontext
 
 import numpy as np
 import torch
-
-from contextlib import nullcontext
 
 from tracekit import attribution_record, backends, models, timing
 from tracekit.backends import Prepared
