@@ -107,7 +107,7 @@ def run_planned(suite: Suite, planned: list[Planned], traces: Path | str, timeou
                 manifests[p.name] = run_cell(p, root, timeout_s, deadline, on_stage=lambda stage, p=p: show(p, stage))
                 took[_kind(p)] = time.monotonic() - t0
                 ran.append(p.name)
-                progress.console.print(f"  {p.name}: {_outcome(manifests[p.name])} ({time.monotonic() - t0:.0f} s)",
+                progress.console.print(f"  {p.name}: {_outcome(manifests[p.name])} ({took[_kind(p)]:.0f} s)",
                                        highlight=False, markup=False)
                 progress.advance(task)
         except KeyboardInterrupt:
