@@ -46,7 +46,7 @@ def test_reduce_overhead_is_one_graph_launch_an_iteration():
 def test_every_analysis_runs_on_every_hta_fixture(fixtures):
     """Other GPUs and vendors, two ranks, CPU-only and counters-only traces: all analyzed, none an error."""
     a = analyze(fixtures / "hta")
-    traces = sorted(p.relative_to(fixtures / "hta").as_posix() for p in (fixtures / "hta").glob("*/*.gz"))
+    traces = sorted(p.relative_to(fixtures / "hta").as_posix() for p in (fixtures / "hta").rglob("*.gz"))
     assert a.errors == [] and sorted(a.runs["trace"]) == traces
     gpu = a.runs[a.runs["has_gpu"]]
     verdicts = dict(zip(a.runs.loc[~a.runs["has_gpu"], "trace"], a.runs.loc[~a.runs["has_gpu"], "verdict"]))
