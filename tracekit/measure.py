@@ -92,6 +92,17 @@ def _without_kineto_usdt_lines():
                 sys.stderr.flush()
 
 
+def sync_events_config():
+    """The profiler's experimental config that records CUDA synchronization events (Kineto's
+    ``cuda_sync``: stream, event and device syncs and stream waits, with the stream and the
+    ``cudaEventRecord`` each waits on): the cross-stream and host-GPU edges of the critical path
+    (:mod:`tracekit.analysis.critical_path`). None on a torch without the option."""
+    try:
+        return torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
+    except (AttributeError, TypeError):
+        return None
+
+
 def measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
             recorder: attribution_record.Recorder, module: torch.nn.Module, inputs: tuple,
             wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None,
@@ -174,7 +185,7 @@ def measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
     worker = worker or f"{socket.gethostname()}_{os.getpid()}"
     own_profiler = prepared.profile(directory, worker) if prepared.profile else nullcontext()
     with _without_kineto_usdt_lines(), own_profiler, recorder.scopes(module), torch.profiler.profile(
-        activities=activities, record_shapes=True,
+        activities=activities, record_shapes=True, experimental_config=sync_events_config(),
         schedule=torch.profiler.schedule(wait=0, warmup=1, active=spec.profile_iters, repeat=1),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(str(directory), worker_name=worker,
                                                                 use_gzip=True),

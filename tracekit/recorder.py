@@ -45,7 +45,7 @@ import torch
 
 from tracekit.environment import default_device
 from tracekit.manifest import Manifest
-from tracekit.measure import peak_memory, stop_compile_workers
+from tracekit.measure import peak_memory, stop_compile_workers, sync_events_config
 from tracekit.runner import _classify, new_manifest
 from tracekit.timing import latency_stats
 from tracekit.spec import DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec
@@ -95,7 +95,7 @@ class Recorder:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         worker = f"{socket.gethostname()}_{os.getpid()}"
         self._profiler = torch.profiler.profile(
-            activities=activities, record_shapes=True,
+            activities=activities, record_shapes=True, experimental_config=sync_events_config(),
             schedule=torch.profiler.schedule(skip_first=self.spec.warmup, wait=self.spec.iters, warmup=1,
                                              active=self.spec.profile_iters, repeat=1),
             on_trace_ready=torch.profiler.tensorboard_trace_handler(str(self.folder), worker_name=worker,

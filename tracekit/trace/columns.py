@@ -58,6 +58,8 @@ GPU_COLUMNS = ["kind", "name", "device", "stream", "ts", "dur", "correlation", "
                "registers", "shared_memory", "occupancy_pct", "bytes"]
 HOST_COLUMNS = ["api", "name", "pid", "tid", "ts", "dur", "correlation", "external_id"]
 CPU_COLUMNS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id"]
+# GPU-side syncs: a wait's stream and the correlation id of the cudaEventRecord it waits on (-1: none).
+SYNC_COLUMNS = GPU_COLUMNS + ["wait_on_stream", "wait_on_correlation"]
 MARKER_COLUMNS = ["step", "ts", "dur"]
 # Events that are, or may carry the metadata of, a collective: NCCL/RCCL kernels, torch's
 # record_param_comms, nccl:*/gloo:* annotations, c10d::* ops. Checked on distinct names only.
@@ -69,7 +71,7 @@ COMM_COLUMNS = ["table", "name", "pid", "tid", "ts", "dur", "correlation", "exte
 
 # table -> its columns, and category -> (table, the label its rows get: kind, api or cat);
 # the comms table takes its rows from the gpu and cpu tables' (see _comms).
-TABLES = {"gpu": GPU_COLUMNS, "host": HOST_COLUMNS, "cpu": CPU_COLUMNS, "syncs": GPU_COLUMNS, "comms": COMM_COLUMNS}
+TABLES = {"gpu": GPU_COLUMNS, "host": HOST_COLUMNS, "cpu": CPU_COLUMNS, "syncs": SYNC_COLUMNS, "comms": COMM_COLUMNS}
 ROUTES = {**{c: ("gpu", k) for c, k in GPU_OP_KINDS.items()},
           **{c: ("host", k) for c, k in HOST_CALL_KINDS.items()},
           **{c: ("cpu", label) for c, label in CPU_OP_CATS.items()},
@@ -161,7 +163,9 @@ def tabulate(events: list[Event]) -> Chunk:
         cols = {TABLES[table][0]: by_key("label", rows), "name": Strings(names.codes[rows], names.values),
                 "ts": ts, "dur": dur, "external_id": ext_all[rows]}
         if table in ("gpu", "syncs"):
-            cols.update(_gpu_columns(pick(events, rows), pick(args_all, rows)))
+            cols.update(_gpu_columns(pick(events, rows), args := pick(args_all, rows)))
+            if table == "syncs":
+                cols.update((c, ints(list(map(attrgetter(c), args)))) for c in ("wait_on_stream", "wait_on_correlation"))
         else:
             cols.update(pid=by_key("pid", rows), tid=by_key("tid", rows))
             if table == "host":

@@ -41,6 +41,10 @@ class LeanArgs(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     occupancy_pct: Scalar = msgspec.field(default=None, name="est. achieved occupancy %")
     bytes: Scalar = None
     bandwidth_GBps: Scalar = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+    # A "cuda_sync" event of a wait (Stream Wait Event, Event Sync) names the stream and the
+    # cudaEventRecord call (its correlation id) it waits on (Kineto, enable_cuda_sync_events).
+    wait_on_stream: Scalar = None
+    wait_on_correlation: Scalar = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
 
 
 class Args(LeanArgs, frozen=True, omit_defaults=True, gc=False):
