@@ -2,7 +2,8 @@
 # One call of a study's full grid on a lent GPU machine (the `device` tool), resumable across
 # calls and machines:   bash benchmarks/lease_call.sh SUITE MINUTES HARD_SECONDS [BENCH OPTIONS...]
 #
-# The cells already done are the run.json files committed under reports/h100/SUITE/traces/ (they
+# The cells already done are the run.json files committed under $REPORTS/SUITE/traces/ (REPORTS:
+# reports/h100, or reports/h200 for the H200's suites; they
 # travel with the working tree); `tracekit bench` skips them and runs the
 # rest for MINUTES (what `make bench-h100-full FULL_SUITES=SUITE` runs). At HARD_SECONDS the bench
 # is interrupted whatever it is doing, so that the cells finished are always packed: their run.json,
@@ -20,7 +21,8 @@ $PY -c "import msgspec, click, rich, jinja2" 2>/dev/null || {
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
   export PYTHONPATH=/tmp/site; }
 L=${LEASE_DIR:-/tmp/tracekit-lease}; W=$(mktemp -d); mkdir -p $L/runs/$SUITE $W/pack
-[ -d reports/h100/$SUITE/traces ] && cp -r reports/h100/$SUITE/traces/. $L/runs/$SUITE/
+R=${REPORTS:-reports/h100}
+[ -d $R/$SUITE/traces ] && cp -r $R/$SUITE/traces/. $L/runs/$SUITE/
 touch $W/stamp; sleep 1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $OUT/gpu.txt 2>&1
 PYTHONUNBUFFERED=1 timeout -s INT $HARD $PY -m tracekit bench workloads/$SUITE.toml --traces $L/runs \

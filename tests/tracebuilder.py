@@ -116,10 +116,11 @@ def add_sync_call(t: TraceBuilder, name: str, at: float, dur: float, tid: int = 
 
 
 def add_gpu_sync(t: TraceBuilder, start: float, dur: float, stream: int = 7, device: int = 0,
-                 name: str = "Stream Wait Event") -> None:
-    """A Kineto cuda_sync event: the GPU waiting (on an event, a stream) for [start, start+dur)."""
+                 name: str = "Stream Wait Event", **args) -> None:
+    """A Kineto cuda_sync event: the GPU waiting (on an event, a stream) for [start, start+dur);
+    ``args``: more of its args (correlation, wait_on_stream, wait_on_cuda_event_record_corr_id)."""
     t.events.append({"ph": "X", "cat": "cuda_sync", "name": name, "pid": device, "tid": stream,
-                     "ts": t.base + start, "dur": dur, "args": {"device": device, "stream": stream}})
+                     "ts": t.base + start, "dur": dur, "args": {"device": device, "stream": stream, **args}})
 
 
 def write_run(folder: Path, t: TraceBuilder | None, model: str = "vit16x6x384", mode: str = "eager",

@@ -139,7 +139,7 @@ def measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
         manifest.device_name = describe(device)["device_name"]
         manifest.add_note(f"ran on {prepared.device_type}, not {spec.device}: compare it only with "
                           f"{prepared.device_type} runs")
-    step = make_step(prepared.fn, module, spec.phase)
+    step = prepared.step or make_step(prepared.fn, module, spec.phase)
 
     stage("compile (first call)")
     t0 = time.perf_counter()

@@ -40,13 +40,15 @@ def _loss(out) -> torch.Tensor:
     return sum(t.float().pow(2).mean() for t in tensors(out) if t.is_floating_point())
 
 
-def make_step(fn: Callable, module: torch.nn.Module, phase: str) -> Callable[[tuple], Any]:
+def make_step(fn: Callable, module: torch.nn.Module, phase: str, capturable: bool = False) -> Callable[[tuple], Any]:
     """A callable ``step(inputs) -> output`` doing one iteration of ``phase``.
 
     Args:
         fn: the prepared model (eager module, compiled module, session...).
         module: the eager module whose parameters ``fn`` shares (trained in place).
         phase: one of ``PHASES``.
+        capturable: the step will be captured in a CUDA graph: AdamW keeps its step count on
+            the GPU (``capturable=True``, torch.optim.AdamW's documentation).
 
     Raises:
         ValueError: unknown phase.
@@ -63,7 +65,8 @@ def make_step(fn: Callable, module: torch.nn.Module, phase: str) -> Callable[[tu
         return step
     if phase not in PHASES:
         raise ValueError(f"unknown phase {phase!r}; valid phases: {', '.join(PHASES)}")
-    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-4) if phase == "train-step" else None
+    optimizer = (torch.optim.AdamW(module.parameters(), lr=1e-4, capturable=capturable)
+                 if phase == "train-step" else None)
 
     def step(inputs):
         with torch.enable_grad():

@@ -204,3 +204,25 @@ def test_torchao_fp8_surgical_compiles_only_the_targets_around_fp8_linears(tmp_p
     module, _ = models.build("ropetx1x256x64")
     converted, names, _ = torchao_fp8.to_float8(module)
     assert all(isinstance(converted.get_submodule(n), Float8Linear) for n in names)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("phase", ["forward-backward", "train-step"])
+def test_cudagraphs_captures_a_whole_training_iteration(tmp_path, phase):
+    m = _run(tmp_path, "mlp", "cudagraphs", phase=phase, device="cuda")
+    assert m["status"] == "ok" and m["diff_ok"], m.get("reason")
+    assert "whole training step" in m["backend"]["cuda_graph"]
+
+
+@pytest.mark.gpu
+def test_a_captured_train_step_updates_the_weights_at_each_replay():
+    module, inputs = models.build("mlp", batch=4, dtype="fp32", device="cuda")
+    before = [p.detach().clone() for p in module.parameters()]
+    prepared = backends.get("cudagraphs").prepare(module, inputs, RunSpec("mlp", "cudagraphs", phase="train-step",
+                                                                         device="cuda"))
+    assert all(torch.equal(p, b) for p, b in zip(module.parameters(), before))  # the capture left eager's weights
+    prepared.step(inputs)
+    once = [p.detach().clone() for p in module.parameters()]
+    prepared.step(inputs)
+    assert not all(torch.equal(p, b) for p, b in zip(once, before))
+    assert not all(torch.equal(p, o) for p, o in zip(module.parameters(), once))

@@ -27,12 +27,16 @@ class Prepared:
     profile:     optional ``profile(run_dir, worker) -> context manager`` that
                  records the backend's own profile (ONNX Runtime's) during the
                  profiled window and writes it into run_dir.
+    step:        optional ``step(inputs) -> output``: one whole iteration of the run's
+                 phase, where the backend made it (a CUDA graph of a training step);
+                 otherwise the runner builds it around ``fn`` (:func:`tracekit.phases.make_step`).
     """
 
     fn: Callable[..., Any]
     device_type: str
     info: dict = field(default_factory=dict)
     profile: Callable[[Path, str], AbstractContextManager] | None = None
+    step: Callable[[tuple], Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -120,4 +120,4 @@ seq_option = click.option("--seq", type=click.IntRange(min=1), default=None,
 
 
 # The verbs; each module adds its command(s) to main.
-from tracekit.cli import analyze, bench, counters, diff, listing, trace  # noqa: E402,F401,I001
+from tracekit.cli import analyze, bench, counters, diff, listing, trace, whatif  # noqa: E402,F401,I001

@@ -39,7 +39,8 @@ def run(spec: RunSpec, iters: int) -> None:
     build_on = backend.device(spec)
     module, inputs = models.build(spec.model, spec.batch, spec.dtype, build_on, spec.seed, spec.seq, spec.phase)
     prepared = backend.prepare(module, inputs, spec)
-    step = make_step(prepared.fn if isinstance(prepared, backends.Prepared) else prepared, module, spec.phase)
+    step = ((prepared.step if isinstance(prepared, backends.Prepared) else None)
+            or make_step(prepared.fn if isinstance(prepared, backends.Prepared) else prepared, module, spec.phase))
     cuda = build_on.startswith("cuda")
     for _ in range(1 + spec.warmup):
         step(inputs)

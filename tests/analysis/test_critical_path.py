@@ -1,0 +1,182 @@
+"""The critical path of an iteration and the what-if re-timing, on hand-made traces with known
+answers (tests/tracebuilder.py) and on real traces."""
+
+import math
+
+import numpy as np
+import pytest
+from tracebuilder import TID, TraceBuilder, add_gpu_sync, add_host_call, add_sync_call, eager_trace
+
+from tracekit.analysis import critical_path as cp
+from tracekit.analysis.critical_path.calibrate import calibrate
+from tracekit.analysis.critical_path.graph import CPU, HANDOFF, build
+from tracekit.analysis.critical_path.predict import predict
+from tracekit.analysis.critical_path.retime import retime, weights
+from tracekit.analysis.critical_path.whatif import Edit, EditError, Replay, faster
+from tracekit.trace import load
+
+
+def _tables(t: TraceBuilder, tmp_path):
+    return load(t.write(tmp_path / "t.pt.trace.json.gz"))
+
+
+def _split(result, step: int) -> dict:
+    row = result.split.set_index("step").loc[step]
+    return {k.removesuffix("_us"): round(v, 6) for k, v in row.items() if k.endswith("_us") and v}
+
+
+def test_a_host_bound_iteration_is_host_time_from_end_to_end(tmp_path):
+    # eager_trace: 100 µs iterations, launches at 10 and 50 (4 µs each), kernels of 10 µs
+    result = cp.analyze(_tables(eager_trace(), tmp_path))
+    assert result.iterations["latency_us"].tolist() == [100.0, 100.0]
+    # iteration 2: CPU 100-110, launch 110-114, CPU 114-150, launch 150-154, CPU after it to 200
+    assert _split(result, 2) == {"latency": 100.0, "cpu": 92.0, "launch": 8.0}
+
+
+def _queued(t: TraceBuilder, offset: float, step: int) -> None:
+    """One GPU-bound iteration: three 40 µs kernels launched 5 µs apart, queued 1 µs apart."""
+    t.step(step, offset, 30)
+    for i, name in enumerate(("gemm", "elementwise_relu", "gemm")):
+        t.kernel(name, start=offset + 3 + 41 * i, dur=40, launch_at=offset + 5 * i, launch_dur=2)
+
+
+def test_a_gpu_bound_iteration_runs_through_its_kernels(tmp_path):
+    t = TraceBuilder()
+    _queued(t, 0, 1)
+    result = cp.analyze(_tables(t, tmp_path))
+    # launch 0-2, launch latency 2-3, kernels 3-43, 44-84, 85-125 with 1 µs gaps
+    assert _split(result, 1) == {"latency": 125.0, "launch": 2.0, "launch_latency": 1.0, "gpu_gap": 2.0,
+                                 "kernel": 120.0}
+    segments = result.segments
+    assert segments.loc[segments["part"] == "kernel", "class"].tolist() == ["GEMM/conv", "elementwise/fused",
+                                                                           "GEMM/conv"][::-1]
+
+
+def test_a_sync_returns_after_the_gpu_work_it_waits_for(tmp_path):
+    t = TraceBuilder()
+    t.step(1, 0, 110)
+    t.kernel("gemm", start=3, dur=100, launch_at=0, launch_dur=2)
+    add_sync_call(t, "cudaDeviceSynchronize", at=5, dur=100)   # returns at 105, 2 µs after the kernel
+    result = cp.analyze(_tables(t, tmp_path))
+    assert _split(result, 1) == {"latency": 110.0, "cpu": 5.0, "sync": 2.0, "kernel": 100.0, "launch_latency": 1.0,
+                                 "launch": 2.0}
+
+
+def test_a_cross_stream_wait_puts_the_recorded_stream_on_the_path(tmp_path):
+    t = TraceBuilder()
+    t.step(1, 0, 20)
+    t.kernel("gemm", start=3, dur=50, stream=7, launch_at=0, launch_dur=2)
+    record = add_host_call(t, "cudaEventRecord", at=3)
+    wait = add_host_call(t, "cudaStreamWaitEvent", at=6)
+    add_gpu_sync(t, start=7, dur=1, stream=8, correlation=wait, wait_on_stream=7,
+                 wait_on_cuda_event_record_corr_id=record)
+    t.kernel("relu", start=54, dur=10, stream=8, launch_at=9, launch_dur=2)
+    result = cp.analyze(_tables(t, tmp_path))
+    assert _split(result, 1) == {"latency": 64.0, "launch": 2.0, "launch_latency": 1.0, "kernel": 60.0,
+                                 "stream_wait": 1.0}
+    # without the cuda_sync event the wait is unknown: the relu kernel seems to wait for its launch
+    t.events = [e for e in t.events if e.get("cat") != "cuda_sync"]
+    blind = cp.analyze(_tables(t, tmp_path))
+    assert _split(blind, 1)["launch_latency"] == 43.0
+
+
+def test_a_thread_that_waits_for_another_hands_the_path_over(tmp_path):
+    t = TraceBuilder()
+    t.step(1, 0, 100)
+    t.kernel("gemm", start=5, dur=5, launch_at=0, launch_dur=2)          # main thread
+    for at in (20, 30):                                                  # autograd's device thread
+        t.events.append({"ph": "X", "cat": "cpu_op", "name": "x", "pid": 100, "tid": 2, "ts": t.base + at,
+                         "dur": 1, "args": {}})
+    b1 = t.kernel("relu", start=25, dur=5, launch_at=20, launch_dur=2)
+    b2 = t.kernel("relu", start=35, dur=5, launch_at=30, launch_dur=2)
+    for e in t.events:
+        if e.get("args", {}).get("correlation") in (b1, b2) and e["cat"] == "cuda_runtime":
+            e["tid"] = 2
+    t.kernel("gemm", start=55, dur=5, launch_at=50, launch_dur=2)        # main thread again
+    g = build([(0, _tables(t, tmp_path))])
+    main = g.thread[np.flatnonzero(g.name == "cudaLaunchKernel")]
+    handoffs = g.edge_kind == HANDOFF
+    assert handoffs.sum() == 2 and len(set(main.tolist())) == 2
+    # the main thread's gap around the other thread's calls is waiting, not CPU time
+    main_cpu = (g.edge_kind == CPU) & (g.thread[g.src] == g.thread[g.dst]) & (g.thread[g.dst] == g.thread[0])
+    assert g.lag[main_cpu].tolist() == [0.0]
+
+
+@pytest.mark.parametrize("name", ["own:vit16x6x384-b1/eager", "own:vit16x6x384-b1/reduce-overhead",
+                                  "hta/critical_path/simple_add", "hta/critical_path/cuda_event_sync",
+                                  "hta/alexnet", "hta/trace_filter"])
+def test_retiming_without_an_edit_gives_the_traced_times_back(real_trace, name):
+    found = real_trace(name)
+    files = [found] if found.is_file() else sorted(found.rglob("*.json.gz"))
+    for f in files:
+        tables = load(f)
+        g = build([(0, tables)])
+        tm = retime(g, *weights(g))
+        assert np.nanmax(np.abs(tm.start - g.ts)) < 1e-6 and np.nanmax(np.abs(tm.end - g.end)) < 1e-6
+        result = cp.analyze(tables)
+        # an iteration's parts add up to its length (within the µs of clock skew between host and GPU)
+        parts = result.split[[c for c in result.split if c.endswith("_us") and c != "latency_us"]].sum(axis=1)
+        assert np.allclose(parts, result.split["latency_us"], atol=1.0)
+
+
+def _gpu_bound(iterations: int = 4) -> TraceBuilder:
+    """GPU-bound iterations: the host launches three 40 µs kernels every 30 µs, which queue
+    1 µs apart on the GPU (123 µs of GPU work an iteration)."""
+    t = TraceBuilder()
+    for i in range(iterations):
+        t.step(i + 1, 30 * i, 30)
+        for j, name in enumerate(("gemm", "elementwise_relu", "gemm")):
+            t.kernel(name, start=3 + 41 * (3 * i + j), dur=40, launch_at=30 * i + 5 * j, launch_dur=2)
+    return t
+
+
+def test_back_to_back_gpu_bound_iterations_last_their_gpu_work(tmp_path):
+    result = cp.analyze(_tables(_gpu_bound(), tmp_path))
+    assert result.iterations["latency_us"].tolist()[1:] == [123.0] * 3
+    assert _split(result, 3) == {"latency": 123.0, "gpu_gap": 3.0, "kernel": 120.0}
+
+
+@pytest.mark.parametrize("launch_us, expected", [(15.0, 123.0), (150.0, 150.0)])
+def test_cuda_graphs_leave_the_gpu_work_or_the_graph_launch(tmp_path, launch_us, expected):
+    # GPU-bound: three 40 µs kernels and their 1 µs replay gaps; host-bound: one graph launch
+    result = predict(_tables(_gpu_bound(), tmp_path), [Edit("cuda-graphs")], replay=Replay(launch_us, 1.0))
+    assert result.predicted_ms * 1e3 == pytest.approx(expected)
+    assert not result.calibration.calibrated and "uncalibrated" in result.calibration.note
+
+
+def test_a_faster_kernel_class_is_a_faster_iteration(tmp_path):
+    tables = _tables(_gpu_bound(), tmp_path)
+    assert predict(tables, [faster("gemm=2")]).predicted_ms * 1e3 == pytest.approx(123 - 40)
+    assert predict(tables, [faster("*relu*=4")]).predicted_ms * 1e3 == pytest.approx(123 - 30)
+    with pytest.raises(EditError, match="zzz"):
+        predict(tables, [faster("zzz=2")])
+    with pytest.raises(EditError, match="factor"):
+        faster("gemm=0")
+
+
+def test_host_faster_shortens_a_host_bound_iteration(tmp_path):
+    result = predict(_tables(eager_trace(), tmp_path), [Edit("host-faster", factor=2)])
+    assert result.modelled_ms * 1e3 == pytest.approx(100) and result.predicted_ms * 1e3 == pytest.approx(50)
+
+
+def test_calibration_fits_the_host_time_to_the_unprofiled_latency(tmp_path):
+    t = TraceBuilder()
+    for i in range(4):
+        t.step(i + 1, 100 * i, 100)
+        t.kernel("gemm", start=100 * i + 15, dur=10, launch_at=100 * i + 10)
+    traced = cp.analyze(_tables(t, tmp_path))
+    cal = calibrate(traced.graph, traced.steps, traced.markers, 0.05)
+    assert cal.calibrated and cal.host_scale == pytest.approx(0.5, rel=0.01)
+    assert cal.modelled_ms == pytest.approx(0.05, rel=0.003) and cal.traced_ms == pytest.approx(0.1)
+    # a measurement no host time can reach is said, not hidden
+    slow = calibrate(traced.graph, traced.steps, traced.markers, 1.0)
+    assert slow.host_scale == 1.5 and "unreliable" in slow.note
+    assert math.isnan(calibrate(traced.graph, traced.steps, traced.markers, None).measured_ms)
+
+
+def test_no_gpu_ops_is_said_not_computed(tmp_path):
+    t = TraceBuilder()
+    t.cpu_op("aten::mm", 0, 10)
+    with pytest.raises(ValueError, match="no GPU ops"):
+        cp.analyze(_tables(t, tmp_path))
+    assert TID  # the helper's thread id is the one the builder writes

@@ -1,0 +1,156 @@
+"""The critical path of every profiled iteration, from the trace alone (issue 30).
+
+:func:`analyze` builds the dependency graph of the trace's host calls and GPU ops
+(:mod:`~tracekit.analysis.critical_path.graph`), re-times it
+(:mod:`~tracekit.analysis.critical_path.retime`) and follows, for each iteration, the
+chain of edges that set its finish (:mod:`~tracekit.analysis.critical_path.path`). A
+what-if is the same graph re-timed after an edit
+(:mod:`~tracekit.analysis.critical_path.whatif`), calibrated first to the unprofiled
+latency (:mod:`~tracekit.analysis.critical_path.calibrate`).
+
+Where our definitions differ from HolisticTraceAnalysis 0.5.0's
+(``TraceAnalysis.critical_path_analysis``, hta/analyzers/critical_path_analysis.py), and why:
+
+* HTA's nodes are the start and end of every CPU op, runtime call and GPU op; ours are
+  runtime calls and GPU ops, with the CPU time between a thread's calls as the weight of
+  the edge between them. Each host segment of our path is still named by the call it
+  leads to (:func:`tracekit.analysis.critical_path.top`), and the path's length is the same.
+* HTA gives a kernel-to-kernel gap to the kernel before it; we count it apart
+  (``gpu_gap``): it is what a CUDA graph replay changes.
+* HTA gives dependency and sync edges weight 0, so the time a host waits in a sync is
+  the sync call's own span there; we split it: the GPU work it waited for is on the path,
+  and only the return after it is ``sync``.
+* HTA draws a kernel launch edge only when the stream was empty at the launch (its queue
+  length); we draw one for every op and let re-timing find which edge binds.
+* HTA needs one annotation instance as its window; we take every iteration (``ProfilerStep``
+  markers, or the instances of ``annotation``) and chain them: an iteration's length is
+  from the previous one's finish, so back-to-back iterations add up to the window.
+* HTA runs on one rank; a job's ranks are one graph here, joined at their collectives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis.critical_path import path
+from tracekit.analysis.critical_path.graph import Graph, build
+from tracekit.analysis.critical_path.retime import Timing, retime, visit_order, weights
+from tracekit.trace.reader import EventTables
+
+
+@dataclass
+class CriticalPath:
+    """The critical path of a trace (or a job's traces).
+
+    graph, timing: the dependency graph and its re-timing (observed times, host time scaled
+    by ``host_scale``, GPU op time by ``gpu_scale``). steps: each node's iteration.
+    markers: rank -> its iterations (step, ts, end µs). iterations: per (rank, step) its
+    start_us, finish_us, latency_us (:func:`path.periods`). segments: the critical path of
+    each iteration (:func:`path.segments`). split: per (rank, step) latency_us and the time
+    of each part on its path (``<part>_us``; :data:`path.PARTS`). missing: what the trace
+    lacks for a complete graph; problems: what could not be computed, one sentence each.
+    """
+
+    graph: Graph
+    timing: Timing
+    steps: np.ndarray
+    markers: dict[int, pd.DataFrame]
+    iterations: pd.DataFrame
+    segments: pd.DataFrame
+    split: pd.DataFrame
+    host_scale: float = 1.0
+    gpu_scale: float = 1.0
+    missing: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def latency_us(self) -> float:
+        """The iteration latency the path gives: the median iteration length, leaving out the
+        first when there are three or more (it starts on an idle GPU: the profiler's warm-up
+        step is synchronized); NaN without iterations."""
+        return steady_latency_us(self.iterations)
+
+
+def steady_latency_us(iterations: pd.DataFrame) -> float:
+    """Median ``latency_us`` of ``iterations`` (the first left out when there are 3 or more)."""
+    lat = iterations["latency_us"].to_numpy(float) if len(iterations) else np.zeros(0)
+    if len(lat) >= 3:
+        lat = lat[1:]
+    return float(np.median(lat)) if len(lat) else float("nan")
+
+
+def can_analyze(ranks: list[tuple[int, EventTables]]) -> str | None:
+    """Why no critical path can be made of these traces (one sentence), or None."""
+    if not any(len(t.gpu_ops) for _, t in ranks):
+        return "no GPU ops in the trace: there is no host-GPU critical path to find"
+    if not any(len(t.host_calls) for _, t in ranks):
+        return "no launch calls (CUDA runtime or driver events) in the trace: the host side of the path is unknown"
+    return None
+
+
+def analyze(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str | None = None,
+            host_scale: float = 1.0, gpu_scale: float = 1.0, graph: Graph | None = None) -> CriticalPath:
+    """The critical path of each iteration of a trace, or of a job's traces.
+
+    Args:
+        ranks: one trace's tables, or (rank, tables) per trace of a job.
+        annotation: the name of the CPU op or user annotation that marks an iteration
+            (default: ``ProfilerStep#N``; the whole trace is one iteration without either).
+        host_scale, gpu_scale: factors on host time and GPU op time (1: as traced;
+            :mod:`~tracekit.analysis.critical_path.calibrate` fits them).
+        graph: the graph of these traces, when already built.
+
+    Returns:
+        A :class:`CriticalPath`.
+
+    Raises:
+        ValueError: the traces hold no GPU op or no host call (:func:`can_analyze` says why).
+    """
+    if isinstance(ranks, EventTables):
+        ranks = [(0, ranks)]
+    if (why := can_analyze(ranks)) is not None:
+        raise ValueError(why)
+    g = graph if graph is not None else build(ranks)
+    markers = {rank: path.marker_table(t, annotation) for rank, t in ranks}
+    problems = []
+    if annotation is not None and all(m.empty for m in markers.values()):
+        raise ValueError(f"no CPU op or annotation named {annotation!r} in the trace")
+    if all(m.empty for m in markers.values()):
+        problems.append("no ProfilerStep markers: the whole trace is taken as one iteration")
+    step = path.steps(g, markers)
+    return _retimed(g, step, markers, host_scale, gpu_scale, problems)
+
+
+def _retimed(g: Graph, step: np.ndarray, markers: dict, host_scale: float, gpu_scale: float,
+             problems: list[str], edited=None) -> CriticalPath:
+    """The critical path of ``g`` re-timed with the calibration's factors, or with ``edited``
+    weights (:class:`tracekit.analysis.critical_path.whatif.Edited`)."""
+    if edited is None:
+        base, lag = weights(g, host_scale, gpu_scale)
+        removed, marker_scale = None, host_scale
+    else:
+        base, lag, removed, marker_scale = edited.base, edited.lag, edited.removed, edited.marker_scale
+    tm = retime(g, base, lag, visit_order(g), removed)
+    per = path.periods(g, tm, step, markers, marker_scale)
+    segs = path.segments(g, tm, per)
+    problems = list(problems)
+    if tm.skipped:
+        problems.append(f"{tm.skipped} edges met a source not yet timed (clock skew, a guessed sync): left out")
+    return CriticalPath(g, tm, step, markers, per, segs, path.split(per, segs), host_scale, gpu_scale,
+                        list(g.missing), problems)
+
+
+def top(cp: CriticalPath, by: str = "name", n: int = 10) -> pd.DataFrame:
+    """What is on the critical path most: per part and ``by`` ("name": the call, kernel or op
+    of each segment; "class": kernel classes), the time on the path per iteration (us_per_iter)
+    and its share of the path, the ``n`` largest."""
+    segs = cp.segments
+    if segs.empty:
+        return pd.DataFrame(columns=["part", by, "us_per_iter", "share"])
+    iters = max(len(cp.iterations), 1)
+    out = segs.groupby(["part", by], as_index=False)["dur_us"].sum()
+    out["us_per_iter"] = out.pop("dur_us") / iters
+    out["share"] = out["us_per_iter"] / out["us_per_iter"].sum()
+    return out.sort_values("us_per_iter", ascending=False).head(n).reset_index(drop=True)

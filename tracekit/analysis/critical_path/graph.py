@@ -1,0 +1,413 @@
+"""The dependency graph of a trace: which host call and GPU op waits for which, and by how much.
+
+Nodes are the trace's host API calls (``host_calls``: launches, syncs, the rest of the
+CUDA runtime and driver) and GPU ops (kernels, memcpys, memsets). An edge says when a
+node can start (or end) at the earliest: ``dst.start >= src.end + lag``. From the trace
+alone:
+
+* ``cpu``: the calls of one host thread in order; the lag is the CPU time between them
+  (Python, the framework, the ops that dispatch the next launch). A call nested in
+  another of its thread is part of it (its GPU ops belong to the outer call).
+* ``handoff``: a thread whose gap between two calls holds another thread's calls (of the
+  same process) waited for that thread: autograd runs backward on its own device thread
+  while the calling thread waits in ``backward()``. The gap is then two edges through the
+  other thread's first and last calls, and not CPU time of the waiting thread.
+* ``launch``: a launch call before its GPU ops: an op starts no earlier than its call's
+  end plus the launch latency (on the H100 ViT fixture an idle GPU started a kernel
+  1.9 µs, median, after its launch call returned; 8.8 µs after the call began).
+* ``stream``: the GPU ops of one (device, stream) in order; the lag is the GPU's gap
+  between back-to-back ops.
+* ``wait``: a cross-stream wait (``cudaStreamWaitEvent``): the first op launched on the
+  waiting stream after the wait starts no earlier than the end of the last op launched on
+  the recorded stream before the ``cudaEventRecord`` it waits on (Kineto's ``cuda_sync``
+  "Stream Wait Event" names both; HTA's critical path reads them alike).
+* ``sync`` (an *end* edge): a synchronizing call (``cudaDeviceSynchronize``,
+  ``cudaStreamSynchronize``, ``cudaEventSynchronize``, a synchronous memcpy) returns no
+  earlier than the end of the GPU work it waits for plus the return lag. Without
+  ``cuda_sync`` events the stream of a stream or event sync is unknown, and it is taken
+  to wait for every stream (said in :attr:`Graph.missing`).
+* ``collective`` (an end edge between ranks of a job): a collective kernel ends no
+  earlier than the start of the same collective on its last-arriving rank plus the
+  transfer (the shortest of the ranks' durations: the last to arrive waits for no one).
+
+Lags come from the observed timestamps. For each node the edge that bound its start in
+the trace (the largest of source end plus the trace's typical lag of that kind) keeps its
+observed lag; the other edges keep the smaller of the typical and the observed lag. So
+re-timing the graph without an edit gives the observed times back (a property the tests
+check), and an edit moves each node as far as its other edges allow.
+
+HolisticTraceAnalysis (hta/analyzers/critical_path_analysis.py) builds a graph of the same
+kinds of edges; :mod:`tracekit.analysis.critical_path` lists where the two differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis.idle import SYNC_CALLS
+from tracekit.analysis.kernels import kernel_class
+from tracekit.trace.reader import EventTables
+
+HOST, GPU = 0, 1
+# Edge kinds: start edges, then end edges.
+CPU, HANDOFF, LAUNCH, STREAM, WAIT, SYNC, COLLECTIVE = range(7)
+EDGE_KINDS = ("cpu", "handoff", "launch", "stream", "wait", "sync", "collective")
+DEVICE_SYNCS = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize"})
+COMM = "communication"   # the kernel class of collectives (tracekit.analysis.kernels)
+# An op starting this long before its launch call returns started during the call (more than
+# the host/GPU clock skew seen on the H100 fixtures, 0.4 µs).
+OUTLASTS_US = 1.0
+GRAPH_LAUNCH = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
+
+
+@dataclass
+class Graph:
+    """A trace's dependency graph (several ranks' traces give one graph of a job).
+
+    Node arrays (length n: host calls first, then GPU ops, rank by rank): ``kind`` (HOST or
+    GPU), ``rank``, ``ts``, ``dur``, ``end`` (observed µs), ``name``, ``klass`` (a GPU op's
+    class: :func:`tracekit.analysis.kernels.kernel_class`, "communication" for collectives; "launch",
+    "sync" or "api" for host calls), ``thread`` (host: a number per (rank, pid, tid); GPU:
+    -1), ``stream`` (GPU: a number per (rank, device, stream); host: -1), ``launch`` (GPU:
+    the node of its launch call, -1 when the trace lacks it), ``row`` (the row in its
+    table), ``base`` (the node's own duration when nothing holds its end: ``dur``, less
+    for a sync call that waited). Edges (``src``, ``dst``, ``lag`` µs, ``edge_kind``,
+    ``at_start``: an end edge from the source's start) as arrays. ``launch_lag_us``,
+    ``stream_gap_us`` (NaN where no op queued behind another), ``sync_lag_us``: the typical lags. ``missing``: what the trace
+    lacks for a complete graph, one sentence each.
+    """
+
+    kind: np.ndarray
+    rank: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    end: np.ndarray
+    name: np.ndarray
+    klass: np.ndarray
+    thread: np.ndarray
+    stream: np.ndarray
+    launch: np.ndarray
+    row: np.ndarray
+    base: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    lag: np.ndarray
+    edge_kind: np.ndarray
+    at_start: np.ndarray
+    launch_lag_us: float = 0.0
+    stream_gap_us: float = 0.0
+    sync_lag_us: float = 0.0
+    missing: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+
+def _median(values: np.ndarray, default: float) -> float:
+    values = values[np.isfinite(values)]
+    return float(np.median(values)) if len(values) else default
+
+
+class _Builder:
+    """Collects one rank's nodes and edges; :func:`build` joins the ranks."""
+
+    def __init__(self, tables: EventTables, rank: int, offset: int, threads: int, streams: int):
+        self.t, self.rank, self.offset = tables, rank, offset
+        self.edges: list[tuple[np.ndarray, ...]] = []
+        self.missing: list[str] = []
+        host = tables.host_calls
+        host = host[np.isfinite(host["ts"].to_numpy())]
+        pid, tid = host["pid"].astype(str).to_numpy(), host["tid"].astype(str).to_numpy()
+        thread_key = pd.factorize(pd.Series(pid) + "\0" + pd.Series(tid))[0]
+        ts, end = host["ts"].to_numpy(float), host["end"].to_numpy(float)
+        # a call starting before the previous call of its thread ends is nested in it: folded into it
+        order = np.lexsort((ts, thread_key))
+        outer = np.arange(len(host))
+        last_end, last, last_thread = -np.inf, -1, -1
+        for i in order.tolist():
+            if thread_key[i] == last_thread and ts[i] < last_end:
+                outer[i] = last
+                continue
+            last_end, last, last_thread = end[i], i, thread_key[i]
+        keep = outer == np.arange(len(host))
+        self.host_rows = np.flatnonzero(keep)
+        self.host = host.iloc[self.host_rows]
+        self.process = pd.factorize(pd.Series(pid[keep]))[0]
+        self.thread = pd.factorize(thread_key[keep])[0] + threads
+        # correlation -> host node (the outer call of a nested one)
+        corr = host["correlation"].to_numpy()
+        new_index = np.full(len(host), -1)
+        new_index[self.host_rows] = np.arange(len(self.host_rows))
+        known = corr >= 0
+        self.call_of = dict(zip(corr[known][::-1].tolist(), new_index[outer[known]][::-1].tolist()))
+        gpu = tables.gpu_ops
+        self.gpu = gpu
+        self.stream = pd.factorize(gpu["device"].astype(str) + ":" + gpu["stream"].astype(str))[0] + streams
+        self.n_host = len(self.host)
+
+    # --- nodes -------------------------------------------------------------------------------
+    def nodes(self) -> dict[str, np.ndarray]:
+        host, gpu, n_host = self.host, self.gpu, self.n_host
+        launch = np.array([self.call_of.get(c, -1) for c in gpu["correlation"].tolist()], dtype=np.int64)
+        self.launch_local = launch
+        launches = np.zeros(n_host, dtype=bool)
+        launches[launch[launch >= 0]] = True
+        names = host["name"].astype(str).to_numpy()
+        self.sync_call = np.isin(names, list(SYNC_CALLS))
+        klass = np.where(launches, "launch", np.where(self.sync_call, "sync", "api")).astype(object)
+        gnames = gpu["name"].astype(str).to_numpy()
+        gkind = gpu["kind"].astype(str).to_numpy()
+        labels = {(nm, k): kernel_class(nm, k) for nm, k in set(zip(gnames.tolist(), gkind.tolist()))}
+        gclass = np.array([labels[(nm, k)] for nm, k in zip(gnames.tolist(), gkind.tolist())], dtype=object)
+        n_gpu = len(gpu)
+        return {
+            "kind": np.r_[np.full(n_host, HOST, np.int8), np.full(n_gpu, GPU, np.int8)],
+            "rank": np.full(n_host + n_gpu, self.rank, np.int32),
+            "ts": np.r_[host["ts"].to_numpy(float), gpu["ts"].to_numpy(float)],
+            "dur": np.r_[host["dur"].to_numpy(float), gpu["dur"].to_numpy(float)],
+            "end": np.r_[host["end"].to_numpy(float), gpu["end"].to_numpy(float)],
+            "name": np.r_[names.astype(object), gnames.astype(object)],
+            "klass": np.r_[klass, gclass],
+            "thread": np.r_[self.thread, np.full(n_gpu, -1)],
+            "stream": np.r_[np.full(n_host, -1), self.stream],
+            "launch": np.r_[np.full(n_host, -1), np.where(launch >= 0, launch + self.offset, -1)],
+            "row": np.r_[self.host_rows, np.arange(n_gpu)],
+        }
+
+    def add(self, src, dst, lag, kind, at_start=False) -> None:
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        if len(src):
+            self.edges.append((src + self.offset, dst + self.offset, np.asarray(lag, dtype=float),
+                               np.full(len(src), kind, np.int8), np.broadcast_to(at_start, len(src)).copy()))
+
+    # --- host edges ----------------------------------------------------------------------------
+    def host_edges(self) -> None:
+        ts, end = self.host["ts"].to_numpy(float), self.host["end"].to_numpy(float)
+        order = np.lexsort((ts, self.thread))
+        same = self.thread[order][1:] == self.thread[order][:-1]
+        a, b = order[:-1][same], order[1:][same]
+        gap = ts[b] - end[a]
+        # handoffs: calls of another thread of the same process inside the gap a -> b
+        by_ts = np.argsort(ts, kind="stable")
+        sorted_ts = ts[by_ts]
+        lo = np.searchsorted(sorted_ts, end[a], side="right")
+        hi = np.searchsorted(sorted_ts, ts[b], side="left")
+        inside = hi > lo
+        handed = np.zeros(len(a), dtype=bool)
+        first_other, last_other = [], []
+        for j in np.flatnonzero(inside).tolist():
+            others = by_ts[lo[j]:hi[j]]
+            others = others[(self.process[others] == self.process[a[j]]) & (self.thread[others] != self.thread[a[j]])]
+            if len(others):
+                handed[j] = True
+                first_other.append(others[0])
+                last_other.append(others[np.argmax(end[others])])
+        self.add(a, b, np.where(handed, 0.0, gap), CPU)
+        if handed.any():
+            fo, lo_ = np.array(first_other), np.array(last_other)
+            self.add(a[handed], fo, np.maximum(ts[fo] - end[a[handed]], 0), HANDOFF)
+            self.add(lo_, b[handed], np.maximum(ts[b[handed]] - end[lo_], 0), HANDOFF)
+
+    # --- GPU edges ----------------------------------------------------------------------------
+    def index_streams(self) -> None:
+        """Per stream its ops in the order of their launch calls (``stream_nodes``), the stream
+        number of each (device, stream), and the trace's cuda_sync events by correlation id."""
+        gpu, launch = self.gpu, self.launch_local
+        self.hts = self.host["ts"].to_numpy(float)
+        gts = np.where(launch >= 0, self.hts[np.maximum(launch, 0)], gpu["ts"].to_numpy(float))
+        self.stream_nodes = {}
+        for s, idx in pd.Series(np.arange(len(gpu))).groupby(self.stream).groups.items():
+            idx = np.asarray(idx)
+            o = np.argsort(gts[idx], kind="stable")
+            self.stream_nodes[s] = (gts[idx][o], idx[o])
+        self.stream_id = dict(zip(zip(gpu["device"].tolist(), gpu["stream"].tolist()), self.stream.tolist()))
+        syncs = self.t.syncs
+        self.sync_of = {int(corr): (name, int(dev), int(st), int(won_stream), int(won_corr))
+                        for name, dev, st, corr, won_stream, won_corr in zip(
+                            syncs["name"].astype(str), syncs["device"], syncs["stream"], syncs["correlation"],
+                            syncs["wait_on_stream"], syncs["wait_on_correlation"])}
+
+    def wait_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(src, dst) GPU ops (local indices) of each cross-stream wait (module docstring)."""
+        src, dst = [], []
+        for corr, (name, dev, st, won_stream, won_corr) in self.sync_of.items():
+            if name != "Stream Wait Event" or won_corr < 0:
+                continue
+            wait_call, record_call = self.call_of.get(corr), self.call_of.get(won_corr)
+            if wait_call is None or record_call is None:
+                continue
+            a = self._last_launched_before(self.stream_id.get((dev, won_stream), -1), self.hts[record_call])
+            waiting = self.stream_nodes.get(self.stream_id.get((dev, st), -1))
+            if a < 0 or waiting is None:
+                continue
+            k = np.searchsorted(waiting[0], self.hts[wait_call], side="right")
+            if k < len(waiting[1]):
+                src.append(a)
+                dst.append(int(waiting[1][k]))
+        if not self.sync_of and self.t.host_calls["name"].astype(str).isin(["cudaStreamWaitEvent"]).any():
+            self.missing.append("cudaStreamWaitEvent calls without cuda_sync events (the profiler's "
+                                "enable_cuda_sync_events): cross-stream waits are not in the graph")
+        return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+
+    def gpu_edges(self, waits: tuple[np.ndarray, np.ndarray]) -> None:
+        """Launch, stream and cross-stream wait edges into each GPU op: the one that bound its
+        start (the latest source end plus the typical lag of its kind) with its observed lag."""
+        gpu, n_host = self.gpu, self.n_host
+        ts, end = gpu["ts"].to_numpy(float), gpu["end"].to_numpy(float)
+        launch = self.launch_local
+        known = launch >= 0
+        call_end, call_ts = np.full(len(gpu), np.nan), np.full(len(gpu), np.nan)
+        call_end[known] = self.host["end"].to_numpy(float)[launch[known]]
+        call_ts[known] = self.hts[launch[known]]
+        order = np.lexsort((ts, self.stream))
+        prev = np.full(len(gpu), -1)
+        same = self.stream[order][1:] == self.stream[order][:-1]
+        prev[order[1:][same]] = order[:-1][same]
+        prev_end = np.where(prev >= 0, end[np.maximum(prev, 0)], np.nan)
+        launch_lag, stream_gap = ts - call_end, ts - prev_end
+        # an op that starts while its call still runs (a synchronous memcpy, a CUDA graph replay):
+        # its launch edge runs from the call's start
+        during = launch_lag < -OUTLASTS_US
+        # typical lags: an op launched onto an idle stream / an op queued behind the previous one
+        self.launch_lag_us = _median(launch_lag[np.isfinite(launch_lag) & ~during & ~(prev_end > call_end)], 0.0)
+        self.stream_gap_us = _median(stream_gap[np.isfinite(stream_gap) & (prev_end > call_end)], np.nan)
+        gap = self.stream_gap_us if np.isfinite(self.stream_gap_us) else 0.0
+        w_src, w_dst = waits
+        wait_end = np.full(len(gpu), -np.inf)
+        np.maximum.at(wait_end, w_dst, end[w_src])
+        start_of = np.where(during, call_ts, call_end)
+        candidates = np.vstack([np.nan_to_num(start_of + np.where(during, ts - call_ts, self.launch_lag_us), nan=-np.inf),
+                                np.nan_to_num(prev_end + gap, nan=-np.inf), wait_end])
+        binds = np.argmax(candidates, axis=0)
+        lag_l = np.where(binds == 0, ts - start_of, np.minimum(self.launch_lag_us, launch_lag))
+        lag_l[during] = (ts - call_ts)[during]
+        lag_s = np.where(binds == 1, stream_gap, np.minimum(gap, stream_gap))
+        w_obs = ts[w_dst] - end[w_src]
+        w_binding = (binds[w_dst] == 2) & (end[w_src] == wait_end[w_dst])
+        ops = np.arange(len(gpu)) + n_host
+        self.add(launch[known], ops[known], lag_l[known], LAUNCH, during[known])
+        has_prev = prev >= 0
+        self.add(prev[has_prev] + n_host, ops[has_prev], lag_s[has_prev], STREAM)
+        self.add(w_src + n_host, w_dst + n_host, np.where(w_binding, w_obs, np.minimum(gap, w_obs)), WAIT)
+        if (~known).any():
+            self.missing.append(f"{int((~known).sum())} of {len(gpu)} GPU ops have no launch call in the "
+                                "trace (launched before the profiler started, or not recorded): they keep their "
+                                "observed start")
+
+    def _last_launched_before(self, stream: int, t: float) -> int:
+        """The GPU op (local index) of ``stream`` whose launch call began last before ``t``; -1."""
+        entry = self.stream_nodes.get(stream)
+        if entry is None:
+            return -1
+        launch_ts, ops = entry
+        k = np.searchsorted(launch_ts, t, side="left") - 1
+        return int(ops[k]) if k >= 0 else -1
+
+    def host_syncs(self) -> None:
+        """The end edges of synchronizing calls: from the GPU op(s) each waits for."""
+        host, gpu, n_host = self.host, self.gpu, self.n_host
+        stream_nodes, stream_id, sync_of, hts = self.stream_nodes, self.stream_id, self.sync_of, self.hts
+        names = host["name"].astype(str).to_numpy()
+        corr = host["correlation"].to_numpy()
+        end_host = host["end"].to_numpy(float)
+        end_gpu = gpu["end"].to_numpy(float)
+        # synchronous memcpys: a memcpy call that returned after its copy ended
+        copy_of = {}
+        for i, c in enumerate(gpu["correlation"].tolist()):
+            copy_of.setdefault(c, i)
+        src, dst = [], []
+        guessed = 0
+        memcpy = np.array(["emcpy" in nm for nm in names.tolist()], dtype=bool)
+        for i in np.flatnonzero(self.sync_call | memcpy).tolist():
+            if not self.sync_call[i]:
+                op = copy_of.get(int(corr[i]))
+                if op is not None and hts[i] < end_gpu[op] <= end_host[i]:
+                    src.append(op)
+                    dst.append(i)
+                continue
+            if names[i] in DEVICE_SYNCS:
+                streams = list(stream_nodes)
+            else:
+                known = sync_of.get(int(corr[i]))
+                if known and known[2] >= 0 and names[i].endswith("StreamSynchronize"):
+                    streams = [stream_id.get((known[1], known[2]), -1)]
+                elif known and known[4] >= 0 and known[3] >= 0:
+                    record = self.call_of.get(known[4])
+                    a = -1 if record is None else self._last_launched_before(
+                        stream_id.get((known[1], known[3]), -1), hts[record])
+                    if a >= 0:
+                        src.append(a)
+                        dst.append(i)
+                    continue
+                else:
+                    streams, guessed = list(stream_nodes), guessed + 1
+            for s in streams:
+                a = self._last_launched_before(s, hts[i])
+                if a >= 0:
+                    src.append(a)
+                    dst.append(i)
+        if guessed:
+            self.missing.append(f"{guessed} stream or event syncs without their cuda_sync event: taken to wait "
+                                "for every stream")
+        src, dst = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+        self.sync_src, self.sync_dst = src + n_host, dst
+
+
+def build(ranks: list[tuple[int, EventTables]]) -> Graph:
+    """The dependency graph of one trace, or of a job's per-rank traces.
+
+    Args:
+        ranks: (rank, tables) per trace (rank 0 for a single trace).
+
+    Returns:
+        A :class:`Graph`; its ``missing`` lists what the traces lack for a complete graph.
+    """
+    parts, edges, missing = [], [], []
+    syncs = []
+    offset = threads = streams = 0
+    lags = {"launch": [], "stream": [], "sync": []}
+    builders = []
+    for rank, tables in ranks:
+        b = _Builder(tables, rank, offset, threads, streams)
+        nodes = b.nodes()
+        b.host_edges()
+        b.index_streams()
+        b.gpu_edges(b.wait_pairs())
+        b.host_syncs()
+        parts.append(nodes)
+        edges.extend(b.edges)
+        missing.extend(f"rank {rank}: {m}" if len(ranks) > 1 else m for m in b.missing)
+        syncs.append((b.sync_src + offset, b.sync_dst + offset))
+        lags["launch"].append(b.launch_lag_us)
+        lags["stream"].append(b.stream_gap_us)
+        builders.append(b)
+        offset += len(nodes["kind"])
+        threads = int(nodes["thread"].max()) + 1 if b.n_host else threads
+        streams = int(nodes["stream"].max()) + 1 if len(b.gpu) else streams
+    node = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}
+    n = len(node.get("kind", []))
+    base = node["dur"].copy() if n else np.zeros(0)
+    # host syncs: the binding one (the waited op that ended last, if after the call began) keeps
+    # its observed return lag; the call's own duration (base) is what is left when it did not wait
+    s_src = np.concatenate([s for s, _ in syncs]) if syncs else np.zeros(0, np.int64)
+    s_dst = np.concatenate([d for _, d in syncs]) if syncs else np.zeros(0, np.int64)
+    observed = node["end"][s_dst] - node["end"][s_src] if len(s_dst) else np.zeros(0)
+    waited = node["end"][s_src] > node["ts"][s_dst] if len(s_dst) else np.zeros(0, bool)
+    sync_lag = _median(observed[waited], 0.0)
+    last = pd.Series(node["end"][s_src]).groupby(s_dst).transform("max").to_numpy() if len(s_dst) else observed
+    binding = waited & (node["end"][s_src] == last)
+    s_lag = np.where(binding, observed, np.minimum(sync_lag, observed))
+    idle_dur = node["dur"][s_dst][~waited] if len(s_dst) else np.zeros(0)
+    own = min(_median(idle_dur, sync_lag), sync_lag) if len(idle_dur) else sync_lag
+    for d in np.unique(s_dst[binding]).tolist():
+        base[d] = min(base[d], own)
+    edges.append((s_src, s_dst, s_lag, np.full(len(s_src), SYNC, np.int8), np.zeros(len(s_src), bool)))
+    edges = [e for e in edges if len(e[0])]
+    cat = [np.concatenate([e[i] for e in edges]) if edges else np.zeros(0) for i in range(5)]
+    return Graph(**node, base=base, src=cat[0].astype(np.int64), dst=cat[1].astype(np.int64), lag=cat[2].astype(float),
+                 edge_kind=cat[3].astype(np.int8), at_start=cat[4].astype(bool),
+                 launch_lag_us=_median(np.array(lags["launch"]), 0.0),
+                 stream_gap_us=_median(np.array(lags["stream"]), np.nan), sync_lag_us=sync_lag, missing=missing)

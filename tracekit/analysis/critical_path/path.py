@@ -1,0 +1,199 @@
+"""The critical path of each profiled iteration, and what it is made of.
+
+An iteration (a ``ProfilerStep#N`` marker; the whole trace where there are none) holds
+the host calls that start inside its marker (on any thread) and the GPU ops they launch.
+It *finishes* when the last of them ends; its length is the time from the previous
+iteration's finish (its own marker's start for the first) to its finish: the period of
+back-to-back iterations, which is what the unprofiled latency measures. Its critical path
+is the chain of binding edges (:mod:`tracekit.analysis.critical_path.retime`) back from the
+node that finishes it, cut at that start; its segments add up to the iteration's length.
+
+Each segment is one *part*:
+
+* ``cpu``: host time between calls (the CPU ops that dispatch the next launch) and in
+  host API calls that launch nothing (``cudaStreamIsCapturing``...);
+* ``launch``: launch calls (``cudaLaunchKernel``, ``cudaGraphLaunch``...);
+* ``launch_latency``: from a launch call's end to its op's start on an idle stream;
+* ``gpu_gap``: the GPU's gap between back-to-back ops of a stream;
+* ``kernel`` (with the kernel's class), ``transfer`` (memcpy, memset), ``comm``
+  (collective kernels);
+* ``sync``: a synchronizing call: its return after the GPU work it waited for, or its own
+  time; ``stream_wait``: a cross-stream wait's lag;
+* ``rank_wait``: the part of the path on another rank of the job (its work held this
+  rank's collective);
+* ``untracked``: before the first node the trace shows (the path starts at an op launched
+  before the profiler, or at a thread's first call).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis.critical_path.graph import (COLLECTIVE, COMM, CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, SYNC,
+                                                    WAIT, Graph)
+from tracekit.analysis.critical_path.retime import Timing
+
+PARTS = ("cpu", "launch", "launch_latency", "gpu_gap", "kernel", "transfer", "comm", "sync", "stream_wait",
+         "rank_wait", "untracked")
+_EDGE_PART = {CPU: "cpu", HANDOFF: "cpu", LAUNCH: "launch_latency", STREAM: "gpu_gap", WAIT: "stream_wait",
+              SYNC: "sync", COLLECTIVE: "comm"}
+_HOST_PART = {"launch": "launch", "sync": "sync", "api": "cpu"}
+
+
+def steps(g: Graph, markers: dict[int, pd.DataFrame]) -> np.ndarray:
+    """The iteration (marker step) of each node; -1 outside every marker. ``markers``: rank ->
+    markers table (step, ts, end). A GPU op belongs to the iteration of its launch call (its
+    own start where the call is not in the trace); without markers, every node is step 0."""
+    out = np.full(len(g), -1, dtype=np.int64)
+    for rank in np.unique(g.rank).tolist():
+        m = markers.get(rank)
+        rows = np.flatnonzero(g.rank == rank)
+        if m is None or m.empty:
+            out[rows] = 0
+            continue
+        m = m.sort_values("ts")
+        mts, mend, mstep = m["ts"].to_numpy(float), m["end"].to_numpy(float), m["step"].to_numpy()
+        ts = g.ts[rows].copy()
+        gpu = (g.kind[rows] == GPU) & (g.launch[rows] >= 0)
+        ts[gpu] = g.ts[g.launch[rows][gpu]]
+        k = np.searchsorted(mts, ts, side="right") - 1
+        inside = (k >= 0) & (ts < mend[np.maximum(k, 0)])
+        out[rows[inside]] = mstep[k[inside]]
+    return out
+
+
+def periods(g: Graph, tm: Timing, step: np.ndarray, markers: dict[int, pd.DataFrame],
+            host_scale: float = 1.0) -> pd.DataFrame:
+    """One row per (rank, step): start_us and end_us (its marker's start and end, re-timed: the
+    CPU time between the marker's edge and its first or last host call scaled like all host
+    time), finish_us (the later of end_us and the last end of its nodes), node (the node that
+    ends last), tail_us (finish less that node's end: CPU time after its last call, on the
+    critical path), latency_us (finish less the previous iteration's finish, or less its own
+    start for the first). Steps with no node are left out."""
+    rows = []
+    for rank in np.unique(g.rank).tolist():
+        mine = (g.rank == rank) & (step >= 0)
+        if not mine.any():
+            continue
+        frame = pd.DataFrame({"node": np.flatnonzero(mine), "step": step[mine], "end": tm.end[mine],
+                              "start": tm.start[mine], "ts": g.ts[mine], "oend": g.end[mine],
+                              "host": g.kind[mine] == HOST})
+        m = markers.get(rank)
+        bounds = dict(zip(m["step"], zip(m["ts"], m["end"]))) if m is not None and len(m) else {}
+        last = None
+        for s, grp in frame.groupby("step", sort=True):
+            finish = grp.loc[grp["end"].idxmax()]
+            host = grp[grp["host"]] if grp["host"].any() else grp
+            first, final = host.loc[host["ts"].idxmin()], host.loc[host["oend"].idxmax()]
+            m_ts, m_end = bounds.get(s, (first["ts"], final["oend"]))
+            begin = first["start"] - (first["ts"] - m_ts) * host_scale
+            stop = final["end"] + max(m_end - final["oend"], 0.0) * host_scale
+            end = max(finish["end"], stop)
+            by_marker = stop > finish["end"]
+            rows.append({"rank": rank, "step": int(s), "start_us": begin, "end_us": stop, "finish_us": end,
+                         "node": int(final["node"] if by_marker else finish["node"]),
+                         "tail_us": stop - final["end"] if by_marker else 0.0,
+                         "latency_us": end - (last if last is not None else begin)})
+            last = end
+    return pd.DataFrame(rows, columns=["rank", "step", "start_us", "end_us", "finish_us", "node", "tail_us",
+                                       "latency_us"])
+
+
+def marker_table(tables, annotation: str | None = None) -> pd.DataFrame:
+    """The iterations of one trace: its ``ProfilerStep`` markers (step, ts, end), or with
+    ``annotation`` the CPU ops or user annotations of that name (step: 0, 1... in time order),
+    as HTA's ``critical_path_analysis(annotation, instance_id)`` picks its window."""
+    if annotation is None:
+        return tables.markers
+    ops = tables.cpu_ops
+    hit = ops[ops["name"].astype(str) == annotation].sort_values("ts")
+    hit = hit[hit["depth"] == hit["depth"].min()] if len(hit) else hit
+    return pd.DataFrame({"step": np.arange(len(hit)), "ts": hit["ts"].to_numpy(float),
+                         "end": hit["end"].to_numpy(float)})
+
+
+def _node_part(g: Graph, v: int) -> tuple[str, str]:
+    if g.kind[v] == HOST:
+        return _HOST_PART[g.klass[v]], ""
+    klass = g.klass[v]
+    if klass == COMM:
+        return "comm", ""
+    if klass == "memcpy/memset":
+        return "transfer", ""
+    return "kernel", klass
+
+
+def trace_back(g: Graph, tm: Timing, node: int, stop: float, limit: int | None = None) -> list[tuple]:
+    """The critical path that ends at ``node``'s end, back to time ``stop`` (µs): segments
+    (node, part, kernel class, lo, hi) latest first, clipped at ``stop``."""
+    out, cur, at_end = [], node, True
+    limit = limit or 4 * len(g) + 4
+    while limit:
+        limit -= 1
+        if at_end:
+            e = tm.bind_end[cur]
+            if e >= 0:
+                u = g.src[e]
+                t = tm.start[u] if g.at_start[e] else tm.end[u]
+                out.append((cur, _EDGE_PART[g.edge_kind[e]], "", max(t, stop), tm.end[cur]))
+                if t <= stop:
+                    break
+                cur, at_end = u, not g.at_start[e]
+                continue
+            part, klass = _node_part(g, cur)
+            out.append((cur, part, klass, max(tm.start[cur], stop), tm.end[cur]))
+            if tm.start[cur] <= stop:
+                break
+        e = tm.bind_start[cur]
+        if e < 0:
+            out.append((cur, "untracked", "", stop, tm.start[cur]))
+            break
+        u = g.src[e]
+        t = tm.start[u] if g.at_start[e] else tm.end[u]
+        out.append((cur, _EDGE_PART[g.edge_kind[e]], "", max(t, stop), tm.start[cur]))
+        if t <= stop:
+            break
+        cur, at_end = u, not g.at_start[e]
+    return [s for s in out if s[4] > s[3]]
+
+
+def segments(g: Graph, tm: Timing, per: pd.DataFrame) -> pd.DataFrame:
+    """The critical path of every iteration of ``per`` (:func:`periods`): one row per segment,
+    rank, step, node, part, class (a kernel's), name, rank_of_node, start_us, end_us, dur_us.
+    A segment on another rank than its iteration's is part ``rank_wait`` (its own part in
+    ``on_rank_part``)."""
+    rows = []
+    last: dict[int, float] = {}
+    for r in per.itertuples(index=False):
+        stop = last.get(r.rank, r.start_us)
+        if r.tail_us > 0:
+            rows.append((r.rank, r.step, r.node, "cpu", "", max(r.finish_us - r.tail_us, stop), r.finish_us))
+        for v, part, klass, lo, hi in trace_back(g, tm, r.node, stop):
+            rows.append((r.rank, r.step, v, part, klass, lo, hi))
+        last[r.rank] = r.finish_us
+    out = pd.DataFrame(rows, columns=["rank", "step", "node", "on_rank_part", "class", "start_us", "end_us"])
+    node = out["node"].to_numpy()
+    out["name"] = g.name[node] if len(out) else pd.Series(dtype=object)
+    out["node_rank"] = g.rank[node] if len(out) else pd.Series(dtype=int)
+    out["dur_us"] = out["end_us"] - out["start_us"]
+    out["part"] = np.where(out["node_rank"] != out["rank"], "rank_wait", out["on_rank_part"])
+    return out[["rank", "step", "part", "class", "name", "node", "node_rank", "on_rank_part", "start_us", "end_us",
+                "dur_us"]]
+
+
+def split(per: pd.DataFrame, segs: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, step): latency_us and the time of each part on its critical path
+    (``<part>_us`` for every part of ``PARTS``); they add up to latency_us."""
+    sums = segs.pivot_table(index=["rank", "step"], columns="part", values="dur_us", aggfunc="sum", fill_value=0.0)
+    sums = sums.reindex(columns=list(PARTS), fill_value=0.0)
+    sums.columns = [f"{c}_us" for c in sums.columns]
+    out = per[["rank", "step", "latency_us"]].merge(sums.reset_index(), on=["rank", "step"], how="left")
+    return out.fillna({f"{p}_us": 0.0 for p in PARTS})
+
+
+def kernel_classes(segs: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, step, class): the kernel time on the critical path (kernel_us)."""
+    k = segs[segs["part"] == "kernel"]
+    return (k.groupby(["rank", "step", "class"], as_index=False)["dur_us"].sum()
+            .rename(columns={"dur_us": "kernel_us"}))

@@ -1,0 +1,220 @@
+"""What-if: the calibrated graph of a trace re-timed after an edit, and the iteration it predicts.
+
+Edits (each a change of node durations or edge lags; several apply in order):
+
+* ``cuda-graphs``: each iteration replayed as one CUDA graph. Its host calls cost nothing
+  but one graph launch (``graph_launch_us``: the replay's host time: the Python call, the
+  input copy and ``cudaGraphLaunch``); its GPU ops start after the previous op of their
+  stream plus the replay's gap between kernels (``replay_gap_us``), the first after the
+  launch plus the launch latency; cross-stream order and the syncs outside the graph stay.
+* ``faster PATTERN=FACTOR``: the GPU ops matching PATTERN take 1/FACTOR of their time. A
+  pattern (shell-style, ``fnmatch``) matches a kernel class or a part of one, in any case
+  (``gemm`` for "GEMM/conv": :mod:`tracekit.analysis.kernels`), a kernel's name or
+  short name (``*sgemm*``), an op (``mm``, ``aten::mm``) or a module and its submodules
+  (``blocks.*.mlp``), from :mod:`tracekit.analysis.attribution`. Host time is unchanged.
+* ``host-faster FACTOR``: every host call and the CPU time between calls 1/FACTOR as long.
+* ``overlap-comm``: collective kernels hold nothing back on their streams (compute after a
+  collective no longer waits for it); an iteration still ends after its collectives.
+* ``balance-ranks``: no rank waits for another at a collective (each ends its own transfer
+  time after it arrives): the job as if its ranks were balanced.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis.critical_path.graph import (COLLECTIVE, COMM, CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM,
+                                                    WAIT, Graph)
+from tracekit.analysis.critical_path.retime import weights
+
+KINDS = ("cuda-graphs", "faster", "host-faster", "overlap-comm", "balance-ranks")
+
+
+class EditError(ValueError):
+    """An edit that cannot apply: a pattern that matches nothing, a factor that is no number > 0."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One edit: ``kind`` (one of ``KINDS``), ``pattern`` (faster), ``factor`` (faster, host-faster)."""
+
+    kind: str
+    pattern: str = ""
+    factor: float = 1.0
+
+    def __str__(self) -> str:
+        if self.kind == "faster":
+            return f"faster {self.pattern}={self.factor:g}"
+        return f"{self.kind} {self.factor:g}" if self.kind == "host-faster" else self.kind
+
+
+def faster(spec: str) -> Edit:
+    """``'PATTERN=FACTOR'`` -> an Edit. Raises EditError for a bad spec."""
+    pattern, sep, factor = spec.rpartition("=")
+    try:
+        value = float(factor)
+    except ValueError:
+        value = math.nan
+    if not sep or not pattern or not value > 0:
+        raise EditError(f"--faster {spec!r}: expected PATTERN=FACTOR with a factor above 0, e.g. 'blocks.*.mlp=2'")
+    return Edit("faster", pattern, value)
+
+
+@dataclass
+class Names:
+    """What a pattern is matched against, per GPU node: op and module (from attribution)."""
+
+    op: np.ndarray
+    module: np.ndarray
+
+
+def gpu_names(g: Graph, attributed: dict[int, pd.DataFrame]) -> Names:
+    """Each node's op and module ("" for host nodes and where unknown); ``attributed``: rank
+    -> the attribution frame of that rank's GPU ops (rows aligned with its gpu_ops)."""
+    op = np.full(len(g), "", dtype=object)
+    module = np.full(len(g), "", dtype=object)
+    for rank, att in attributed.items():
+        rows = np.flatnonzero((g.rank == rank) & (g.kind == GPU))
+        if len(att) != len(rows):
+            continue
+        op[rows] = att["op"].astype(str).to_numpy()
+        module[rows] = att["module"].astype(str).to_numpy()
+    return Names(op, module)
+
+
+def matches(g: Graph, names: Names, pattern: str) -> np.ndarray:
+    """GPU nodes whose class, name, op or module (or a module above it) matches ``pattern``."""
+    from tracekit.analysis.kernels import short_name
+
+    gpu = g.kind == GPU
+    out = np.zeros(len(g), dtype=bool)
+    cache: dict[tuple, bool] = {}
+    for i in np.flatnonzero(gpu).tolist():
+        key = (g.klass[i], g.name[i], names.op[i], names.module[i])
+        hit = cache.get(key)
+        if hit is None:
+            module = names.module[i]
+            scopes = [".".join(module.split(".")[:k]) for k in range(1, module.count(".") + 2)] if module else []
+            ops = [o for part in names.op[i].split("+") for o in (part, f"aten::{part}")] if names.op[i] else []
+            classes = [g.klass[i].lower(), *g.klass[i].lower().split("/")]
+            hit = (any(fnmatch.fnmatchcase(c, pattern.lower()) for c in classes)
+                   or any(fnmatch.fnmatchcase(c, pattern) for c in [g.name[i], short_name(g.name[i]), *ops, *scopes]))
+            cache[key] = hit
+        out[i] = hit
+    return out
+
+
+@dataclass
+class Replay:
+    """The two costs of a CUDA graph replay: graph_launch_us (host time per replay) and
+    replay_gap_us (the GPU's gap between consecutive kernels of a replay), and where each
+    came from."""
+
+    graph_launch_us: float
+    replay_gap_us: float
+    source: str = ""
+
+
+@dataclass
+class Edited:
+    """A graph's weights after edits: base (node durations, µs), lag (edge lags, µs), removed
+    (edges left out), marker_scale (the factor on the CPU time between an iteration's marker
+    and its first and last host call)."""
+
+    base: np.ndarray
+    lag: np.ndarray
+    removed: np.ndarray
+    marker_scale: float
+
+
+def apply(g: Graph, step: np.ndarray, edits: list[Edit], host_scale: float, gpu_scale: float,
+          replay: Replay | None = None, names: Names | None = None) -> Edited:
+    """The graph's node durations and edge lags after the calibration's factors and ``edits``,
+    and the edges the edits remove. Raises EditError for a pattern that matches no GPU op."""
+    base, lag = weights(g, host_scale, gpu_scale)
+    removed = np.zeros(len(g.src), dtype=bool)
+    marker_scale = host_scale
+    for edit in edits:
+        if edit.kind == "faster":
+            hit = matches(g, names or Names(np.full(len(g), ""), np.full(len(g), "")), edit.pattern)
+            if not hit.any():
+                raise EditError(f"--faster {edit.pattern}={edit.factor:g}: the pattern matches no kernel class, "
+                                "kernel, op or module of the trace")
+            base[hit] /= edit.factor
+        elif edit.kind == "host-faster":
+            base[g.kind == HOST] /= edit.factor
+            lag[(g.edge_kind == CPU) | (g.edge_kind == HANDOFF)] /= edit.factor
+            marker_scale /= edit.factor
+        elif edit.kind == "cuda-graphs":
+            _cuda_graphs(g, step, base, lag, replay)
+            marker_scale = 0.0
+        elif edit.kind == "overlap-comm":
+            comm = g.klass == COMM
+            removed |= comm[g.src] & ~comm[g.dst] & ((g.edge_kind == STREAM) | (g.edge_kind == WAIT))
+        elif edit.kind == "balance-ranks":
+            removed |= g.edge_kind == COLLECTIVE
+        else:
+            raise EditError(f"unknown edit {edit.kind!r}; valid: {', '.join(KINDS)}")
+    return Edited(base, lag, removed, marker_scale)
+
+
+def _cuda_graphs(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray, replay: Replay | None) -> None:
+    """The ``cuda-graphs`` edit, in place (see the module docstring)."""
+    replay = replay or Replay(0.0, math.nan)
+    gap = replay.replay_gap_us
+    if not math.isfinite(gap):
+        gap = g.stream_gap_us if math.isfinite(g.stream_gap_us) else REPLAY_GAP_US
+    inside = step >= 0
+    host = inside & (g.kind == HOST)
+    launches = host & (g.klass == "launch")
+    base[host] = 0.0
+    into_host = host[g.dst] & ((g.edge_kind == CPU) | (g.edge_kind == HANDOFF))
+    lag[into_host] = 0.0
+    # one graph launch per iteration (and rank): its first launch call
+    frame = pd.DataFrame({"node": np.flatnonzero(launches), "rank": g.rank[launches], "step": step[launches],
+                          "ts": g.ts[launches]})
+    if len(frame):
+        first = frame.loc[frame.groupby(["rank", "step"])["ts"].idxmin(), "node"].to_numpy()
+        base[first] = replay.graph_launch_us
+    gpu_in = inside[g.dst] & (g.kind[g.dst] == GPU)
+    lag[gpu_in & (g.edge_kind == LAUNCH)] = g.launch_lag_us
+    lag[gpu_in & ((g.edge_kind == STREAM) | (g.edge_kind == WAIT))] = gap
+
+
+@dataclass
+class Prediction:
+    """A what-if's result: edits (their text), latency_ms (the modelled steady-state iteration
+    after them), baseline_ms (the same model without them), and the critical path after
+    (``after``, a :class:`tracekit.analysis.critical_path.CriticalPath`)."""
+
+    edits: list[str]
+    latency_ms: float
+    baseline_ms: float
+    after: object = None
+    notes: list[str] = field(default_factory=list)
+
+
+# The host's time per replay of the ``cudagraphs`` backend's wrapper (one input copied, one graph
+# replayed), measured with benchmarks/replay_probe.py on the lent machines; a device not listed
+# takes the largest of them.
+GRAPH_LAUNCH_US = {"NVIDIA H200": 15.0}
+# The GPU's gap between consecutive kernels of a replay where the trace shows no queued kernels
+# to measure it on (the H100 reduce-overhead fixture's replays: median 0.64 µs, mean 1.07 µs).
+REPLAY_GAP_US = 1.0
+
+
+def default_replay(ranks, manifest=None) -> Replay:
+    """The replay costs for these traces: the host's cost per replay of their device
+    (``GRAPH_LAUNCH_US``), and the GPU's gap between back-to-back kernels as the trace shows it
+    (the median gap between an op and the one queued behind it on its stream)."""
+    names = [str(t.devices["name"].iloc[0]) for _, t in ranks if len(t.devices)]
+    name = names[0] if names else (manifest.ran_on_name if manifest is not None else None)
+    known = GRAPH_LAUNCH_US.get(name)
+    launch = known if known is not None else max(GRAPH_LAUNCH_US.values())
+    where = f"{name}'s measured replay cost" if known is not None else f"no replay cost measured for {name}: the largest known"
+    return Replay(launch, math.nan, where)

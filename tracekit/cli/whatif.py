@@ -1,0 +1,87 @@
+"""`tracekit whatif`: predict a run's iteration latency after an edit, from its trace alone."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from tracekit.cli import UserError, main
+from tracekit.errors import ExitCode
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=str))
+@click.option("--cuda-graphs", is_flag=True, help="Each iteration replayed as one CUDA graph: one launch, "
+              "the host free, each kernel after the previous one with the replay's gap.")
+@click.option("--faster", "faster", multiple=True, metavar="PATTERN=FACTOR",
+              help="GPU ops of a kernel class, kernel, op or module matching PATTERN take 1/FACTOR of their "
+                   "time, e.g. 'blocks.*.mlp=2', 'gemm=1.5', 'aten::softmax=3' (repeatable).")
+@click.option("--host-faster", type=click.FloatRange(min=0, min_open=True), default=None, metavar="FACTOR",
+              help="Every host call and the CPU time between calls FACTOR times shorter.")
+@click.option("--overlap-comm", is_flag=True, help="Compute no longer waits for collectives (an iteration "
+              "still ends after them).")
+@click.option("--balance-ranks", is_flag=True, help="No rank waits for another at a collective.")
+@click.option("--annotation", default=None, metavar="NAME",
+              help="The CPU op or annotation that marks an iteration [default: ProfilerStep#N].")
+@click.option("--json", "as_json", is_flag=True, help="Print the prediction as one JSON object.")
+def whatif(path, cuda_graphs, faster, host_faster, overlap_comm, balance_ranks, annotation, as_json) -> None:
+    """Predict the iteration latency of the run at PATH (a run folder or a trace file) after
+    the edits, from its trace: the dependency graph of its host calls and GPU ops, calibrated
+    to the run's unprofiled latency (run.json), re-timed with the edits.
+
+    \b
+    Examples:
+      tracekit whatif traces/vit16x6x384/eager --cuda-graphs
+      tracekit whatif traces/vit16x6x384/eager --faster 'blocks.*.mlp=2' --json
+
+    Without run.json the trace is modelled as profiled (uncalibrated) and the output says
+    so. A trace with no GPU ops or launch calls, or a single launch, gets one line saying
+    what cannot be predicted (exit 0); a --faster pattern that matches nothing is a usage
+    error (exit 2).
+    """
+    from tracekit.analysis.critical_path import can_analyze
+    from tracekit.analysis.critical_path.predict import predict, run_inputs
+    from tracekit.analysis.critical_path.report import prediction_record, prediction_text
+    from tracekit.analysis.critical_path.whatif import Edit, EditError, default_replay
+    from tracekit.analysis.critical_path.whatif import faster as faster_edit
+    from tracekit.trace import TraceError
+
+    edits = [Edit("cuda-graphs")] if cuda_graphs else []
+    try:
+        edits += [faster_edit(spec) for spec in faster]
+    except EditError as exc:
+        raise UserError(str(exc), ExitCode.USAGE) from None
+    edits += [Edit("host-faster", factor=host_faster)] if host_faster else []
+    edits += [Edit("overlap-comm")] if overlap_comm else []
+    edits += [Edit("balance-ranks")] if balance_ranks else []
+    if not edits:
+        raise UserError("no edit: give --cuda-graphs, --faster PATTERN=FACTOR, --host-faster FACTOR, "
+                        "--overlap-comm or --balance-ranks", ExitCode.USAGE)
+    try:
+        ranks, manifest = run_inputs(path)
+    except TraceError as exc:
+        raise UserError(str(exc), exc.code) from None
+    why = can_analyze(ranks) or (_single_launch(ranks) if cuda_graphs or host_faster else None)
+    if why:
+        click.echo(json.dumps({"path": path, "predicted_latency_ms": None, "cannot_predict": why}) if as_json
+                   else f"{path}: cannot predict: {why}")
+        return
+    measured = manifest.latency("median") if manifest is not None else None
+    try:
+        result = predict(ranks, edits, measured, manifest.attribution if manifest is not None else None,
+                         annotation, default_replay(ranks, manifest))
+    except EditError as exc:
+        raise UserError(str(exc), ExitCode.USAGE) from None
+    except ValueError as exc:  # an annotation the trace lacks
+        raise UserError(f"{path}: {exc}", ExitCode.USAGE) from None
+    record = prediction_record(result, path)
+    click.echo(json.dumps(record) if as_json else prediction_text(record))
+
+
+def _single_launch(ranks) -> str | None:
+    """Why launch removal cannot be predicted for a trace of one launch (nothing to remove)."""
+    from tracekit.analysis.summary import _launches
+
+    n = sum(_launches(t.gpu_ops["correlation"].to_numpy()) for _, t in ranks)
+    return f"{n} launch in the trace: no launch overhead to remove or re-time" if n < 2 else None
