@@ -1,6 +1,7 @@
 # tracekit: see README.md. `make help` lists the targets.
 PYTHON   ?= python3
 VENV     ?= .venv
+VENV_HTA ?= .venv-hta
 # On a machine where everything is already installed (the lent GPU machine),
 # run with SETUP= TRACEKIT="python3 -m tracekit" to skip the virtual environment.
 SETUP    ?= $(VENV)/.setup-done
@@ -51,6 +52,9 @@ $(VENV)/.setup-done: pyproject.toml
 	fi
 	$(VENV)/bin/pip install -q -e ".[dev,backends,models,dist]"
 	$(VENV)/bin/pip install -q --no-deps holistictraceanalysis==0.5.0
+	@# HTA's critical path (the cross-check of tests/crosscheck/test_hta_critical_path.py) needs pandas < 3
+	$(PYTHON) -m venv $(VENV_HTA) && $(VENV_HTA)/bin/pip install -q "pandas<3" numpy networkx pyyaml psutil pydot plotly \
+	  && $(VENV_HTA)/bin/pip install -q --no-deps holistictraceanalysis==0.5.0
 	@touch $@
 
 setup-browser:  ## install Chromium from Debian's packages (apt-get; root or passwordless sudo)

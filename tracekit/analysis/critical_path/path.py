@@ -94,7 +94,7 @@ def periods(g: Graph, tm: Timing, step: np.ndarray, markers: dict[int, pd.DataFr
             rows.append({"rank": rank, "step": int(s), "start_us": begin, "end_us": stop, "finish_us": end,
                          "node": int(final["node"] if by_marker else finish["node"]),
                          "tail_us": stop - final["end"] if by_marker else 0.0,
-                         "latency_us": end - (last if last is not None else begin)})
+                         "latency_us": end - (last if last is not None and last < end else begin)})
             last = end
     return pd.DataFrame(rows, columns=["rank", "step", "start_us", "end_us", "finish_us", "node", "tail_us",
                                        "latency_us"])
@@ -102,13 +102,13 @@ def periods(g: Graph, tm: Timing, step: np.ndarray, markers: dict[int, pd.DataFr
 
 def marker_table(tables, annotation: str | None = None) -> pd.DataFrame:
     """The iterations of one trace: its ``ProfilerStep`` markers (step, ts, end), or with
-    ``annotation`` the CPU ops or user annotations of that name (step: 0, 1... in time order),
-    as HTA's ``critical_path_analysis(annotation, instance_id)`` picks its window."""
+    ``annotation`` the CPU ops or user annotations of that name (step: 0, 1... in time order,
+    nested ones too), as HTA's ``critical_path_analysis(annotation, instance_id)`` numbers its
+    windows. A node in nested instances belongs to the innermost."""
     if annotation is None:
         return tables.markers
     ops = tables.cpu_ops
-    hit = ops[ops["name"].astype(str) == annotation].sort_values("ts")
-    hit = hit[hit["depth"] == hit["depth"].min()] if len(hit) else hit
+    hit = ops[ops["name"].astype(str) == annotation].sort_values("ts", kind="stable")
     return pd.DataFrame({"step": np.arange(len(hit)), "ts": hit["ts"].to_numpy(float),
                          "end": hit["end"].to_numpy(float)})
 
@@ -167,6 +167,7 @@ def segments(g: Graph, tm: Timing, per: pd.DataFrame) -> pd.DataFrame:
     last: dict[int, float] = {}
     for r in per.itertuples(index=False):
         stop = last.get(r.rank, r.start_us)
+        stop = stop if stop < r.finish_us else r.start_us   # nested windows (an annotation in itself)
         if r.tail_us > 0:
             rows.append((r.rank, r.step, r.node, "cpu", "", max(r.finish_us - r.tail_us, stop), r.finish_us))
         for v, part, klass, lo, hi in trace_back(g, tm, r.node, stop):
