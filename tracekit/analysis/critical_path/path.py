@@ -113,48 +113,56 @@ def marker_table(tables, annotation: str | None = None) -> pd.DataFrame:
                          "end": hit["end"].to_numpy(float)})
 
 
-def _node_part(g: Graph, v: int) -> tuple[str, str]:
-    if g.kind[v] == HOST:
-        return _HOST_PART[g.klass[v]], ""
-    klass = g.klass[v]
-    if klass == COMM:
-        return "comm", ""
-    if klass == "memcpy/memset":
-        return "transfer", ""
-    return "kernel", klass
+class _Lists:
+    """The arrays a path walk reads, as Python lists (a walk reads them one item at a time)."""
+
+    def __init__(self, g: Graph, tm: Timing):
+        self.src, self.at_start, self.edge_kind = g.src.tolist(), g.at_start.tolist(), g.edge_kind.tolist()
+        self.start, self.end = tm.start.tolist(), tm.end.tolist()
+        self.bind_start, self.bind_end = tm.bind_start.tolist(), tm.bind_end.tolist()
+        self.kind, self.klass = g.kind.tolist(), g.klass.tolist()
+
+    def node_part(self, v: int) -> tuple[str, str]:
+        if self.kind[v] == HOST:
+            return _HOST_PART[self.klass[v]], ""
+        klass = self.klass[v]
+        if klass == COMM:
+            return "comm", ""
+        if klass == "memcpy/memset":
+            return "transfer", ""
+        return "kernel", klass
 
 
-def trace_back(g: Graph, tm: Timing, node: int, stop: float, limit: int | None = None) -> list[tuple]:
+def trace_back(g: Graph, tm: Timing, node: int, stop: float, lists: _Lists | None = None) -> list[tuple]:
     """The critical path that ends at ``node``'s end, back to time ``stop`` (µs): segments
     (node, part, kernel class, lo, hi) latest first, clipped at ``stop``."""
+    x = lists or _Lists(g, tm)
     out, cur, at_end = [], node, True
-    limit = limit or 4 * len(g) + 4
-    while limit:
-        limit -= 1
+    for _ in range(4 * len(x.kind) + 4):   # every node at most once each way: a bound, not a limit
         if at_end:
-            e = tm.bind_end[cur]
+            e = x.bind_end[cur]
             if e >= 0:
-                u = g.src[e]
-                t = tm.start[u] if g.at_start[e] else tm.end[u]
-                out.append((cur, _EDGE_PART[g.edge_kind[e]], "", max(t, stop), tm.end[cur]))
+                u = x.src[e]
+                t = x.start[u] if x.at_start[e] else x.end[u]
+                out.append((cur, _EDGE_PART[x.edge_kind[e]], "", max(t, stop), x.end[cur]))
                 if t <= stop:
                     break
-                cur, at_end = u, not g.at_start[e]
+                cur, at_end = u, not x.at_start[e]
                 continue
-            part, klass = _node_part(g, cur)
-            out.append((cur, part, klass, max(tm.start[cur], stop), tm.end[cur]))
-            if tm.start[cur] <= stop:
+            part, klass = x.node_part(cur)
+            out.append((cur, part, klass, max(x.start[cur], stop), x.end[cur]))
+            if x.start[cur] <= stop:
                 break
-        e = tm.bind_start[cur]
+        e = x.bind_start[cur]
         if e < 0:
-            out.append((cur, "untracked", "", stop, tm.start[cur]))
+            out.append((cur, "untracked", "", stop, x.start[cur]))
             break
-        u = g.src[e]
-        t = tm.start[u] if g.at_start[e] else tm.end[u]
-        out.append((cur, _EDGE_PART[g.edge_kind[e]], "", max(t, stop), tm.start[cur]))
+        u = x.src[e]
+        t = x.start[u] if x.at_start[e] else x.end[u]
+        out.append((cur, _EDGE_PART[x.edge_kind[e]], "", max(t, stop), x.start[cur]))
         if t <= stop:
             break
-        cur, at_end = u, not g.at_start[e]
+        cur, at_end = u, not x.at_start[e]
     return [s for s in out if s[4] > s[3]]
 
 
@@ -163,20 +171,24 @@ def segments(g: Graph, tm: Timing, per: pd.DataFrame) -> pd.DataFrame:
     rank, step, node, part, class (a kernel's), name, rank_of_node, start_us, end_us, dur_us.
     A segment on another rank than its iteration's is part ``rank_wait`` (its own part in
     ``on_rank_part``)."""
-    rows = []
+    cols = {c: [] for c in ("rank", "step", "node", "on_rank_part", "class", "start_us", "end_us")}
     last: dict[int, float] = {}
+    lists = _Lists(g, tm)
     for r in per.itertuples(index=False):
         stop = last.get(r.rank, r.start_us)
         stop = stop if stop < r.finish_us else r.start_us   # nested windows (an annotation in itself)
+        found = trace_back(g, tm, r.node, stop, lists)
         if r.tail_us > 0:
-            rows.append((r.rank, r.step, r.node, "cpu", "", max(r.finish_us - r.tail_us, stop), r.finish_us))
-        for v, part, klass, lo, hi in trace_back(g, tm, r.node, stop):
-            rows.append((r.rank, r.step, v, part, klass, lo, hi))
+            found.insert(0, (r.node, "cpu", "", max(r.finish_us - r.tail_us, stop), r.finish_us))
+        for c, values in zip(("node", "on_rank_part", "class", "start_us", "end_us"), zip(*found) if found else []):
+            cols[c].extend(values)
+        cols["rank"].extend([r.rank] * len(found))
+        cols["step"].extend([r.step] * len(found))
         last[r.rank] = r.finish_us
-    out = pd.DataFrame(rows, columns=["rank", "step", "node", "on_rank_part", "class", "start_us", "end_us"])
-    node = out["node"].to_numpy()
-    out["name"] = g.name[node] if len(out) else pd.Series(dtype=object)
-    out["node_rank"] = g.rank[node] if len(out) else pd.Series(dtype=int)
+    out = pd.DataFrame(cols)
+    node = out["node"].to_numpy(dtype=np.int64)
+    out["name"] = g.name[node]
+    out["node_rank"] = g.rank[node]
     out["dur_us"] = out["end_us"] - out["start_us"]
     out["part"] = np.where(out["node_rank"] != out["rank"], "rank_wait", out["on_rank_part"])
     return out[["rank", "step", "part", "class", "name", "node", "node_rank", "on_rank_part", "start_us", "end_us",
