@@ -180,3 +180,58 @@ def test_no_gpu_ops_is_said_not_computed(tmp_path):
     with pytest.raises(ValueError, match="no GPU ops"):
         cp.analyze(_tables(t, tmp_path))
     assert TID  # the helper's thread id is the one the builder writes
+
+
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+
+
+def _nccl_rank(rank: int, arrive: float) -> TraceBuilder:
+    """A GPU-bound iteration: a gemm [0, arrive) on stream 7; an all_reduce (Seq 1) on stream 20
+    waiting for it, until 700 (the last rank arrives at 600, the transfer takes 100); a gemm
+    [700, 900) on stream 7 waiting for the all_reduce. The host launches it all by 20."""
+    t = TraceBuilder(distributed={"rank": rank, "world_size": 2, "backend": "nccl"})
+    t.step(1, -20, 50)
+    t.kernel("gemm", start=0, dur=arrive, launch_at=-10)
+    for at, waiting, recorded, kernel in ((-5, 20, 7, None), (15, 7, 20, None)):
+        record = add_host_call(t, "cudaEventRecord", at=at)
+        wait = add_host_call(t, "cudaStreamWaitEvent", at=at + 2)
+        add_gpu_sync(t, start=at + 3, dur=1, stream=waiting, correlation=wait, wait_on_stream=recorded,
+                     wait_on_cuda_event_record_corr_id=record)
+        if at < 0:
+            t.cpu_op("record_param_comms", 5, 10, **{"Collective name": "allreduce", "Seq": 1,
+                                                    "Process Group Name": "0", "In msg nelems": 256,
+                                                    "dtype": "Float"})
+            t.kernel(NCCL, start=arrive, dur=700 - arrive, stream=20, launch_at=8)
+    t.kernel("gemm", start=700, dur=200, launch_at=20)
+    return t
+
+
+def test_a_job_waits_for_its_last_rank_at_the_collective(tmp_path):
+    ranks = [(r, load(_nccl_rank(r, arrive).write(tmp_path / f"rank{r}.pt.trace.json.gz")))
+             for r, arrive in ((0, 400), (1, 600))]
+    result = cp.analyze(ranks)
+    fast, slow = _split_rank(result, 0), _split_rank(result, 1)
+    # rank 0: its second gemm (200) after the all_reduce, which ends 100 µs after rank 1 arrived;
+    # before that the path is on rank 1 (its gemm, launch and the host before it: 620): waiting for it
+    assert fast == {"latency": 920.0, "kernel": 200.0, "comm": 100.0, "rank_wait": 620.0}
+    assert slow == {"latency": 920.0, "kernel": 800.0, "comm": 100.0, "launch_latency": 6.0, "launch": 4.0,
+                    "untracked": 10.0}
+    job = predict(ranks, [Edit("balance-ranks")])
+    assert job.modelled_ms * 1e3 == pytest.approx(920)   # the slowest rank's iteration, from its marker's start
+    # balanced: each rank ends its all_reduce 100 µs after it arrives (rank 0: at 500, its gemm by 700);
+    # the job takes its median rank's time
+    assert job.predicted_ms * 1e3 == pytest.approx((720 + 920) / 2)
+
+
+def _split_rank(result, rank: int) -> dict:
+    row = result.split.set_index(["rank", "step"]).loc[(rank, 1)]
+    return {k.removesuffix("_us"): round(v, 6) for k, v in row.items() if k.endswith("_us") and v}
+
+
+def test_a_real_two_rank_job_retimes_to_its_trace(fixtures):
+    folder = fixtures / "dist" / "hta-trace-filter-sampled-2rank"
+    ranks = [(r, load(folder / f"sampled_rank-{r}.json.gz")) for r in (0, 1)]
+    g = build(ranks)
+    assert (g.edge_kind == 6).sum() > 0          # matched collectives join the ranks
+    tm = retime(g, *weights(g))
+    assert np.nanmax(np.abs(tm.start - g.ts)) < 1e-6 and np.nanmax(np.abs(tm.end - g.end)) < 1e-6

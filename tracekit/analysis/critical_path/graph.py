@@ -271,13 +271,15 @@ class _Builder:
         # an op that starts while its call still runs (a synchronous memcpy, a CUDA graph replay):
         # its launch edge runs from the call's start
         during = launch_lag < -OUTLASTS_US
-        # typical lags: an op launched onto an idle stream / an op queued behind the previous one
-        self.launch_lag_us = _median(launch_lag[np.isfinite(launch_lag) & ~during & ~(prev_end > call_end)], 0.0)
-        self.stream_gap_us = _median(stream_gap[np.isfinite(stream_gap) & (prev_end > call_end)], np.nan)
-        gap = self.stream_gap_us if np.isfinite(self.stream_gap_us) else 0.0
         w_src, w_dst = waits
         wait_end = np.full(len(gpu), -np.inf)
         np.maximum.at(wait_end, w_dst, end[w_src])
+        # typical lags: an op launched onto an idle stream / an op queued behind the previous one,
+        # leaving out the ops a cross-stream wait held back
+        free = ~(wait_end > np.fmax(call_end, prev_end))
+        self.launch_lag_us = _median(launch_lag[free & np.isfinite(launch_lag) & ~during & ~(prev_end > call_end)], 0.0)
+        self.stream_gap_us = _median(stream_gap[free & np.isfinite(stream_gap) & (prev_end > call_end)], np.nan)
+        gap = self.stream_gap_us if np.isfinite(self.stream_gap_us) else 0.0
         start_of = np.where(during, call_ts, call_end)
         candidates = np.vstack([np.nan_to_num(start_of + np.where(during, ts - call_ts, self.launch_lag_us), nan=-np.inf),
                                 np.nan_to_num(prev_end + gap, nan=-np.inf), wait_end])
@@ -405,9 +407,56 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     for d in np.unique(s_dst[binding]).tolist():
         base[d] = min(base[d], own)
     edges.append((s_src, s_dst, s_lag, np.full(len(s_src), SYNC, np.int8), np.zeros(len(s_src), bool)))
+    if len(ranks) > 1:
+        edges.append(_collectives(ranks, node, base, builders))
     edges = [e for e in edges if len(e[0])]
     cat = [np.concatenate([e[i] for e in edges]) if edges else np.zeros(0) for i in range(5)]
     return Graph(**node, base=base, src=cat[0].astype(np.int64), dst=cat[1].astype(np.int64), lag=cat[2].astype(float),
                  edge_kind=cat[3].astype(np.int8), at_start=cat[4].astype(bool),
                  launch_lag_us=_median(np.array(lags["launch"]), 0.0),
                  stream_gap_us=_median(np.array(lags["stream"]), np.nan), sync_lag_us=sync_lag, missing=missing)
+
+
+def _collectives(ranks: list[tuple[int, EventTables]], node: dict, base: np.ndarray, builders: list) -> tuple:
+    """End edges between the ranks' kernels of each collective call matched across them
+    (:func:`tracekit.analysis.stragglers.match`, consistent matches only): a rank's kernel ends
+    no earlier than the start of the same call on the last rank to arrive plus the transfer (the
+    last rank's duration: it waits for no one). The edge from the last arrival keeps its observed
+    lag, the others the smaller of it and the transfer; an earlier rank's own duration (base)
+    becomes what it took after the last arrival, at most the transfer."""
+    from tracekit.analysis import collectives, stragglers
+
+    frames = []
+    for (rank, tables), b in zip(ranks, builders):
+        c = collectives.calls(tables)
+        c = c[c["where"] == "gpu"]
+        if c.empty:
+            continue
+        gts = tables.gpu_ops["ts"].to_numpy(float)
+        row = {(corr, ts): i for i, (corr, ts) in enumerate(zip(tables.gpu_ops["correlation"].tolist(), gts.tolist()))}
+        c = c.assign(rank=rank, call=np.arange(len(c)),
+                     node=[b.offset + b.n_host + row.get((corr, ts), -10**12) for corr, ts in zip(c["correlation"], c["ts"])])
+        frames.append(c[c["node"] >= 0])
+    if len(frames) < 2:
+        return (np.zeros(0, np.int64),) * 2 + (np.zeros(0), np.zeros(0, np.int8), np.zeros(0, bool))
+    per_call, _ = stragglers.match(pd.concat(frames, ignore_index=True))
+    per_call = per_call[per_call["counted"]]
+    src, dst, lag = [], [], []
+    for _, grp in per_call.groupby("key"):
+        nodes = grp["node"].to_numpy(np.int64)
+        last = nodes[np.argmax(node["ts"][nodes])]
+        transfer = float(node["dur"][last])
+        for v in nodes.tolist():
+            if node["end"][v] < node["ts"][last]:   # ended before the last rank arrived: it waited for no one
+                continue
+            if v != last:
+                base[v] = min(base[v], transfer, node["end"][v] - node["ts"][last])
+            for u in nodes.tolist():
+                if u != v:
+                    observed = node["end"][v] - node["ts"][u]
+                    src.append(u)
+                    dst.append(v)
+                    lag.append(observed if u == last else min(transfer, observed))
+    n = len(src)
+    return (np.array(src, np.int64), np.array(dst, np.int64), np.array(lag, float), np.full(n, COLLECTIVE, np.int8),
+            np.ones(n, bool))

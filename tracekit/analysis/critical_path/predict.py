@@ -67,8 +67,9 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
     before = _retimed(g, step, markers, cal.host_scale, cal.gpu_scale, traced.problems)
     after = _retimed(g, step, markers, cal.host_scale, cal.gpu_scale, traced.problems, edited)
     notes = [cal.note] if cal.note else []
-    return WhatIf(cal, before, after, [str(e) for e in edits], after.latency_us() / 1e3, before.latency_us() / 1e3,
-                  notes)
+    balanced = "median" if any(e.kind == "balance-ranks" for e in edits) else "max"
+    return WhatIf(cal, before, after, [str(e) for e in edits], after.latency_us(balanced) / 1e3,
+                  before.latency_us() / 1e3, notes)
 
 
 def run_inputs(path) -> tuple[list[tuple[int, EventTables]], "object | None"]:

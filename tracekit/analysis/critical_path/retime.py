@@ -13,9 +13,10 @@ the simulation of the Daydream paper (Zhu et al., "Daydream: Accurately Estimati
 Efficacy of Optimizations for DNN Training", USENIX ATC 2020), on a Kineto trace.
 
 Nodes are visited in the order their times were set in the trace (start, or end for a
-node with end edges), so every source is set before the nodes that depend on it; a source
-not yet set (clock skew between host and GPU timestamps, a wrong guess of a sync's stream)
-is skipped and counted in :attr:`Timing.skipped`.
+node with end edges), so that sources are set before the nodes that depend on them. Where
+one is not (equal timestamps, clock skew between host and GPU timestamps), the pass is run
+again with the times of the last, until nothing changes (``MAX_PASSES`` at most); an edge
+whose source was never set is left out and counted in :attr:`Timing.skipped`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.analysis.critical_path.graph import CPU, GPU, HANDOFF, HOST, Graph
+
+MAX_PASSES = 4
 
 
 @dataclass
@@ -92,31 +95,40 @@ def retime(g: Graph, base: np.ndarray, lag: np.ndarray, order: np.ndarray | None
     no_edges = np.diff(np.asarray(s_ptr)) == 0
     anchor[no_edges] = g.ts[no_edges]
     anchor, base_l = anchor.tolist(), base.tolist()
+    pending = np.zeros(n, dtype=bool)
+    pending[g.dst[ends]] = True   # an end set by end edges is not known before its own visit
+    pending = pending.tolist()
     nan = float("nan")
     start, end = [nan] * n, [nan] * n
     bind_s, bind_e = [-1] * n, [-1] * n
-    skipped = 0
-    for v in order.tolist():
-        if v < n:
-            s, b = anchor[v], -1
-            for j in range(s_ptr[v], s_ptr[v + 1]):
-                t = (start[s_src[j]] if s_start[j] else end[s_src[j]]) + s_lag[j]
-                if t > s:
-                    s, b = t, s_id[j]
-                elif t != t:
-                    skipped += 1
-            start[v], bind_s[v] = s, b
-            end[v] = s + base_l[v]
-        else:
-            v -= n
-            f, b = start[v] + base_l[v], -1
-            for j in range(e_ptr[v], e_ptr[v + 1]):
-                u = e_src[j]
-                t = (start[u] if e_start[j] else end[u]) + e_lag[j]
-                if t > f:
-                    f, b = t, e_id[j]
-                elif t != t:
-                    skipped += 1
-            end[v], bind_e[v] = f, b
+    visits = order.tolist()
+    for _ in range(MAX_PASSES):
+        before = (start[:], end[:])
+        skipped = 0
+        for v in visits:
+            if v < n:
+                s, b = anchor[v], -1
+                for j in range(s_ptr[v], s_ptr[v + 1]):
+                    t = (start[s_src[j]] if s_start[j] else end[s_src[j]]) + s_lag[j]
+                    if t > s:
+                        s, b = t, s_id[j]
+                    elif t != t:
+                        skipped += 1
+                start[v], bind_s[v] = s, b
+                if not pending[v]:
+                    end[v] = s + base_l[v]
+            else:
+                v -= n
+                f, b = start[v] + base_l[v], -1
+                for j in range(e_ptr[v], e_ptr[v + 1]):
+                    u = e_src[j]
+                    t = (start[u] if e_start[j] else end[u]) + e_lag[j]
+                    if t > f:
+                        f, b = t, e_id[j]
+                    elif t != t:
+                        skipped += 1
+                end[v], bind_e[v] = f, b
+        if not skipped or (start, end) == before:
+            break
     return Timing(np.array(start), np.array(end), np.array(bind_s, dtype=np.int64), np.array(bind_e, dtype=np.int64),
                   skipped)

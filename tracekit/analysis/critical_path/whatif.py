@@ -16,7 +16,8 @@ Edits (each a change of node durations or edge lags; several apply in order):
 * ``overlap-comm``: collective kernels hold nothing back on their streams (compute after a
   collective no longer waits for it); an iteration still ends after its collectives.
 * ``balance-ranks``: no rank waits for another at a collective (each ends its own transfer
-  time after it arrives): the job as if its ranks were balanced.
+  time after it arrives), and the job's iteration is its median rank's instead of its
+  slowest's: the job as if the stragglers' extra work were spread over the ranks.
 """
 
 from __future__ import annotations
