@@ -104,7 +104,7 @@ def test_a_thread_that_waits_for_another_hands_the_path_over(tmp_path):
 
 @pytest.mark.parametrize("name", ["own:vit16x6x384-b1/eager", "own:vit16x6x384-b1/reduce-overhead",
                                   "hta/critical_path/simple_add", "hta/critical_path/cuda_event_sync",
-                                  "hta/alexnet", "hta/trace_filter"])
+                                  "hta/alexnet", "hta/trace_filter", "hta/ns_resolution_trace"])
 def test_retiming_without_an_edit_gives_the_traced_times_back(real_trace, name):
     found = real_trace(name)
     files = [found] if found.is_file() else sorted(found.rglob("*.json.gz"))

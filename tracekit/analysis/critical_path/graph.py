@@ -9,7 +9,7 @@ alone:
   (Python, the framework, the ops that dispatch the next launch). A call nested in
   another of its thread is part of it (its GPU ops belong to the outer call).
 * ``handoff``: a thread whose gap between two calls holds another thread's calls (of the
-  same process) waited for that thread: autograd runs backward on its own device thread
+  same process, each begun and ended inside the gap) waited for that thread: autograd runs backward on its own device thread
   while the calling thread waits in ``backward()``. The gap is then two edges through the
   other thread's first and last calls, and not CPU time of the waiting thread.
 * ``launch``: a launch call before its GPU ops: an op starts no earlier than its call's
@@ -200,7 +200,8 @@ class _Builder:
         first_other, last_other = [], []
         for j in np.flatnonzero(inside).tolist():
             others = by_ts[lo[j]:hi[j]]
-            others = others[(self.process[others] == self.process[a[j]]) & (self.thread[others] != self.thread[a[j]])]
+            others = others[(self.process[others] == self.process[a[j]]) & (self.thread[others] != self.thread[a[j]])
+                            & (end[others] <= ts[b[j]])]
             if len(others):
                 handed[j] = True
                 first_other.append(others[0])
