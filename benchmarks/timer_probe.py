@@ -6,10 +6,10 @@ For each (model, phase, mode) -- e.g. ``lm-large-512 forward default`` -- the wo
 the lm suite's dtype) and prepared as tracekit's runner does (:mod:`tracekit.measure`), called once
 (compile) and 5 times (warm-up); then ROUNDS rounds each take, one after the other:
 
-* ``events_ms``: 20 back-to-back calls timed by CUDA events (:func:`tracekit.timing.time_calls`);
+* ``events_ms`` and ``wall_ms``: 20 calls timed by CUDA events, interleaved with blocks of the
+  synchronised wall clock, as the runner times them (:func:`tracekit.timing.interleaved`);
 * ``enqueue_ms``: the host time of 20 back-to-back calls (perf_counter around each call, no sync);
 * ``synced_ms``: 20 calls each followed by a synchronize, perf_counter around call and sync;
-* ``wall_ms``: torch.utils.benchmark.Timer.blocked_autorange over 0.5 s (:func:`tracekit.timing.wall_clock`);
 * ``loadavg_1m`` and the number of threads of this process (from /proc).
 
 As in the runner, the backend is prepared and called inside :class:`tracekit.attribution_record.Recorder`
@@ -19,7 +19,9 @@ Written for issue 21's lm-large-512 forward, compiled: 14.85 ms by CUDA events, 
 wall clock. GPU only; each round's medians (ms) are appended to OUT.jsonl as they come, one JSON
 object a line, and printed. The H100's rounds are in reports/h100/lm/timer-probe/probe.jsonl: taken
 from the printed rounds of this script's first version, which wrote its file only at the end and was
-stopped by its time limit before the last cell asked (lm-xl-512); the measuring code is unchanged.
+stopped by its time limit before the last cell asked (lm-xl-512). Those rounds took ``events_ms``
+(:func:`tracekit.timing.time_calls`) and then ``wall_ms`` (``Timer.blocked_autorange`` over 0.5 s) one
+after the other, as the runner did before issue 30; ``enqueue_ms`` and ``synced_ms`` are measured as then.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def _rounds(out: str, cell: dict, module, inputs, backend, spec) -> None:
     torch.cuda.synchronize()
     stop_compile_workers()
     for n in range(ROUNDS):
-        events, _ = timing.time_calls(lambda: step(inputs), CALLS, "cuda")
+        events, wall, _ = timing.interleaved(lambda: step(inputs), CALLS, "cuda")
         enqueue = []
         for _ in range(CALLS):
             t0 = time.perf_counter()
@@ -81,10 +83,10 @@ def _rounds(out: str, cell: dict, module, inputs, backend, spec) -> None:
             step(inputs)
             torch.cuda.synchronize()
             synced.append((time.perf_counter() - t0) * 1e3)
-        wall = timing.wall_clock(lambda: step(inputs), 0.5)
-        row = cell | {"round": n, "events_ms": float(np.median(events)), "enqueue_ms": float(np.median(enqueue)),
+        row = cell | {"round": n, "events_ms": events["median"], "enqueue_ms": float(np.median(enqueue)),
                       "synced_ms": float(np.median(synced)), "wall_ms": wall["median"],
-                      "wall_blocks": wall["n"], "loadavg_1m": os.getloadavg()[0], "threads": _threads()}
+                      "wall_blocks": wall["n"], "wall_calls_per_block": wall["calls_per_block"],
+                      "loadavg_1m": os.getloadavg()[0], "threads": _threads()}
         with open(out, "a") as f:
             f.write(json.dumps(row) + "\n")
         print(json.dumps(row), flush=True)

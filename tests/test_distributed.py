@@ -59,6 +59,9 @@ def test_trace_two_ranks_with_ddp_then_analyze_the_job(tmp_path):
     assert (dist["world_size"], dist["backend"], dist["parallel"], dist["launcher"]) == (
         2, "gloo", "ddp", "torch.distributed.run")
     assert [r["rank"] for r in dist["ranks"]] == [0, 1] and all(r["latency_ms"]["n"] == 3 for r in dist["ranks"])
+    # every rank the same calls: the wall-clock blocks as long as the per-call ones, whatever the rank's speed
+    assert manifest["interleaving"] == {"rounds": 3, "latency_calls": [1, 1, 1], "wall_calls": 1, "schedule": "fixed"}
+    assert manifest["wall_ms"]["n"] == 3 and manifest["wall_ms"]["calls"] == 3
     # the job's latency: the slowest rank of each iteration, so at least each rank's median... and min
     assert manifest["latency_ms"]["min"] >= max(r["latency_ms"]["min"] for r in dist["ranks"])
     assert manifest["profile"]["traces"] == [t.name for t in traces]

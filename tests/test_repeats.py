@@ -4,15 +4,17 @@ import json
 
 import pytest
 
-from tracekit import repeats
+from tracekit import repeats, timing
 from tracekit.manifest import Manifest
 from tracekit.spec import RunSpec
 
 
-def _process(median: float, samples: list[float], wall: float, status: str = "ok", load: float = 0.5) -> Manifest:
+def _process(median: float, samples: list[float], wall: float, status: str = "ok", load: float = 0.5,
+             wall_samples: list[float] | None = None) -> Manifest:
+    blocks = {"samples": wall_samples, "p10": min(wall_samples), "p90": max(wall_samples)} if wall_samples else {}
     return Manifest(status=status, reason="" if status == "ok" else "CUDA out of memory", model="mlp", mode="eager",
                     latency_ms={"median": median, "samples": samples, "timer": "cuda_events"},
-                    wall_ms={"median": wall, "timer": "torch.utils.benchmark.Timer.blocked_autorange"},
+                    wall_ms={"median": wall, "timer": "torch.utils.benchmark.Timer.blocked_autorange", **blocks},
                     host_load={"start": {"loadavg_1m": load, "cpus": 16}, "end": {"loadavg_1m": load + 1, "cpus": 16}},
                     compile_s=median)
 
@@ -31,6 +33,15 @@ def test_the_median_process_with_the_spread_across_processes():
     assert run.wall_ms["median"] == 2.5 and run.timer_agreement == pytest.approx(0.0)
     assert run.host_load == {"start": {"loadavg_1m": 1, "cpus": 16}, "end": {"loadavg_1m": 4, "cpus": 16}}
     assert run.spec["repeats"] == 3
+
+
+def test_the_wall_clock_blocks_of_every_process_are_pooled():
+    """Interleaved runs keep one wall-clock sample a block: the run's spread covers every process's blocks."""
+    procs = [_process(2.0, [2.0], 2.0, wall_samples=[1.9, 2.0, 2.1]), _process(3.0, [3.0], 3.0, wall_samples=[3.0]),
+             _process(2.5, [2.5], 2.5, wall_samples=[2.4, 2.5, 2.6])]
+    run, pick = repeats.combine(RunSpec("mlp", repeats=3), procs)
+    assert run.wall_ms["median"] == 2.5 and run.wall_ms["n"] == 7 and run.wall_ms["processes"] == 3
+    assert (run.wall_ms["min"], run.wall_ms["max"]) == (1.9, 3.0) and run.wall_ms["p10"] == pytest.approx(1.96)
 
 
 def test_a_process_that_fails_makes_the_run_fail_saying_which():
@@ -57,7 +68,7 @@ def test_trace_with_repeats_and_threads_on_the_cpu(tmp_path):
     m = json.loads((folder / "run.json").read_text())
     assert m["repeats"]["n"] == 2 and len(m["repeats"]["processes"]) == 2 and m["latency_ms"]["n"] == 10
     assert m["spec"]["threads"] == 1 and m["environment"]["cpu_threads"] == 1 and m["spec"]["batch"] == 4
-    assert m["wall_ms"]["timer"] == "torch.utils.benchmark.Timer.blocked_autorange"
+    assert m["wall_ms"]["timer"] == timing.WALL_TIMER and m["interleaving"]["rounds"] == 5
     row = compare(analyze(tmp_path).runs).iloc[0]
     assert row["processes"] == 2 and row["threads"] == 1 and row["process_spread"] >= 0
 

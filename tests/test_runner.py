@@ -19,6 +19,8 @@ def test_eager_run_writes_trace_and_manifest(tmp_path):
     on_disk = json.loads((folder / "run.json").read_text())
     assert on_disk["status"] == "ok" and on_disk["spec"]["batch"] == 4 and on_disk["device_type"] == "cpu"
     assert on_disk["latency_ms"]["n"] == 3 and on_disk["latency_ms"]["timer"] == "perf_counter"
+    assert on_disk["interleaving"]["rounds"] == 3 and on_disk["interleaving"]["schedule"] == "sized"
+    assert on_disk["wall_ms"]["n"] == 3 and on_disk["wall_ms"]["calls"] == 3 * on_disk["interleaving"]["wall_calls"]
     assert on_disk["max_abs_diff"] == 0.0
     traces = list(folder.glob("*.pt.trace.json.gz"))
     assert len(traces) == 1 and traces[0].name == on_disk["profile"]["traces"][0]

@@ -7,20 +7,96 @@ import pytest
 from tracekit import timing
 
 
-def test_wall_clock_is_torch_benchmark_timers_per_call_time():
-    w = timing.wall_clock(lambda: time.sleep(0.002), budget_s=0.2)
-    assert w["timer"] == "torch.utils.benchmark.Timer.blocked_autorange"
-    assert w["n"] >= 1 and w["calls_per_block"] >= 1
-    assert 2.0 <= w["p10"] <= w["median"] <= w["p90"] < 50  # a 2 ms sleep takes at least 2 ms a call
+class FakeHost:
+    """A host whose calls take ``call_ms`` (``slow`` times that from call ``slow_from`` on), a
+    clock that moves only with them, and a log of every call and clock read, in order."""
+
+    def __init__(self, call_ms=1.0, slow=1.0, slow_from=None):
+        self.now, self.calls, self.log = 0.0, 0, []
+        self.call_ms, self.slow, self.slow_from = call_ms, slow, slow_from
+
+    def fn(self):
+        slowed = self.slow_from is not None and self.calls >= self.slow_from
+        self.now += self.call_ms * (self.slow if slowed else 1) / 1e3
+        self.calls += 1
+        self.log.append("call")
+
+    def clock(self):
+        self.log.append("clock")
+        return self.now
 
 
-def test_wall_clock_with_fixed_calls_makes_exactly_that_many():
-    """The ranks of a distributed run each call the step the same number of times."""
-    calls = []
-    w = timing.wall_clock(lambda: calls.append(time.sleep(0.001)), budget_s=5.0, calls=7)
-    assert w["n"] == 1 and w["calls_per_block"] == 7 and w["iqr"] == 0
-    assert 7 <= len(calls) <= 9    # and at most the Timer's two warm-up calls
-    assert w["timer"] == "torch.utils.benchmark.Timer.timeit" and 1.0 <= w["p10"] <= w["median"] <= w["p90"]
+def _blocks(log):
+    """The log cut into blocks: ("untimed", 1), ("per-call", k) and ("wall", m)."""
+    out, i = [], 0
+    while i < len(log):
+        if log[i:i + 3] == ["clock", "call", "clock"]:
+            k = 0
+            while log[i:i + 3] == ["clock", "call", "clock"]:
+                k, i = k + 1, i + 3
+            out.append(("per-call", k))
+        elif log[i] == "clock":
+            end = log.index("clock", i + 1)
+            out.append(("wall", end - i - 1))
+            i = end + 1
+        else:
+            out.append(("untimed", 1))
+            i += 1
+    return out
+
+
+def test_interleaved_alternates_per_call_and_wall_clock_blocks():
+    """23 calls over 10 rounds (3, 3, 3, 2, ...); a 1 ms call makes a 10 ms wall-clock block of 10 calls."""
+    host = FakeHost(call_ms=1.0)
+    latency, wall, how = timing.interleaved(host.fn, 23, "cpu", clock=host.clock)
+    per_round = [3, 3, 3, 2, 2, 2, 2, 2, 2, 2]
+    assert _blocks(host.log) == [b for k in per_round for b in (("untimed", 1), ("per-call", k), ("wall", 10))]
+    assert how == {"rounds": 10, "latency_calls": per_round, "wall_calls": 10, "schedule": "sized"}
+    assert latency["n"] == 23 and latency["timer"] == "perf_counter" and latency["median"] == pytest.approx(1.0)
+    assert wall["n"] == 10 and wall["calls_per_block"] == 10 and wall["calls"] == 100
+    assert wall["median"] == pytest.approx(1.0) and wall["timer"] == timing.WALL_TIMER
+
+
+def test_a_host_that_slows_midway_is_seen_by_both_timers_alike():
+    """The host runs 3x slower from round 5 on (call 55: each round is 1 + 5 + 5 calls of 4 ms).
+    One timer after the other would give 4 ms and 12 ms; interleaved, both see both halves."""
+    host = FakeHost(call_ms=4.0, slow=3.0, slow_from=55)
+    latency, wall, how = timing.interleaved(host.fn, 50, "cpu", clock=host.clock)
+    assert how["wall_calls"] == 5   # 5 calls of 4 ms is already a 20 ms block
+    assert sorted(set(round(x, 6) for x in latency["samples"])) == [4.0, 12.0]
+    assert sorted(round(x, 6) for x in wall["samples"]) == [4.0] * 5 + [12.0] * 5
+    assert latency["median"] == pytest.approx(8.0) and wall["median"] == pytest.approx(8.0)
+    assert (wall["p10"], wall["p90"]) == pytest.approx((4.0, 12.0))
+
+
+def test_ranks_follow_a_fixed_schedule_whatever_their_speed():
+    """Distributed ranks: the same calls in the same order on a fast and a slow rank."""
+    fast, slow = FakeHost(call_ms=0.01), FakeHost(call_ms=30.0)
+    runs = [timing.interleaved(h.fn, 23, "cpu", fixed=True, clock=h.clock) for h in (fast, slow)]
+    assert fast.log == slow.log and fast.calls == slow.calls == 10 + 23 + 10 * 3
+    assert runs[0][2] == runs[1][2] == {"rounds": 10, "latency_calls": [3, 3, 3] + [2] * 7, "wall_calls": 3,
+                                        "schedule": "fixed"}
+    sized = FakeHost(call_ms=0.01)
+    assert timing.interleaved(sized.fn, 23, "cpu", clock=sized.clock)[2]["wall_calls"] == 1000
+
+
+def test_fewer_calls_than_rounds_make_one_call_a_round():
+    host = FakeHost(call_ms=2.0)
+    latency, wall, how = timing.interleaved(host.fn, 3, "cpu", clock=host.clock)
+    assert _blocks(host.log) == [("untimed", 1), ("per-call", 1), ("wall", 5)] * 3
+    assert how["rounds"] == 3 and latency["n"] == 3 and wall["n"] == 3
+
+
+def test_wall_clock_blocks_last_at_least_10_ms():
+    assert timing.wall_block_calls(5, 0.001) == 10_000 and timing.wall_block_calls(5, 0.3) == 34
+    assert timing.wall_block_calls(5, 40.0) == 5 and timing.wall_block_calls(5, 0.0) == 5
+
+
+def test_interleaved_on_the_real_clock():
+    latency, wall, how = timing.interleaved(lambda: time.sleep(0.002), 6, "cpu")
+    assert latency["n"] == 6 and wall["n"] == 6 and how["rounds"] == 6 and 2 <= how["wall_calls"] <= 5
+    assert 2.0 <= wall["p10"] <= wall["median"] <= wall["p90"] < 50  # a 2 ms sleep takes at least 2 ms a call
+    assert 2.0 <= latency["min"]
 
 
 def test_time_calls_on_the_cpu_is_perf_counter_per_call():

@@ -46,7 +46,7 @@ RANK_FILE = ".rank{}.result"  # not *.json: never taken for a trace
 _RANK0_FIELDS = ("device_type", "device_name", "build_s", "parameters", "prepare_s", "backend", "first_call_s",
                  "loss", "compile_s", "max_abs_diff", "diff_tolerance", "diff_ok", "warmup_s", "flop_per_iter",
                  "bytes_per_iter", "op", "peak_memory_MB", "memory_source", "attribution", "wall_ms",
-                 "timer_agreement")
+                 "timer_agreement", "interleaving")
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=10)
 
 

@@ -19,6 +19,10 @@ Versions (``manifest_version``):
   user models and recorded loops); ``distributed`` and the spec's ``nproc`` and
   ``parallel`` (issue 15, the spec fields left out at their defaults 1 and "ddp");
   ``attribution`` (issue 20). Older files read them as None.
+* 5 (issue 30): ``interleaving`` (how the two timers alternated: rounds, calls per block;
+  :func:`tracekit.timing.interleaved`); ``wall_ms`` is then one sample a block, with
+  ``samples``, ``calls`` and no ``iqr``. Older files read ``interleaving`` as None: their two
+  timers ran one after the other (``wall_ms.timer``: blocked_autorange, or timeit on ranks).
 
 Adding a field is one line in :class:`Manifest`: its name, type, a default of
 None ("not recorded", as in every older file) and a comment with its unit.
@@ -37,7 +41,7 @@ from pathlib import Path
 from tracekit.io import write_json
 
 FILENAME = "run.json"
-VERSION = 4
+VERSION = 5
 
 
 @dataclass
@@ -77,7 +81,8 @@ class Manifest:
     diff_ok: bool | None = None
     warmup_s: float | None = None
     latency_ms: dict | None = None         # unprofiled iterations: timing.latency_stats() + "timer"
-    wall_ms: dict | None = None            # synchronised wall clock per call: timing.wall_clock()
+    wall_ms: dict | None = None            # synchronised wall clock per call, per block: timing.interleaved()
+    interleaving: dict | None = None       # rounds, latency_calls, wall_calls, schedule: timing.interleaved()
     timer_agreement: float | None = None   # wall_ms median / latency_ms median - 1 (timing.agreement)
     host_load: dict | None = None          # {"start", "end"}: timing.host_load() at each end of the run
     repeats: dict | None = None            # a run made in several processes: tracekit.repeats.combine()

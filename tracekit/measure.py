@@ -166,12 +166,10 @@ def measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
     manifest.warmup_s = time.perf_counter() - t0
     stop_compile_workers()
 
-    stage(f"timing ({spec.iters} iterations)")
-    samples, timer = timing.time_calls(lambda: step(inputs), spec.iters, device)
-    manifest.latency_ms = {**timing.latency_stats(samples), "timer": timer}
-    stage("timing (synchronised wall clock)")
-    manifest.wall_ms = timing.wall_clock(lambda: step(inputs), sum(samples) / 1e3,
-                                         calls=spec.iters if spec.nproc > 1 else None)
+    stage(f"timing ({spec.iters} iterations, interleaved with a synchronised wall clock)")
+    manifest.latency_ms, manifest.wall_ms, manifest.interleaving = timing.interleaved(
+        lambda: step(inputs), spec.iters, device, fixed=spec.nproc > 1)
+    samples = manifest.latency_ms["samples"]
     manifest.timer_agreement = timing.agreement(manifest.latency_ms["median"], manifest.wall_ms["median"])
     if work := models.cost(spec.model, spec.batch, spec.dtype):  # single ops: the minimum work of a call
         manifest.flop_per_iter, manifest.bytes_per_iter = work["flop"], work["bytes"]

@@ -12,8 +12,9 @@ manifest from theirs:
   mean, std, min, max over all their timed iterations pooled, so the range a
   speedup is given with holds the noise between processes too;
 * ``wall_ms``: the median process's synchronised wall clock, with the median
-  of the processes' wall-clock medians as its median; ``timer_agreement``
-  from the two medians;
+  of the processes' wall-clock medians as its median and, where the processes
+  kept their blocks (``samples``), p10, p90... over them all pooled;
+  ``timer_agreement`` from the two medians;
 * ``repeats``: n, each process's status, latency and wall-clock medians and
   host load, ``median_process`` (the process whose median is the median; its
   trace is the run's trace, its other fields the run's) and ``spread`` =
@@ -46,7 +47,8 @@ from tracekit.trace.reader import trace_files
 
 
 def _pooled(parts: list[dict], timer: str) -> dict:
-    """Median of the parts' medians (``latency_ms`` dicts); the other figures over their pooled samples."""
+    """Median of the parts' medians (``latency_ms`` or ``wall_ms`` dicts); the other figures over their
+    pooled samples (none where no part kept any)."""
     samples = np.concatenate([np.asarray(p.get("samples", []), dtype=np.float64) for p in parts])
     pooled = timing.latency_stats(samples) if samples.size else {}
     return {**pooled, "timer": timer, "median": float(np.median([p["median"] for p in parts]))}
@@ -71,8 +73,8 @@ def combine(spec: RunSpec, processes: list[Manifest]) -> tuple[Manifest, int]:
         return run, pick
     run.latency_ms = _pooled([m.latency_ms for m in processes], processes[pick].latency_ms["timer"])
     if all(m.wall_ms for m in processes):
-        run.wall_ms = {**processes[pick].wall_ms, "median": float(np.median([m.wall_ms["median"] for m in processes])),
-                       "processes": len(processes)}
+        walls = [m.wall_ms for m in processes]
+        run.wall_ms = {**walls[pick], **_pooled(walls, walls[pick]["timer"]), "processes": len(processes)}
         run.timer_agreement = timing.agreement(run.latency_ms["median"], run.wall_ms["median"])
     run.repeats["spread"] = (max(medians) - min(medians)) / run.latency_ms["median"]
     run.host_load = {"start": (processes[0].host_load or {}).get("start"),

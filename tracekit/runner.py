@@ -94,8 +94,8 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     Stages: build the model (before anything is written) and the eager reference
     output; prepare the backend; first call (``compile_s``: compilation happens
     here for compiled modes); ``warmup`` more calls; ``iters`` timed calls
-    (``latency_ms``), then the synchronised wall clock per call (``wall_ms``,
-    ``timer_agreement``: :mod:`tracekit.timing`); output ``max_abs_diff``
+    (``latency_ms``) interleaved with blocks of the synchronised wall clock per call
+    (``wall_ms``, ``interleaving``, ``timer_agreement``: :mod:`tracekit.timing`); output ``max_abs_diff``
     against eager; then ``profile_iters`` iterations under torch.profiler, one
     ``ProfilerStep#N`` marker each, after one profiler warm-up step.
     ``host_load`` is read at the start and the end; ``spec.threads`` sets

@@ -3,17 +3,22 @@
 * **Latency per call** (:func:`time_calls`): CUDA events on a GPU (the device
   time between the enqueue points of back-to-back calls, read after one final
   synchronize), ``perf_counter`` on the CPU. This is ``latency_ms`` in run.json.
-* **Synchronised wall clock per call** (:func:`wall_clock`), as
-  ``torch.utils.benchmark.Timer`` measures it, by that Timer itself:
-  ``blocked_autorange`` times blocks of calls between ``timer()`` reads that
-  synchronize the device first (torch/utils/benchmark/utils/timer.py), and
-  gives the time per call of each block. It sees whatever the host adds
-  between calls that the events can hide, and the events see nothing of a
+* **Synchronised wall clock per call**: blocks of calls between two clock reads
+  that each follow a device synchronize, as ``torch.utils.benchmark.Timer``
+  reads its clock; the time per call of each block. It sees whatever the host
+  adds between calls that the events can hide, and the events see nothing of a
   host that is merely busy elsewhere. This is ``wall_ms``.
+* **Interleaved** (:func:`interleaved`): the two are taken in alternating short
+  blocks of one process (10 rounds of a per-call block and a wall-clock block),
+  not one after the other: on the lent machines a host-bound call's time swung
+  1.8x between rounds a few seconds apart (benchmarks/timer_probe.py,
+  reports/h100/lm/timer-probe/), so two timers taken in turn saw two hosts. How
+  they were interleaved is ``interleaving`` in run.json.
 * **Agreement** (:func:`agreement`): wall median / latency median - 1. Above
   ``TIMER_DISAGREEMENT`` (5%, issue 17) either way the two timers are not
   measuring the same thing (a synchronize that costs at this size, a host
-  stalling between calls) or the host was noisy: the run says so.
+  stalling between calls, the GPU tail a synchronised block waits for:
+  :func:`tracekit.analysis.trust.timer_gap`) or the host was noisy.
 * **Host load** (:func:`host_load`): the 1- and 5-minute load averages
   (``os.getloadavg``) and the CPUs this process may use, taken at the start
   and the end of a run. A 1-minute load above the CPU count means more
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from typing import Callable
 
 import numpy as np
@@ -34,9 +40,9 @@ import numpy as np
 # torch is imported where a call is timed, so analyses can use the checks below without it.
 
 TIMER_DISAGREEMENT = 0.05
-WALL_TIMER = "torch.utils.benchmark.Timer.blocked_autorange"
-FIXED_WALL_TIMER = "torch.utils.benchmark.Timer.timeit"  # one block of fixed calls: distributed ranks
-WALL_MIN_S, WALL_MAX_S = 0.2, 5.0  # bounds of the wall-clock measurement's length (s)
+WALL_TIMER = "synchronised perf_counter blocks, interleaved"  # tracekit.timing.interleaved
+INTERLEAVE_ROUNDS = 10   # rounds of (per-call block, wall-clock block): 5 timed calls a block at the default 50
+WALL_BLOCK_MIN_S = 0.01  # a wall-clock block lasts at least this long (s): wall_block_calls
 
 
 def latency_stats(samples_ms: list[float]) -> dict:
@@ -49,11 +55,11 @@ def latency_stats(samples_ms: list[float]) -> dict:
             "samples": [float(x) for x in a]}
 
 
-def time_calls(fn: Callable[[], object], n: int, device: str) -> tuple[list[float], str]:
+def time_calls(fn: Callable[[], object], n: int, device: str,
+               clock: Callable[[], float] = time.perf_counter) -> tuple[list[float], str]:
     """``n`` calls of ``fn`` timed one by one (ms each), and the timer's name: CUDA events
-    on a GPU ("cuda_events"), perf_counter on the CPU ("perf_counter")."""
-    import time
-
+    on a GPU ("cuda_events", read after one synchronize at the end), ``clock`` (s;
+    perf_counter) on the CPU ("perf_counter")."""
     import torch
     if device.startswith("cuda"):
         pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
@@ -65,45 +71,80 @@ def time_calls(fn: Callable[[], object], n: int, device: str) -> tuple[list[floa
         return [start.elapsed_time(end) for start, end in pairs], "cuda_events"
     out = []
     for _ in range(n):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        out.append((time.perf_counter() - t0) * 1e3)
+        out.append((clock() - t0) * 1e3)
     return out, "perf_counter"
 
 
-def wall_clock(fn: Callable[[], object], budget_s: float, calls: int | None = None) -> dict:
-    """The synchronised wall clock per call of ``fn``, by torch.utils.benchmark.Timer.
+def interleaved(fn: Callable[[], object], iters: int, device: str, fixed: bool = False,
+                rounds: int = INTERLEAVE_ROUNDS,
+                clock: Callable[[], float] = time.perf_counter) -> tuple[dict, dict, dict]:
+    """The two timers of ``fn``, in alternating short blocks of one process, so that both see
+    the same phase of the host: ``min(rounds, iters)`` rounds, each a per-call block then a
+    synchronised wall-clock block.
+
+    * Per-call block: one untimed call, then k calls timed one by one (:func:`time_calls`);
+      the ``iters`` timed calls are split over the rounds (k differs by one at most). The
+      untimed call makes every timed call follow another, as in a loop: the first call after
+      a synchronize starts on an idle GPU, and its end event waits for the whole of its GPU
+      tail, which the next calls' events do not see.
+    * Wall-clock block: m calls between two reads of ``clock`` that each follow a device
+      synchronize, as ``torch.utils.benchmark.Timer`` reads its clock
+      (torch/utils/benchmark/utils/timer.py: ``timer()``); its time per call is
+      (end - start) / m. m is the same in every round (:func:`wall_block_calls`).
+    * ``fixed`` (the ranks of a distributed run, whose calls run collectives and must match
+      call for call): m is the first per-call block's k, so the schedule depends on
+      ``iters`` alone and is the same on every rank.
 
     Args:
-        fn: one call of the workload.
-        budget_s: about how long to measure (``blocked_autorange``'s min_run_time),
-            clipped to [WALL_MIN_S, WALL_MAX_S]; the runner gives the time its timed
-            iterations took, so both figures rest on about as many calls.
-        calls: a fixed number of calls in one block (``Timer.timeit``, after its own two
-            warm-up calls), instead of the budget. The ranks of a distributed run need it: each
-            call runs collectives, and ranks that chose their own counts would pair one rank's
-            timing calls with another's profiled ones.
+        fn: one call of the workload. iters: calls timed one by one (>= 1).
+        device: "cuda..." (CUDA events, device synchronize) or else (``clock``, no sync).
+        clock: seconds (perf_counter).
 
     Returns:
-        {median, mean, p10, p90, iqr (ms per call, over the blocks), n (blocks),
-        calls_per_block, timer}. The Timer runs at torch's current thread count
-        (its own default would be one thread).
+        (latency_ms, wall_ms, interleaving): latency_ms is :func:`latency_stats` of the
+        ``iters`` per-call times (ms, in call order) + ``timer``; wall_ms is
+        :func:`latency_stats` of the blocks' times per call (ms, one sample a block, so median,
+        p10 and p90 give the wall clock and its spread) + ``calls_per_block`` (m), ``calls``
+        and ``timer`` (``WALL_TIMER``); interleaving is {rounds, latency_calls (timed calls of
+        each round's per-call block), wall_calls (m), schedule: "fixed" or "sized"}.
     """
     import torch
-    from torch.utils.benchmark import Timer
 
-    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-    if calls:
-        m = timer.timeit(calls)
-        per_call, per_block, iqr, name = np.asarray(m.times) * 1e3, calls, 0.0, FIXED_WALL_TIMER
-    else:
-        m = timer.blocked_autorange(min_run_time=min(max(budget_s, WALL_MIN_S), WALL_MAX_S))
-        per_call, per_block = np.asarray(m.times, dtype=np.float64) * 1e3, m.number_per_run
-        iqr, name = float(m.iqr * 1e3), WALL_TIMER
-    return {"median": float(np.median(per_call)), "mean": float(per_call.mean()),
-            "p10": float(np.percentile(per_call, 10)), "p90": float(np.percentile(per_call, 90)),
-            "iqr": iqr, "n": int(per_call.size), "calls_per_block": int(per_block),
-            "timer": name}
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    n = min(rounds, iters)
+    per_round = [iters // n + (i < iters % n) for i in range(n)]
+    samples, blocks, timer, m = [], [], "", 0
+    for k in per_round:
+        fn()
+        times, timer = time_calls(fn, k, device, clock)
+        samples += times
+        m = m or (per_round[0] if fixed else wall_block_calls(per_round[0], float(np.median(times))))
+        sync()
+        t0 = clock()
+        for _ in range(m):
+            fn()
+        sync()
+        blocks.append((clock() - t0) * 1e3 / m)
+    latency = {**latency_stats(samples), "timer": timer}
+    wall = {**latency_stats(blocks), "calls_per_block": m, "calls": m * n, "timer": WALL_TIMER}
+    return latency, wall, {"rounds": n, "latency_calls": per_round, "wall_calls": m,
+                           "schedule": "fixed" if fixed else "sized"}
+
+
+def wall_block_calls(k: int, call_ms: float) -> int:
+    """Calls in each wall-clock block: as many as the per-call block's ``k``, or more where
+    that is needed for a block of ``WALL_BLOCK_MIN_S`` at ``call_ms`` a call. 10 ms: the
+    clock reads and synchronizes a block adds (microseconds) weigh under 1% of it, and ten
+    rounds of such blocks last about 0.1 s, short beside the host's swings, seconds apart.
+    (``blocked_autorange`` makes its blocks longer, up to its whole 0.2 s minimum, which is
+    what one round must not be.) The wall clock so takes about as long as the per-call
+    timing, at least 10 ms a round."""
+    return max(k, math.ceil(WALL_BLOCK_MIN_S * 1e3 / call_ms)) if call_ms > 0 else k
 
 
 def agreement(latency_median_ms: float, wall_median_ms: float) -> float:
@@ -130,14 +171,20 @@ def busy_host(load: dict | None) -> bool:
 def problems(latency_median_ms: float, wall_median_ms: float, timer: str | None,
              host_load: dict | None) -> list[str]:
     """What makes a run's timing doubtful, one sentence each: the two timers more than
-    ``TIMER_DISAGREEMENT`` apart, a busy host at the start or the end (:func:`busy_host`).
-    NaN or None figures are not judged."""
+    ``TIMER_DISAGREEMENT`` apart, then :func:`host_problems`. NaN or None figures are not judged."""
     out = []
     if all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (latency_median_ms, wall_median_ms)):
         gap = agreement(latency_median_ms, wall_median_ms)
         if abs(gap) > TIMER_DISAGREEMENT:
             out.append(f"timers disagree: {timer or 'latency'} median {latency_median_ms:.3f} ms, synchronised "
                        f"wall clock {wall_median_ms:.3f} ms ({gap:+.0%}, over {TIMER_DISAGREEMENT:.0%})")
+    return out + host_problems(host_load)
+
+
+def host_problems(host_load: dict | None) -> list[str]:
+    """A busy host at the start or the end of a run (:func:`busy_host` of ``host_load``'s
+    "start" and "end" readings), one sentence each."""
+    out = []
     for when in ("start", "end"):
         load = (host_load or {}).get(when)
         if busy_host(load):

@@ -30,9 +30,9 @@ the baseline mode (``eager`` unless told otherwise):
 * a speedup whose p10-p90 latency ranges overlap, or that the two timers
   contradict (CUDA events say slower, the wall clock faster, or the other way
   round: ``wall_speedup``), is *inconclusive*, and a run
-  whose timing is doubtful (timers apart, a busy host, other thread counts,
-  processes spread, a profiled iteration shorter than the unprofiled one) is
-  said in ``warning``: :mod:`tracekit.analysis.trust`.
+  whose timing is doubtful (timers reaching different verdicts, a busy host,
+  other thread counts, processes spread, a profiled iteration shorter than the
+  unprofiled one) is said in ``warning``: :mod:`tracekit.analysis.trust`.
 * CPU-only runs have no GPU time to split: their finding is made from their
   ops instead (:mod:`tracekit.analysis.cpu_ops`: Δ self time and Δ calls per
   iteration, op by op): :class:`tracekit.analysis.tables.Tables` adds them.
@@ -53,16 +53,12 @@ import pandas as pd
 from tracekit.analysis import cpu_ops as ops_analysis
 from tracekit.analysis import trust
 from tracekit.analysis.idle import CAUSES
+from tracekit.analysis.trust import numeric as _num
 
 WORKLOAD_KEYS = ("model", "batch", "seq", "dtype", "phase", "parallel", "device", "device_name")
 PROFILER_OVERHEAD_FLAG = trust.PROFILER_OVERHEAD_FLAG
 # Readable names of the idle causes of tracekit.analysis.idle, for tables and plots.
 CAUSE_LABELS = {"host_wait": "host wait", "launch_latency": "launch latency", "sync": "sync", "other": "other idle"}
-
-
-def _num(runs: pd.DataFrame, col: str) -> pd.Series:
-    """A numeric column of ``runs``, NaN where absent."""
-    return pd.to_numeric(runs[col], errors="coerce") if col in runs else pd.Series(math.nan, index=runs.index)
 
 
 def workloads(runs: pd.DataFrame) -> pd.DataFrame:
@@ -151,8 +147,7 @@ def _finding(row: dict) -> str:
                 f"{row['speedup_high']:.2f}x), so this may be noise: " + text)
     elif row["inconclusive"]:
         text = (f"inconclusive: the timers contradict each other (CUDA events {row['speedup']:.2f}x, the "
-                f"synchronised wall clock {row['wall_speedup']:.2f}x), so the host's speed changed between "
-                "them: " + text)
+                f"synchronised wall clock {row['wall_speedup']:.2f}x): " + text)
     dp = row["dominant_profiled"]
     if dp and dp != row["dominant"]:
         text += (f"; the profiled window alone would say {dp} (Δ idle {row['d_idle_per_iter_ms']:+.3f} ms per "
@@ -204,8 +199,10 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
         of run and baseline overlap, or speedup and wall_speedup, the baseline's
         wall-clock median over the run's, lie on either side of 1:
         :func:`tracekit.analysis.trust.inconclusive`);
-        how far the timing can be trusted (wall_median_ms, timer_agreement,
-        threads, processes, process_spread, timing_warning: the run rows');
+        how far the timing can be trusted (wall_median_ms, wall_p10_ms, wall_p90_ms,
+        wall_calls_per_block, timer_agreement, timer_gap, latency_timer, threads,
+        processes, process_spread, timing_warning: the run rows'; timer_verdicts:
+        :func:`tracekit.analysis.trust.differing_verdicts`);
         has_gpu and baseline_has_gpu (the trace
         holds GPU ops); cpu_op_per_iter_ms (time any CPU op ran, profiled) and
         cpu_ops_per_iter, with d_cpu_op_per_iter_ms; the decompositions (ms per iteration, run
@@ -226,9 +223,11 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     m["reason"] = w["reason"].fillna("") if "reason" in w else ""
     for col in ("latency_median_ms", "latency_p10_ms", "latency_p90_ms", "latency_std_ms", "kernels_per_iter",
                 "launches_per_iter", "utilization", "compile_s", "peak_memory_MB", "max_abs_diff", "wall_median_ms",
-                "timer_agreement", "threads", "processes", "process_spread"):
+                "wall_p10_ms", "wall_p90_ms", "wall_calls_per_block", "timer_agreement", "threads", "processes",
+                "process_spread"):
         m[col] = _num(w, col)
-    m["timing_warning"] = w["timing_warning"].fillna("") if "timing_warning" in w else ""
+    for col in ("timing_warning", "timer_gap", "latency_timer"):
+        m[col] = w[col].fillna("") if col in w else ""
     m["profiled_iter_ms"] = _num(w, "iteration_ms")
     m["busy_per_iter_ms"] = _num(w, "busy_per_iter_us") / 1e3
     m["idle_per_iter_ms"] = _num(w, "idle_per_iter_us") / 1e3
@@ -252,6 +251,8 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     m["speedup"] = base["latency_median_ms"] / m["latency_median_ms"]
     m["speedup_low"], m["speedup_high"] = _speedup_range(base, m)
     m["wall_speedup"] = base["wall_median_ms"] / m["wall_median_ms"]
+    m["timer_verdicts"] = trust.differing_verdicts(base, m, m["speedup_low"], m["speedup_high"]).where(
+        m["run"] != m["baseline_run"], "")
     m["inconclusive"] = (trust.inconclusive(m["speedup_low"], m["speedup_high"], m["speedup"], m["wall_speedup"])
                          & (m["run"] != m["baseline_run"]))
     m["baseline_threads"] = base["threads"]

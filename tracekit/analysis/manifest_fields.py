@@ -9,7 +9,7 @@ import math
 
 from tracekit.manifest import Manifest
 from tracekit.peaks import peaks
-from tracekit.timing import problems as timing_problems
+from tracekit.timing import host_problems
 
 # Manifest fields copied into each row, with units in the names.
 _LATENCY_FIELDS = ("median", "mean", "p10", "p90", "std", "min")
@@ -50,20 +50,24 @@ def manifest_fields(manifest: Manifest | None) -> dict:
 
 def _timing_fields(manifest: Manifest) -> dict:
     """How far the run's timing can be trusted (tracekit.timing): the synchronised wall
-    clock beside the latency, the host's load, the threads, the processes it was made in."""
+    clock beside the latency (median, p10 and p90 over its blocks, calls a block), the host's
+    load (timing_warning: a busy host), the threads, the processes it was made in. Why the
+    two timers are apart needs the trace too: :func:`tracekit.analysis.trust.timer_gap`."""
     load = manifest.host_load or {}
     repeats = manifest.repeats or {}
-    wall = (manifest.wall_ms or {}).get("median", math.nan)
+    wall_ms = manifest.wall_ms or {}
+    wall = wall_ms.get("median", math.nan)
     return {
         "wall_median_ms": wall,
+        **{f"wall_{k}_ms": _nan(wall_ms.get(k)) for k in ("p10", "p90")},
+        "wall_calls_per_block": _nan(wall_ms.get("calls_per_block")),
         "timer_agreement": wall / latency - 1 if (latency := manifest.latency("median")) > 0 else math.nan,
         "host_load_start": (load.get("start") or {}).get("loadavg_1m", math.nan),
         "host_load_end": (load.get("end") or {}).get("loadavg_1m", math.nan),
         "host_cpus": (load.get("start") or load.get("end") or {}).get("cpus", math.nan),
         "threads": (manifest.environment or {}).get("cpu_threads", math.nan),
         "processes": repeats.get("n", 1), "process_spread": repeats.get("spread", math.nan),
-        "timing_warning": "; ".join(timing_problems(manifest.latency("median"), wall,
-                                                   (manifest.latency_ms or {}).get("timer"), load)),
+        "timing_warning": "; ".join(host_problems(load)),
     }
 
 

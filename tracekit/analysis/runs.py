@@ -37,9 +37,11 @@ class Analysis:
              (the spec's device), status, reason, note),
              the manifest's timings
              (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff; and how far
-             the timing can be trusted: wall_median_ms, timer_agreement,
-             host_load_start/end (1-minute load), host_cpus, threads, processes,
-             process_spread, timing_warning: :mod:`tracekit.timing`) and the
+             the timing can be trusted: wall_median_ms, wall_p10_ms,
+             wall_p90_ms, wall_calls_per_block, timer_agreement, timer_gap
+             (:func:`tracekit.analysis.trust.timer_gap`), host_load_start/end
+             (1-minute load), host_cpus, threads, processes, process_spread,
+             timing_warning: :mod:`tracekit.timing`) and the
              trace metrics of :func:`tracekit.analysis.pertrace.analyze_trace`
              (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
     tables:  name -> one DataFrame over all traces, each row tagged with its
@@ -235,10 +237,12 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
         _collect(run, manifest, base, files, result, scanned)
     import pandas as pd
 
-    from tracekit.analysis import job
+    from tracekit.analysis import job, trust
     from tracekit.analysis.backends import launch_vs_fusion
 
     result.runs = _ordered(pd.DataFrame(result.runs))
+    if len(result.runs):
+        result.runs["timer_gap"] = trust.timer_gap(result.runs)
     result.tables = {name: _front(pd.concat(parts, ignore_index=True)) for name, parts in result.tables.items()}
     if len(control := launch_vs_fusion(result.runs)):
         result.tables["launch_vs_fusion"] = control

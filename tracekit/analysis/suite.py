@@ -34,7 +34,9 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     same by the synchronised wall clock), ``speedup_inconclusive`` (the p10-p90 latency
     ranges of run and eager overlap, or the two speedups lie on either side of 1:
     :func:`tracekit.analysis.trust.inconclusive`) and ``speedup_text`` (the speedup
-    as shown: "1.38x (1.37-1.39)" or "inconclusive (0.95-1.08x)"), ``host_wait_per_iter_us``
+    as shown: "1.38x (1.37-1.39)" or "inconclusive (0.95-1.08x)"), ``timing_warning`` (the
+    run's, after the sentence of :func:`tracekit.analysis.trust.differing_verdicts` where the
+    timers reach different verdicts against eager), ``host_wait_per_iter_us``
     (GPU idle waiting on the host, per profiled iteration) and ``eager_<x>`` for
     the eager run's figures. GPU figures of a trace without GPU activity, and
     achieved rates of phases other than a forward call (the work stated is one
@@ -46,7 +48,8 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     for col in ("op", "phase", "latency_median_ms", "kernels_per_iter", "launches_per_iter", "busy_per_iter_us",
                 "idle_per_iter_us", "idle_host_wait_us", "iterations", "utilization", "device_name", "has_gpu",
                 "peak_memory_MB", "max_abs_diff", "achieved_TFLOPs", "achieved_GBps", "pct_peak_compute",
-                "pct_peak_bw", "requested_device", "latency_p10_ms", "latency_p90_ms", "wall_median_ms"):
+                "pct_peak_bw", "requested_device", "latency_p10_ms", "latency_p90_ms", "wall_median_ms",
+                "wall_p10_ms", "wall_p90_ms"):
         if col not in df:
             df[col] = math.nan
     df["host_wait_per_iter_us"] = df["idle_host_wait_us"] / df["iterations"]
@@ -69,6 +72,9 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     df["speedup_text"] = [trust.speedup_text(s, lo, hi, u, w) for s, lo, hi, u, w in
                           zip(df["speedup_vs_eager"], low, high, df["speedup_inconclusive"],
                               df["wall_speedup_vs_eager"])]
+    verdicts = trust.differing_verdicts(eager, df, low, high).where(df["status"] == "ok", "")
+    warning = df["timing_warning"].fillna("") if "timing_warning" in df else pd.Series("", index=df.index)
+    df["timing_warning"] = ["; ".join(t for t in pair if t) for pair in zip(verdicts, warning)]
     for col in _PER_ITER:
         df[f"eager_{col}"] = eager[col]
     return df.reset_index(drop=True)

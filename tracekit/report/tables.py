@@ -64,11 +64,16 @@ def comparison_view(comp: pd.DataFrame) -> pd.DataFrame:
 
 def timing_view(comp: pd.DataFrame) -> pd.DataFrame:
     """The comparison rows whose timing was checked (a synchronised wall clock, several
-    processes or a doubt recorded); empty when no run has any (older run.json files)."""
+    processes or a doubt recorded), with latency_range and wall_range ("0.070-0.090": p10-p90,
+    ms; None where unknown); empty when no run has any (older run.json files)."""
     if comp.empty or "wall_median_ms" not in comp:
         return comp.iloc[:0]
     checked = comp["wall_median_ms"].notna() | (comp["processes"] > 1) | (comp["timing_warning"] != "")
-    return comp[checked]
+    timed = comp[checked]
+    ms = lambda col: timed[col] if col in timed else [math.nan] * len(timed)  # noqa: E731
+    return timed.assign(**{f"{name}_range": [f"{lo:.3f}-{hi:.3f}" if lo == lo and hi == hi else None
+                                             for lo, hi in zip(ms(f"{name}_p10_ms"), ms(f"{name}_p90_ms"))]
+                           for name in ("latency", "wall")})
 
 
 def cpu_op_view(changes: pd.DataFrame, n: int = CPU_OPS_SHOWN) -> pd.DataFrame:

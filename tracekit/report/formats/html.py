@@ -19,6 +19,7 @@ import jinja2
 from tracekit import __version__
 from tracekit.analysis import integrity
 from tracekit.analysis.tables import Tables
+from tracekit.analysis.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.columns import CPU_OPS, DETAILS, HEADLINE, IDLE, MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP, TIMING
@@ -66,6 +67,7 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path, 
         "sources": _markdown_bold(SOURCES), "perfetto_hint": _markdown_bold(PERFETTO_HINT),
         "speedup": tables[0] if tables else None,
         "findings": finding_rows(comp) if len(comp) else [],
+        "timing_lines": timer_gap_lines(comp),
         "overview": src(plots[""][0]) if "" in plots else None,
         "profiled": _table(gpu_comp, PROFILED, "Inside the profiled window: GPU busy and idle by cause "
                            "(ms per iteration)") if len(gpu_comp) else None,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tracekit.analysis import integrity
 from tracekit.analysis.tables import Tables
+from tracekit.analysis.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.columns import (CPU_OPS, CPU_OPS_SHOWN, DETAILS, IDLE, MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP,
@@ -21,9 +22,11 @@ from tracekit.report.tables import (MODULES_HINT, PERFETTO_HINT, SOURCES, compar
                                     overhead_view, timing_view, trace_links)
 
 
-TIMING_TEXT = ("Each run's latency is timed twice: per call (CUDA events on a GPU, perf_counter on the CPU) and "
-               "as a synchronised wall clock per call (torch.utils.benchmark.Timer); more than 5% apart, or a "
-               "host with more runnable tasks than CPUs at the start or end of the run, is a doubt. A run made "
+TIMING_TEXT = ("Each run's latency is timed twice, in alternating short blocks of one process so both see the "
+               "same host: per call (CUDA events on a GPU, perf_counter on the CPU) and as a synchronised wall "
+               "clock per call (blocks of calls between two synchronizes; p10-p90 over the blocks). More than 5% "
+               "apart is explained where it can be (the GPU tail a synchronised block waits for), and a host with "
+               "more runnable tasks than CPUs at the start or end of the run is a doubt. A run made "
                "in several processes (`--repeats`) gives the median process, and the spread of the processes' "
                "medians. A speedup whose p10-p90 latency ranges overlap, or that the two timers contradict (one "
                "faster, the other slower), is called inconclusive.")
@@ -50,6 +53,7 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
         parts += [f"## Speedup over {t.baseline}, and why\n", markdown_table(*headline(comp, SPEEDUP)), ""]
         parts += [f"- **{w} {m}**: {f}" + (f" **Warning**: {warn}." if warn else "")
                   for w, m, f, warn in finding_rows(comp)]
+        parts += [f"- **Timing**: {line}" for line in timer_gap_lines(comp)]
         if "" in plots:
             parts.append(f"\n![GPU busy and idle per iteration, all workloads]({link(plots[''][0])})\n")
         if len(t.modules):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from tracekit.analysis.suite import SuiteTables
+from tracekit.analysis.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.manifest import Manifest
 from tracekit.report.base import Renderer, Report, register
@@ -82,10 +83,12 @@ def suite_report(t: SuiteTables) -> str:
                   "that the two timers contradict (one faster, the other slower), is inconclusive.\n",
                   _table(t.ranked, RANKED), ""]
     if len(timed := timing_view(cmp)):
-        parts += ["## How far the timing can be trusted\n", "Each run timed twice: per call (CUDA events on a GPU, "
-                  "perf_counter on the CPU) and as a synchronised wall clock per call (torch.utils.benchmark.Timer); "
-                  "over 5% apart, or a host busier than its CPUs, is a doubt. With `repeats`, the latency is the "
-                  "median of the processes' medians and the spread is theirs.\n", _table(timed, TIMING), ""]
+        parts += ["## How far the timing can be trusted\n", "Each run timed twice, in alternating short blocks of "
+                  "one process: per call (CUDA events on a GPU, perf_counter on the CPU) and as a synchronised wall "
+                  "clock per call (blocks of calls between two synchronizes); over 5% apart is explained where it "
+                  "can be, and a host busier than its CPUs is a doubt. With `repeats`, the latency is the "
+                  "median of the processes' medians and the spread is theirs.\n",
+                  *[f"- {line}\n" for line in timer_gap_lines(cmp)], _table(timed, TIMING), ""]
     if len(t.idle):
         parts += ["## GPU idle time by cause\n", _table(t.idle, IDLE), ""]
     if len(t.rated):

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from tracekit.analysis import integrity
 from tracekit.analysis.tables import Tables
+from tracekit.analysis.trust import timer_gap_lines
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.columns import CPU_OPS, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
 from tracekit.report.tables import (comparison_view, cpu_op_view, evidence, finding_rows, gpu_runs, headline,
@@ -57,6 +58,8 @@ def print_comparison(t: Tables, console: Console, detail: bool = False) -> None:
     for workload, mode, finding, warning in finding_rows(comp):
         console.print(f"  {workload} {mode}: {finding}" + (f" [bold red]warning:[/bold red] {warning}" if warning else ""),
                       highlight=False)
+    for line in timer_gap_lines(comp):
+        console.print(f"  timing: {line}", highlight=False)
     if detail:
         gpu = comp[comp["busy_per_iter_ms"].notna()]
         if len(gpu):
