@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracekit.analysis.critical_path.predict import predict, run_inputs
-from tracekit.analysis.critical_path.whatif import Edit, default_replay
+from tracekit.analysis.critical_path.predict import from_run, run_inputs
+from tracekit.analysis.critical_path.whatif import Edit
 from tracekit.analysis.runs import analyze
 from tracekit.manifest import Manifest
 from tracekit.trace import TraceError
@@ -49,8 +49,7 @@ def rows(traces: Path) -> pd.DataFrame:
             out.append({**row, "calibration_note": f"no prediction: {exc.problem}"})
             continue
         row["eager_ms"] = manifest.latency("median")
-        result = predict(ranks, [Edit("cuda-graphs")], manifest.latency("median"), manifest.attribution,
-                         replay=default_replay(ranks, manifest))
+        result = from_run(ranks, manifest, [Edit("cuda-graphs")])
         cal = result.calibration
         row.update(predicted_ms=result.predicted_ms, calibrated=cal.calibrated, host_scale=cal.host_scale,
                    gpu_scale=cal.gpu_scale, calibration_note=cal.note)

@@ -126,3 +126,12 @@ def test_a_host_with_more_runnable_tasks_than_cpus_is_a_doubt():
 
 def test_agreement_is_wall_over_latency_less_one():
     assert timing.agreement(2.0, 2.5) == pytest.approx(0.25)
+
+
+def test_host_times_time_each_call_from_its_start_to_its_return():
+    from tracekit import timing
+
+    ticks = iter(range(1000))
+    calls = []
+    stats = timing.host_times(lambda: calls.append(1), "cpu", calls=5, clock=lambda: next(ticks) * 0.002)
+    assert len(calls) == 5 and stats["n"] == 5 and stats["median"] == pytest.approx(2.0)

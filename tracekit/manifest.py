@@ -23,6 +23,8 @@ Versions (``manifest_version``):
   :func:`tracekit.timing.interleaved`); ``wall_ms`` is then one sample a block, with
   ``samples``, ``calls`` and no ``iqr``. Older files read ``interleaving`` as None: their two
   timers ran one after the other (``wall_ms.timer``: blocked_autorange, or timeit on ranks).
+  ``host_ms``: the host's time to issue one call with the GPU idle (:func:`tracekit.timing.host_times`;
+  single-process runs).
 
 Adding a field is one line in :class:`Manifest`: its name, type, a default of
 None ("not recorded", as in every older file) and a comment with its unit.
@@ -84,6 +86,7 @@ class Manifest:
     wall_ms: dict | None = None            # synchronised wall clock per call, per block: timing.interleaved()
     interleaving: dict | None = None       # rounds, latency_calls, wall_calls, schedule: timing.interleaved()
     timer_agreement: float | None = None   # wall_ms median / latency_ms median - 1 (timing.agreement)
+    host_ms: dict | None = None            # the host's time to issue one call, GPU idle: timing.host_times()
     host_load: dict | None = None          # {"start", "end"}: timing.host_load() at each end of the run
     repeats: dict | None = None            # a run made in several processes: tracekit.repeats.combine()
     steps: int | None = None               # a recorded loop (tracekit.record): the steps it ran

@@ -171,6 +171,8 @@ def measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
         lambda: step(inputs), spec.iters, device, fixed=spec.nproc > 1)
     samples = manifest.latency_ms["samples"]
     manifest.timer_agreement = timing.agreement(manifest.latency_ms["median"], manifest.wall_ms["median"])
+    if spec.nproc == 1:   # a rank's calls run collectives: every rank would have to time them alike
+        manifest.host_ms = timing.host_times(lambda: step(inputs), device)
     if work := models.cost(spec.model, spec.batch, spec.dtype):  # single ops: the minimum work of a call
         manifest.flop_per_iter, manifest.bytes_per_iter = work["flop"], work["bytes"]
         manifest.op = work.get("op", spec.model)

@@ -136,6 +136,34 @@ def interleaved(fn: Callable[[], object], iters: int, device: str, fixed: bool =
                            "schedule": "fixed" if fixed else "sized"}
 
 
+HOST_CALLS = 20   # calls timed by host_times
+
+
+def host_times(fn: Callable[[], object], device: str, calls: int = HOST_CALLS,
+               clock: Callable[[], float] = time.perf_counter) -> dict:
+    """The host's own time per call (``host_ms`` in run.json): each call timed from its start to
+    its return by ``clock``, after a device synchronize and with none inside, so the GPU is idle
+    and the launch queue empty when it starts: what issuing one iteration costs the host. On a
+    GPU-bound run the other timers see only the GPU; this is how much room the host has (the
+    critical path's calibration uses it, :mod:`tracekit.analysis.critical_path.calibrate`).
+
+    Returns:
+        :func:`latency_stats` of the ``calls`` times (ms).
+    """
+    import torch
+
+    out = []
+    for _ in range(calls):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = clock()
+        fn()
+        out.append((clock() - t0) * 1e3)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return latency_stats(out)
+
+
 def wall_block_calls(k: int, call_ms: float) -> int:
     """Calls in each wall-clock block: as many as the per-call block's ``k``, or more where
     that is needed for a block of ``WALL_BLOCK_MIN_S`` at ``call_ms`` a call. 10 ms: the

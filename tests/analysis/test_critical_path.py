@@ -235,3 +235,14 @@ def test_a_real_two_rank_job_retimes_to_its_trace(fixtures):
     assert (g.edge_kind == 6).sum() > 0          # matched collectives join the ranks
     tm = retime(g, *weights(g))
     assert np.nanmax(np.abs(tm.start - g.ts)) < 1e-6 and np.nanmax(np.abs(tm.end - g.end)) < 1e-6
+
+
+def test_a_gpu_bound_run_takes_its_host_factor_from_the_unprofiled_host_time(tmp_path):
+    traced = cp.analyze(_tables(_gpu_bound(), tmp_path))   # 30 µs markers, 123 µs of GPU work a step
+    cal = calibrate(traced.graph, traced.steps, traced.markers, 0.123, host_ms=0.015)
+    assert cal.host_scale == pytest.approx(0.5) and cal.gpu_scale == 1.0 and "host time per call" in cal.note
+    # the GPU ran 10% longer profiled than not: its ops scaled to the measurement
+    faster_gpu = calibrate(traced.graph, traced.steps, traced.markers, 0.123 * 0.9, host_ms=0.015)
+    assert faster_gpu.gpu_scale == pytest.approx(0.9, rel=0.01) and faster_gpu.host_scale == pytest.approx(0.5)
+    blind = calibrate(traced.graph, traced.steps, traced.markers, 0.123)
+    assert blind.host_scale == 0.25 and "says nothing of the host" in blind.note

@@ -41,9 +41,9 @@ def whatif(path, cuda_graphs, faster, host_faster, overlap_comm, balance_ranks, 
     error (exit 2).
     """
     from tracekit.analysis.critical_path import can_analyze
-    from tracekit.analysis.critical_path.predict import predict, run_inputs
+    from tracekit.analysis.critical_path.predict import from_run, run_inputs
     from tracekit.analysis.critical_path.report import prediction_record, prediction_text
-    from tracekit.analysis.critical_path.whatif import Edit, EditError, default_replay
+    from tracekit.analysis.critical_path.whatif import Edit, EditError
     from tracekit.analysis.critical_path.whatif import faster as faster_edit
     from tracekit.trace import TraceError
 
@@ -67,10 +67,8 @@ def whatif(path, cuda_graphs, faster, host_faster, overlap_comm, balance_ranks, 
         click.echo(json.dumps({"path": path, "predicted_latency_ms": None, "cannot_predict": why}) if as_json
                    else f"{path}: cannot predict: {why}")
         return
-    measured = manifest.latency("median") if manifest is not None else None
     try:
-        result = predict(ranks, edits, measured, manifest.attribution if manifest is not None else None,
-                         annotation, default_replay(ranks, manifest))
+        result = from_run(ranks, manifest, edits, annotation)
     except EditError as exc:
         raise UserError(str(exc), ExitCode.USAGE) from None
     except ValueError as exc:  # an annotation the trace lacks

@@ -37,7 +37,7 @@ class WhatIf:
 
 def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit], measured_ms: float | None = None,
             attribution: dict | None = None, annotation: str | None = None,
-            replay: Replay | None = None) -> WhatIf:
+            replay: Replay | None = None, host_ms: float | None = None) -> WhatIf:
     """The iteration latency a trace's run would have after ``edits``.
 
     Args:
@@ -48,6 +48,8 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
         attribution: run.json's ``attribution`` record (module names for ``faster`` patterns).
         annotation: what marks an iteration (default ``ProfilerStep#N``).
         replay: the CUDA graph replay's costs for the ``cuda-graphs`` edit.
+        host_ms: the run's unprofiled host time per call (run.json ``host_ms`` median), for
+            the calibration of a GPU-bound run.
 
     Raises:
         ValueError: the traces hold no GPU op or no host call.
@@ -57,7 +59,7 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
         ranks = [(0, ranks)]
     traced = analyze(ranks, annotation)
     g, step, markers = traced.graph, traced.steps, traced.markers
-    cal = calibrate(g, step, markers, measured_ms)
+    cal = calibrate(g, step, markers, measured_ms, host_ms)
     names = None
     if any(e.kind == "faster" for e in edits):
         from tracekit.analysis.attribution import attribute
@@ -70,6 +72,17 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
     balanced = "median" if any(e.kind == "balance-ranks" for e in edits) else "max"
     return WhatIf(cal, before, after, [str(e) for e in edits], after.latency_us(balanced) / 1e3,
                   before.latency_us() / 1e3, notes)
+
+
+def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) -> WhatIf:
+    """:func:`predict` for a run folder's traces with what its manifest (or None) knows: the
+    unprofiled latency and host time, the attribution record, the device's replay costs."""
+    from tracekit.analysis.critical_path.whatif import default_replay
+
+    known = manifest is not None
+    host = (manifest.host_ms or {}).get("median") if known else None
+    return predict(ranks, edits, manifest.latency("median") if known else None,
+                   manifest.attribution if known else None, annotation, default_replay(ranks, manifest), host)
 
 
 def run_inputs(path) -> tuple[list[tuple[int, EventTables]], "object | None"]:
