@@ -8,8 +8,10 @@ bench`` writes them. For each workload with an eager run, the prediction is what
 EAGER_FOLDER --cuda-graphs --json`` prints (the same library call); nothing of the cudagraphs or
 reduce-overhead runs goes into it. Beside it: the measured latencies (median of the unprofiled
 calls, CUDA events; p10-p90), the error against cudagraphs, whether the predicted sign of the gain
-is right, the issue's naive predictor (the eager trace's GPU busy time per iteration) and the old
-"could save" figure (host wait per profiled iteration). Writes OUT_DIR/predictions.csv,
+is right, the naive predictor the issue names (the eager trace's GPU busy time per iteration) and
+the old "CUDA graph could save" figure (host wait per profiled iteration). Where a prediction
+misses, the measured cudagraphs run's own trace says why: what its replays ran against what the
+eager trace ran (GPU busy and kernels per iteration). Writes OUT_DIR/predictions.csv,
 OUT_DIR/report.md and OUT_DIR/predicted-vs-measured.png.
 """
 
@@ -20,6 +22,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from tracekit.analysis.critical_path.predict import from_run, run_inputs
@@ -28,14 +31,24 @@ from tracekit.analysis.runs import analyze
 from tracekit.manifest import Manifest
 from tracekit.trace import TraceError
 
-TARGET = 0.10   # the issue's: within 10% of the measured cudagraphs latency
+TARGET = 0.10      # the issue's: within 10% of the measured cudagraphs latency
+SAME_WORK = 0.05   # a replay's GPU busy time this close to eager's ran the same kernels' work
 
 
 def _measured(folder: Path) -> dict:
     m = Manifest.read(folder)
     if m is None or m.status != "ok":
-        return {"status": None if m is None else m.status, "reason": None if m is None else m.reason}
+        return {"status": "missing" if m is None else m.status}
     return {"status": "ok", "median": m.latency("median"), "p10": m.latency("p10"), "p90": m.latency("p90")}
+
+
+def _per_iteration(folder: Path) -> tuple[float, float]:
+    """(GPU busy ms, GPU ops) per profiled iteration of a run's trace (median over its steps)."""
+    it = analyze(folder).tables.get("iterations", pd.DataFrame())
+    if it.empty:
+        return math.nan, math.nan
+    return float(it["gpu_busy_us"].median()) / 1e3, float(it["gpu_ops"].median() if "gpu_ops" in it else
+                                                          it["kernels"].median())
 
 
 def rows(traces: Path) -> pd.DataFrame:
@@ -46,8 +59,9 @@ def rows(traces: Path) -> pd.DataFrame:
         try:
             ranks, manifest = run_inputs(eager)
         except TraceError as exc:
-            out.append({**row, "calibration_note": f"no prediction: {exc.problem}"})
+            out.append({**row, "why": f"no prediction: {exc.problem}"})
             continue
+        row["device"] = manifest.ran_on_name
         row["eager_ms"] = manifest.latency("median")
         result = from_run(ranks, manifest, [Edit("cuda-graphs")])
         cal = result.calibration
@@ -58,24 +72,43 @@ def rows(traces: Path) -> pd.DataFrame:
             key = mode.replace("-", "_")
             row[f"{key}_ms"] = m.get("median", math.nan)
             row[f"{key}_p10_ms"], row[f"{key}_p90_ms"] = m.get("p10", math.nan), m.get("p90", math.nan)
-            row[f"{key}_status"] = m["status"] if m["status"] != "ok" else "ok"
+            row[f"{key}_status"] = m["status"]
         e = analyze(eager).runs.iloc[0]
         row["busy_only_ms"] = e.get("iteration_busy_us", math.nan) / 1e3
         row["could_save_ms"] = e.get("cuda_graph_recoverable_us_per_iter", math.nan) / 1e3
+        row["eager_busy_ms"], row["eager_ops"] = _per_iteration(eager)
+        if row["cudagraphs_status"] == "ok":
+            row["replay_busy_ms"], row["replay_ops"] = _per_iteration(workload / "cudagraphs")
         out.append(row)
     df = pd.DataFrame(out)
     if df.empty:
         return df
     df["error"] = df["predicted_ms"] / df["cudagraphs_ms"] - 1
     df["busy_only_error"] = df["busy_only_ms"] / df["cudagraphs_ms"] - 1
-    df["measured_gain_ms"] = df["eager_ms"] - df["cudagraphs_ms"]
-    df["predicted_gain_ms"] = df["eager_ms"] - df["predicted_ms"]
+    df["measured_saving_ms"] = df["eager_ms"] - df["cudagraphs_ms"]
+    df["predicted_saving_ms"] = df["eager_ms"] - df["predicted_ms"]
     # the sign of the gain is right where both agree, or where the measured gain is inside the
-    # two runs' noise (eager's and cudagraphs' p10-p90 ranges overlap: no sign to get right)
+    # runs' noise (eager's median inside cudagraphs' p10-p90 range: no sign to get right)
     noise = (df["cudagraphs_p10_ms"] <= df["eager_ms"]) & (df["eager_ms"] <= df["cudagraphs_p90_ms"])
-    df["sign_right"] = (df["measured_gain_ms"] * df["predicted_gain_ms"] > 0) | noise
+    df["sign_right"] = (df["measured_saving_ms"] * df["predicted_saving_ms"] > 0) | noise
     df["within_target"] = df["error"].abs() <= TARGET
+    df["why"] = [why(r) for r in df.to_dict("records")]
     return df
+
+
+def why(r: dict) -> str:
+    """Why a prediction misses (or its sign is wrong), from the measured cudagraphs trace; "" for a hit."""
+    if r.get("within_target") and r.get("sign_right"):
+        return ""
+    if not isinstance(r.get("replay_busy_ms"), float) or math.isnan(r["replay_busy_ms"]):
+        return "no measured cudagraphs trace to compare with"
+    change = r["replay_busy_ms"] / r["eager_busy_ms"] - 1
+    if abs(change) > SAME_WORK:
+        return (f"the capture ran other kernels: GPU busy {r['eager_busy_ms']:.3f} ms an iteration eager, "
+                f"{r['replay_busy_ms']:.3f} ms replayed ({change:+.0%}); {r['eager_ops']:.0f} GPU ops eager, "
+                f"{r['replay_ops']:.0f} replayed. A prediction from the eager trace keeps eager's kernels")
+    return (f"the replay ran the same GPU work (busy {r['eager_busy_ms']:.3f} vs {r['replay_busy_ms']:.3f} ms an "
+            "iteration): the host's replay cost or the gaps between replayed kernels differ from the model's")
 
 
 def write(df: pd.DataFrame, out: Path, probe: dict | None) -> None:
@@ -86,34 +119,57 @@ def write(df: pd.DataFrame, out: Path, probe: dict | None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     df.to_csv(out / "predictions.csv", index=False)
     done = df[df["cudagraphs_status"] == "ok"]
-    fig, ax = plt.subplots(figsize=(6, 6), layout="constrained")
-    hi = float(max(done["cudagraphs_ms"].max(), done["predicted_ms"].max())) * 1.3
-    lo = float(min(done["cudagraphs_ms"].min(), done["predicted_ms"].min())) / 1.3
+    fig, ax = plt.subplots(figsize=(6.4, 6), layout="constrained")
+    hi = float(np.nanmax(done[["cudagraphs_ms", "predicted_ms", "busy_only_ms"]].to_numpy())) * 1.3
+    lo = float(np.nanmin(done[["cudagraphs_ms", "predicted_ms", "busy_only_ms"]].to_numpy())) / 1.3
     ax.plot([lo, hi], [lo, hi], color="black", lw=1)
     ax.fill_between([lo, hi], [lo * (1 - TARGET), hi * (1 - TARGET)], [lo * (1 + TARGET), hi * (1 + TARGET)],
-                    color="0.9", label="within 10%")
+                    color="0.88", label="within 10%")
     ax.scatter(done["cudagraphs_ms"], done["predicted_ms"], label="critical path, calibrated")
     ax.scatter(done["cudagraphs_ms"], done["busy_only_ms"], marker="x", label="eager GPU busy alone")
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured cudagraphs latency (ms)",
-           ylabel="predicted from the eager run (ms)", title="CUDA graphs: predicted vs measured")
+           ylabel="predicted from the eager run (ms)")
+    ax.set_title("CUDA graphs: predicted vs measured", fontsize=11)
     ax.legend()
     fig.savefig(out / "predicted-vs-measured.png", dpi=110)
-    lines = ["# CUDA graphs predicted from the eager run alone, against the measured runs", ""]
-    n, ok = len(done), int(done["within_target"].sum())
-    lines += [f"Workloads with a measured cudagraphs run: {n}. Prediction within 10% of it: {ok} of {n} "
-              f"({ok / n:.0%}); the sign of the gain right: {int(done['sign_right'].sum())} of {n}. The eager GPU busy "
-              f"time alone within 10%: {int((done['busy_only_error'].abs() <= TARGET).sum())} of {n}.", ""]
+    out.joinpath("report.md").write_text(markdown(df, done, probe))
+
+
+def markdown(df: pd.DataFrame, done: pd.DataFrame, probe: dict | None) -> str:
+    n, hits, signs = len(done), int(done["within_target"].sum()), int(done["sign_right"].sum())
+    busy = int((done["busy_only_error"].abs() <= TARGET).sum())
+    devices = ", ".join(sorted(set(done["device"].dropna())))
+    lines = ["# CUDA graphs predicted from the eager run alone, against the measured runs", "",
+             f"Device: {devices}. Each prediction is `tracekit whatif <workload>/eager --cuda-graphs` (the eager run "
+             "folder alone: its trace and run.json), beside the same workload's measured `cudagraphs` and "
+             "`reduce-overhead` runs (unprofiled latency, median of the CUDA-event timed calls).", "",
+             f"- within 10% of the measured cudagraphs latency: **{hits} of {n}** ({hits / n:.0%}; the target is 90%)",
+             f"- the sign of the gain right: **{signs} of {n}**",
+             f"- the eager GPU busy time alone (the naive predictor) within 10%: {busy} of {n}",
+             f"- the old \"CUDA graph could save\" (host wait per profiled iteration) against the measured saving: "
+             f"{_ratio(done)}", ""]
     if probe:
-        lines += [f"Replay costs ({probe.get('device')}, benchmarks/replay_probe.py: replay-probe.json): host "
-                  f"{probe['graph_launch_us']:.1f} µs a replay; GPU gap between replayed kernels median "
-                  f"{probe['replay_gap_us']['median']:.2f} µs.", ""]
+        fit = probe.get("graph_launch_fit", {})
+        lines += [f"Replay costs ({probe.get('device')}, `benchmarks/replay_probe.py`, replay-probe.json): the host's "
+                  f"time per call of the cudagraphs mode {fit.get('per_replay_us', math.nan):.1f} µs + "
+                  f"{fit.get('per_kernel_us', math.nan):.2f} µs a kernel; the GPU's gap between replayed kernels "
+                  f"median {probe['replay_gap_us']['median']:.2f} µs.", ""]
     cols = ["workload", "eager_ms", "predicted_ms", "cudagraphs_ms", "error", "sign_right", "reduce_overhead_ms",
-            "busy_only_ms", "could_save_ms", "host_scale", "gpu_scale"]
-    lines.append("| " + " | ".join(cols) + " |")
-    lines.append("|" + "---|" * len(cols))
-    for r in df[cols].to_dict("records"):
-        lines.append("| " + " | ".join(_cell(k, v) for k, v in r.items()) + " |")
-    out.joinpath("report.md").write_text("\n".join(lines) + "\n")
+            "busy_only_ms", "measured_saving_ms", "could_save_ms", "host_scale", "gpu_scale"]
+    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_cell(k, v) for k, v in r.items()) + " |" for r in df[cols].to_dict("records")]
+    misses = df[df["why"] != ""]
+    lines += ["", "## Where it misses, and why", ""]
+    lines += [f"- **{r['workload']}** ({_cell('error', r['error'])}): {r['why']}." for r in misses.to_dict("records")]
+    if misses.empty:
+        lines.append("Nowhere.")
+    return "\n".join(lines) + "\n"
+
+
+def _ratio(done: pd.DataFrame) -> str:
+    r = done["could_save_ms"] / done["measured_saving_ms"]
+    r = r[done["measured_saving_ms"] > 0]
+    return f"{r.min():.1f}-{r.max():.1f}x the measured saving where there is one" if len(r) else "-"
 
 
 def _cell(column: str, v) -> str:

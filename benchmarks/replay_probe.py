@@ -12,6 +12,12 @@ Usage: python benchmarks/replay_probe.py OUT.json
   kernel so that they queue (``eager_queued_gap_us``) and the per-kernel time of replays
   timed with CUDA events (``replay_per_kernel_us``: kernel plus gap, unprofiled).
 
+* the host's time per call of tracekit's own ``cudagraphs`` mode (the backend's replay inside
+  the runner's inference step) for graphs of 1 to 1,024 tiny kernels and two input sizes,
+  timed as the runner times ``host_ms`` (:func:`tracekit.timing.host_times`), with CUDA events
+  per call beside it (``backend``), and the least-squares line through it
+  (``graph_launch_fit``: µs per replay plus µs per kernel).
+
 Needs a CUDA GPU; prints the JSON it writes.
 """
 
@@ -60,6 +66,36 @@ def gaps(folder: Path) -> np.ndarray:
     return ops["ts"].to_numpy()[1:] - ops["end"].to_numpy()[:-1], ops["dur"].to_numpy()
 
 
+class Chain(torch.nn.Module):
+    """``n`` dependent tiny kernels (x + 1, n times)."""
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x):
+        for _ in range(self.n):
+            x = x + 1
+        return x
+
+
+def backend_costs() -> list[dict]:
+    """Host time and CUDA-event latency per call of the cudagraphs mode, by graph size and input."""
+    from tracekit import backends, timing
+    from tracekit.phases import make_step
+    from tracekit.spec import RunSpec
+
+    rows = []
+    for n, shape in [(1, (16,)), (16, (16,)), (64, (16,)), (256, (16,)), (1024, (16,)), (64, (64, 3, 224, 224))]:
+        module, x = Chain(n), torch.zeros(*shape, device="cuda")
+        prepared = backends.get("cudagraphs").prepare(module, (x,), RunSpec("mlp", "cudagraphs", device="cuda"))
+        step = make_step(prepared.fn, module, "inference")
+        host = timing.host_times(lambda: step((x,)), "cuda", calls=200)["median"] * 1e3
+        events, _ = timing.time_calls(lambda: step((x,)), 200, "cuda")
+        rows.append({"kernels": n, "input": list(shape), "host_us": host, "events_us": float(np.median(events)) * 1e3})
+    return rows
+
+
 def main(out: Path) -> dict:
     x, inp = torch.zeros(1, device="cuda"), torch.zeros(1, device="cuda")
     one, many = graph_of(1, x), graph_of(256, x)
@@ -87,6 +123,10 @@ def main(out: Path) -> dict:
                                         "p90": float(np.percentile(g, 90)), "kernels": int(len(dur))}
             result[f"{name}_kernel_us"] = float(np.median(dur))
     result["eager_queued_gap_us"] = result.pop("eager_gap_us")
+    result["backend"] = rows = backend_costs()
+    small = [r for r in rows if r["input"] == [16]]
+    slope, intercept = np.polyfit([r["kernels"] for r in small], [r["host_us"] for r in small], 1)
+    result["graph_launch_fit"] = {"per_replay_us": float(intercept), "per_kernel_us": float(slope)}
     out.write_text(json.dumps(result, indent=1) + "\n")
     return result
 

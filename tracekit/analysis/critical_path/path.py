@@ -2,9 +2,11 @@
 
 An iteration (a ``ProfilerStep#N`` marker; the whole trace where there are none) holds
 the host calls that start inside its marker (on any thread) and the GPU ops they launch.
-It *finishes* when the last of them ends; its length is the time from the previous
-iteration's finish (its own marker's start for the first) to its finish: the period of
-back-to-back iterations, which is what the unprofiled latency measures. Its critical path
+It *finishes* when the last of them ends (or its marker does); its length runs from the
+later of its own start and the previous iteration's finish to its finish: what the
+unprofiled latency measures, a CUDA event before and after each of back-to-back calls (a
+GPU-bound call is timed from the GPU's finish of the one before, a host-bound call from
+its own start, so it holds the GPU work that follows its last launch). Its critical path
 is the chain of binding edges (:mod:`tracekit.analysis.critical_path.retime`) back from the
 node that finishes it, cut at that start; its segments add up to the iteration's length.
 
@@ -94,7 +96,7 @@ def periods(g: Graph, tm: Timing, step: np.ndarray, markers: dict[int, pd.DataFr
             rows.append({"rank": rank, "step": int(s), "start_us": begin, "end_us": stop, "finish_us": end,
                          "node": int(final["node"] if by_marker else finish["node"]),
                          "tail_us": stop - final["end"] if by_marker else 0.0,
-                         "latency_us": end - (last if last is not None and last < end else begin)})
+                         "latency_us": end - (max(last, begin) if last is not None and last < end else begin)})
             last = end
     return pd.DataFrame(rows, columns=["rank", "step", "start_us", "end_us", "finish_us", "node", "tail_us",
                                        "latency_us"])
@@ -175,7 +177,7 @@ def segments(g: Graph, tm: Timing, per: pd.DataFrame) -> pd.DataFrame:
     last: dict[int, float] = {}
     lists = _Lists(g, tm)
     for r in per.itertuples(index=False):
-        stop = last.get(r.rank, r.start_us)
+        stop = max(last.get(r.rank, r.start_us), r.start_us)
         stop = stop if stop < r.finish_us else r.start_us   # nested windows (an annotation in itself)
         found = trace_back(g, tm, r.node, stop, lists)
         if r.tail_us > 0:

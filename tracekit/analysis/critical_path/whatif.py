@@ -3,10 +3,11 @@
 Edits (each a change of node durations or edge lags; several apply in order):
 
 * ``cuda-graphs``: each iteration replayed as one CUDA graph. Its host calls cost nothing
-  but one graph launch (``graph_launch_us``: the replay's host time: the Python call, the
-  input copy and ``cudaGraphLaunch``); its GPU ops start after the previous op of their
-  stream plus the replay's gap between kernels (``replay_gap_us``), the first after the
-  launch plus the launch latency; cross-stream order and the syncs outside the graph stay.
+  but one graph launch (the replay's host time: the Python call, the input copy and
+  ``cudaGraphLaunch``, ``graph_launch_us`` plus ``per_kernel_us`` for each GPU op of the
+  iteration); its GPU ops start after the previous op of their stream plus the replay's gap
+  between kernels (``replay_gap_us``), the first after the launch plus the launch latency;
+  cross-stream order and the syncs outside the graph stay.
 * ``faster PATTERN=FACTOR``: the GPU ops matching PATTERN take 1/FACTOR of their time. A
   pattern (shell-style, ``fnmatch``) matches a kernel class or a part of one, in any case
   (``gemm`` for "GEMM/conv": :mod:`tracekit.analysis.kernels`), a kernel's name or
@@ -112,13 +113,14 @@ def matches(g: Graph, names: Names, pattern: str) -> np.ndarray:
 
 @dataclass
 class Replay:
-    """The two costs of a CUDA graph replay: graph_launch_us (host time per replay) and
-    replay_gap_us (the GPU's gap between consecutive kernels of a replay), and where each
-    came from."""
+    """The costs of a CUDA graph replay: graph_launch_us + per_kernel_us x kernels (the host's
+    time per replay, µs), replay_gap_us (the GPU's gap between consecutive kernels of a replay),
+    and where they came from."""
 
     graph_launch_us: float
     replay_gap_us: float
     source: str = ""
+    per_kernel_us: float = 0.0
 
 
 @dataclass
@@ -166,10 +168,8 @@ def apply(g: Graph, step: np.ndarray, edits: list[Edit], host_scale: float, gpu_
 
 def _cuda_graphs(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray, replay: Replay | None) -> None:
     """The ``cuda-graphs`` edit, in place (see the module docstring)."""
-    replay = replay or Replay(0.0, math.nan)
+    replay = replay or Replay(0.0, max(c["replay_gap_us"] for c in REPLAY_COSTS.values()))
     gap = replay.replay_gap_us
-    if not math.isfinite(gap):
-        gap = g.stream_gap_us if math.isfinite(g.stream_gap_us) else REPLAY_GAP_US
     inside = step >= 0
     host = inside & (g.kind == HOST)
     launches = host & (g.klass == "launch")
@@ -180,8 +180,9 @@ def _cuda_graphs(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray, 
     frame = pd.DataFrame({"node": np.flatnonzero(launches), "rank": g.rank[launches], "step": step[launches],
                           "ts": g.ts[launches]})
     if len(frame):
-        first = frame.loc[frame.groupby(["rank", "step"])["ts"].idxmin(), "node"].to_numpy()
-        base[first] = replay.graph_launch_us
+        first = frame.loc[frame.groupby(["rank", "step"])["ts"].idxmin()]
+        ops = pd.Series(step[g.kind == GPU]).value_counts()
+        base[first["node"].to_numpy()] = replay.graph_launch_us + replay.per_kernel_us * first["step"].map(ops).fillna(0)
     gpu_in = inside[g.dst] & (g.kind[g.dst] == GPU)
     lag[gpu_in & (g.edge_kind == LAUNCH)] = g.launch_lag_us
     lag[gpu_in & ((g.edge_kind == STREAM) | (g.edge_kind == WAIT))] = gap
@@ -200,22 +201,20 @@ class Prediction:
     notes: list[str] = field(default_factory=list)
 
 
-# The host's time per replay of the ``cudagraphs`` backend's wrapper (one input copied, one graph
-# replayed), measured with benchmarks/replay_probe.py on the lent machines; a device not listed
-# takes the largest of them.
-GRAPH_LAUNCH_US = {"NVIDIA H200": 15.0}
-# The GPU's gap between consecutive kernels of a replay where the trace shows no queued kernels
-# to measure it on (the H100 reduce-overhead fixture's replays: median 0.64 µs, mean 1.07 µs).
-REPLAY_GAP_US = 1.0
+# Measured with benchmarks/replay_probe.py on the lent H200 (reports/h200/predict/replay-probe.json):
+# the host's time per call of the cudagraphs mode, as the runner times host_ms, for graphs of 1 to
+# 1,024 kernels: 27.7 µs + 0.46 µs a kernel (least squares); and the GPU's gap between consecutive
+# kernels of a traced replay, median 0.26 µs (eager kernels queued behind each other on the same
+# GPU's traces were 1.2-1.8 µs apart). A device not measured takes the largest known.
+REPLAY_COSTS = {"NVIDIA H200": {"graph_launch_us": 27.7, "per_kernel_us": 0.46, "replay_gap_us": 0.26}}
 
 
 def default_replay(ranks, manifest=None) -> Replay:
-    """The replay costs for these traces: the host's cost per replay of their device
-    (``GRAPH_LAUNCH_US``), and the GPU's gap between back-to-back kernels as the trace shows it
-    (the median gap between an op and the one queued behind it on its stream)."""
+    """The replay costs of these traces' device (``REPLAY_COSTS``: measured on it with
+    benchmarks/replay_probe.py); a device not measured takes the largest known."""
     names = [str(t.devices["name"].iloc[0]) for _, t in ranks if len(t.devices)]
     name = names[0] if names else (manifest.ran_on_name if manifest is not None else None)
-    known = GRAPH_LAUNCH_US.get(name)
-    launch = known if known is not None else max(GRAPH_LAUNCH_US.values())
-    where = f"{name}'s measured replay cost" if known is not None else f"no replay cost measured for {name}: the largest known"
-    return Replay(launch, math.nan, where)
+    if name in REPLAY_COSTS:
+        return Replay(source=f"{name}: measured replay costs", **REPLAY_COSTS[name])
+    worst = {k: max(c[k] for c in REPLAY_COSTS.values()) for k in ("graph_launch_us", "per_kernel_us", "replay_gap_us")}
+    return Replay(source=f"no replay costs measured for {name}: the largest known", **worst)
