@@ -235,3 +235,17 @@ def test_report_only_writes_the_report_of_runs_made_on_another_machine(tmp_path)
     assert "| vit16x6x384/reduce-overhead | ok | 0.500 | 2.00x (1.50-2.75) |" in report
     assert "| transformer/eager | not run |" in report
     assert not (root / "transformer").exists()
+
+
+def test_an_only_pattern_matching_no_cell_is_a_usage_error(tmp_path):
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    for extra in ([], ["--dry-run"]):
+        r = CliRunner().invoke(main, ["bench", str(ROOT / "workloads" / "demo.toml"), "--only", "mlp*/eager",
+                                      "--only", "zzz*", "--traces", str(tmp_path / "t"),
+                                      "--reports", str(tmp_path / "r"), *extra])
+        assert r.exit_code == 2, r.output
+        assert "--only 'zzz*' matches no cell of demo (its cells: mlp-t1/eager, mlp-t1/default)" in r.output
+        assert not (tmp_path / "t").exists() and not (tmp_path / "r").exists()

@@ -54,8 +54,8 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry
     try:
         suites = [load_suite(path) for path in suite_files]
         if dry_run:
-            for suite in suites:
-                console.print(bench_lib.grid_table(suite, bench_lib.plan(suite, traces, only, force)))
+            for suite, planned in zip(suites, bench_lib.plan_all(suites, traces, only, force)):
+                console.print(bench_lib.grid_table(suite, planned))
             return
         command = " ".join(["tracekit", *sys.argv[1:]])
         options = {"html_plots": html_plots, "link_traces": link_traces}
