@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracekit.analysis.attribution import UNATTRIBUTED
+from tracekit.analysis.attribution import UNATTRIBUTED, module_label
 from tracekit.analysis.diff import diff, totals
 from tracekit.analysis.modules import DEFAULT_DEPTH, KEYS, SUMS, cut
 from tracekit.trace import TraceError
@@ -207,7 +207,7 @@ def top_modules(rows: pd.DataFrame, n: int = 3) -> str:
     by = rows.assign(kind=rows["module"].map(pattern)).groupby("kind").agg(
         d_busy_us=("d_busy_us", "sum"), d_launches=("d_launches", "sum"), count=("module", "size"))
     by = by.reindex(by["d_busy_us"].abs().sort_values(ascending=False).index).head(n)
-    return "; ".join(f"{kind or '(model)'}" + (f" (x{c})" if c > 1 else "") + f" busy {b:+.1f} µs"
+    return "; ".join(module_label(kind) + (f" (x{c})" if c > 1 else "") + f" busy {b:+.1f} µs"
                      + (f", launches {l:+.3g}" if abs(l) > 1e-9 else "")
                      for kind, b, l, c in by[["d_busy_us", "d_launches", "count"]].itertuples())
 

@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from PIL import Image
 
+from tracekit.analysis.attribution import module_label
 from tracekit.analysis.timeline import CPU_LANE
 from tracekit.io import write_atomic
 
@@ -332,7 +333,7 @@ def modules_figure(busy: pd.DataFrame, title: str, top: int = 12) -> Figure:
     for i, mode in enumerate(modes):
         ax.barh(y + (len(modes) - 1 - i - (len(modes) - 1) / 2) * height, table[mode] / 1e3, height,
                 label=mode, color=mode_color(mode, modes))
-    ax.set_yticks(y, [m or "(model)" for m in table.index], fontsize=8)
+    ax.set_yticks(y, [module_label(m) for m in table.index], fontsize=8)
     ax.set_xlabel("GPU busy per profiled iteration (ms)")
     ax.legend(fontsize=8, frameon=False)
     ax.set_title(wrapped(fig, title, 10), fontsize=10)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 from rich.table import Table
 
+from tracekit.analysis.attribution import module_label
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.trust import speedup_text
 from tracekit.io import records
@@ -35,8 +36,14 @@ MODULES_HINT = ("Every GPU op is attributed to the module and aten op that launc
 
 
 def module_rows(modules: pd.DataFrame, n: int = 8) -> pd.DataFrame:
-    """The ``n`` rows of each run with the largest |Δ busy| (they come sorted so per run)."""
-    return modules.groupby("run", sort=False).head(n) if len(modules) else modules
+    """The ``n`` rows of each run with the largest |Δ busy| (they come sorted so per run),
+    for display (:func:`module_view`)."""
+    return module_view(modules.groupby("run", sort=False).head(n)) if len(modules) else modules
+
+
+def module_view(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a module table for display: the model's own row (module "") named "(model)"."""
+    return rows.assign(module=rows["module"].map(module_label)) if "module" in rows else rows
 
 
 def comparison_view(comp: pd.DataFrame) -> pd.DataFrame:

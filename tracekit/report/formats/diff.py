@@ -21,7 +21,7 @@ from rich.console import Console
 from tracekit.analysis.rundiff import NO_GPU, DiffSet, RunDiff
 from tracekit.io import jsonable, write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import headline, markdown_table, rich_table
+from tracekit.report.tables import headline, markdown_table, module_view, rich_table
 
 MODULES = [
     ("module", "module", "{}"),
@@ -79,8 +79,9 @@ def diff_markdown(d: RunDiff, top: int = 20) -> str:
     if not d.has_gpu:
         return "\n".join(head + [_no_gpu(d), ""])
     parts = head + [_totals_line(d) + "\n",
-             f"## By module (top {top} by |Δ busy|)\n", markdown_table(*headline(d.modules.head(top), MODULES)),
-             f"\n## By module and op (top {top})\n", markdown_table(*headline(d.ops.head(top), OPS)), ""]
+             f"## By module (top {top} by |Δ busy|)\n",
+             markdown_table(*headline(module_view(d.modules.head(top)), MODULES)),
+             f"\n## By module and op (top {top})\n", markdown_table(*headline(module_view(d.ops.head(top)), OPS)), ""]
     return "\n".join(parts)
 
 
@@ -168,6 +169,6 @@ class Diff(Renderer):
         if not d.has_gpu:
             console.print(_no_gpu(d), highlight=False)
             return
-        table = d.modules.head(top) if len(d.modules) else pd.DataFrame()
+        table = module_view(d.modules.head(top)) if len(d.modules) else pd.DataFrame()
         console.print(rich_table(_title(d), *headline(table, MODULES)))
         console.print(_totals_line(d), highlight=False)
