@@ -85,7 +85,7 @@ def test_rows_sum_to_the_run_totals(runs):
 
 
 def test_cli(runs, tmp_path):
-    res = CliRunner().invoke(main, ["diff", str(runs[0]), str(runs[1]), "--out", str(tmp_path / "d")])
+    res = CliRunner().invoke(main, ["diff", str(runs[0]), str(runs[1]), "--out", str(tmp_path / "d"), "--wide"])
     assert res.exit_code == 0, res.output
     assert "became 2 Triton kernels" in res.output and "sum to these exactly" in res.output
     data = json.loads((tmp_path / "d" / "diff.json").read_text())

@@ -21,7 +21,8 @@ from rich.console import Console
 from tracekit.analysis.rundiff import NO_GPU, DiffSet, RunDiff
 from tracekit.io import jsonable, write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import headline, markdown_table, module_view, rich_table
+from tracekit.report.fit import Fit
+from tracekit.report.tables import headline, markdown_table, module_view
 
 MODULES = [
     ("module", "module", "{}"),
@@ -141,9 +142,9 @@ class Diffs(Renderer):
                         write_atomic(out / "diffs.csv", s.checks().to_csv(index=False))]
 
     def show(self, report: Report, console: Console) -> None:
-        s = report.data
+        s, fit = report.data, Fit(report.options.get("wide", False))
         if len(checks := _checks(s)):
-            console.print(rich_table("every pair of modes, module by module", *headline(checks, CHECKS)))
+            fit.print(console, "every pair of modes, module by module", *headline(checks, CHECKS))
         if cpu := _cpu_pairs(s):
             console.print(cpu, highlight=False)
 
@@ -162,7 +163,7 @@ class Diff(Renderer):
                 write_atomic(out / "diff.json", json.dumps(diff_dict(d), indent=1) + "\n")]
 
     def show(self, report: Report, console: Console) -> None:
-        d = report.data
+        d, fit = report.data, Fit(report.options.get("wide", False))
         top = report.options.get("top", 20)
         if d.mismatch:
             console.print(f"warning: {_warning(d)}", style="bold red", highlight=False)
@@ -170,5 +171,5 @@ class Diff(Renderer):
             console.print(_no_gpu(d), highlight=False)
             return
         table = module_view(d.modules.head(top)) if len(d.modules) else pd.DataFrame()
-        console.print(rich_table(_title(d), *headline(table, MODULES)))
+        fit.print(console, _title(d), *headline(table, MODULES))
         console.print(_totals_line(d), highlight=False)
