@@ -96,3 +96,13 @@ def test_profile_on_the_gpu_compares_cuda_graphs_with_eager(tmp_path):
                               name="tiny", log=lambda m: None, **QUICK)
     row = result.comparison.set_index("mode").loc["cudagraphs"]
     assert row["status"] == "ok" and row["launches_ratio"] < 1  # one graph launch replaces the kernels' launches
+
+
+def test_print_shows_a_short_summary(study):
+    """print(result) gives the answer and the tables it holds, not the dataclass' repr of every DataFrame."""
+    result = tracekit.analyze(study)
+    lines = str(result).splitlines()
+    assert str(result) == repr(result) and len(lines) == 4 and max(map(len, lines)) < 300
+    assert lines[0] == f"tracekit.Result: 2 run(s) under {study}, compared with eager"
+    assert lines[1] == "  vit16x6x384 b8 fp32 cuda: reduce-overhead 2.00x (1.40-2.57) over eager (0.080 -> 0.040 ms)"
+    assert lines[2].startswith("    why: Δ GPU busy ") and lines[3].startswith("  .runs 2x")

@@ -235,3 +235,39 @@ def test_report_only_writes_the_report_of_runs_made_on_another_machine(tmp_path)
     assert "| vit16x6x384/reduce-overhead | ok | 0.500 | 2.00x (1.50-2.75) |" in report
     assert "| transformer/eager | not run |" in report
     assert not (root / "transformer").exists()
+
+
+def test_bench_prints_the_answer_as_analyze_does(tmp_path):
+    """What `make demo` prints: the speedup of each workload first (it was only in report.md)."""
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    suite = tmp_path / "demo.toml"
+    suite.write_text('name = "demo"\n[[grid]]\nmodel = "vit16x6x384"\nmode = ["eager", "reduce-overhead"]\n')
+    root = bench.suite_traces(tmp_path / "traces", load_suite(suite))
+    env = {"device_name": "NVIDIA H100 80GB HBM3", "cuda_driver": "580.159.04"}
+    write_run(root / "vit16x6x384" / "eager", eager_trace(), mode="eager", environment=env)
+    write_run(root / "vit16x6x384" / "reduce-overhead", graph_trace(), mode="reduce-overhead",
+              latency_ms=(0.5, 0.4, 0.6), environment=env)
+    r = CliRunner().invoke(main, ["bench", str(suite), "--report-only", "--traces", str(tmp_path / "traces"),
+                                  "--reports", str(tmp_path / "reports")], env={"COLUMNS": None})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == "vit16x6x384 b8 fp32 cuda: reduce-overhead 2.00x (1.50-2.75) over eager (1.000 -> 0.500 ms)"
+    assert lines[1].startswith("  why: Δ GPU busy ")
+    assert any("speedup over eager" in line for line in lines)
+
+
+def test_an_only_pattern_matching_no_cell_is_a_usage_error(tmp_path):
+    from click.testing import CliRunner
+
+    from tracekit.cli import main
+
+    for extra in ([], ["--dry-run"]):
+        r = CliRunner().invoke(main, ["bench", str(ROOT / "workloads" / "demo.toml"), "--only", "mlp*/eager",
+                                      "--only", "zzz*", "--traces", str(tmp_path / "t"),
+                                      "--reports", str(tmp_path / "r"), *extra])
+        assert r.exit_code == 2, r.output
+        assert "--only 'zzz*' matches no cell of demo (its cells: mlp-t1/eager, mlp-t1/default)" in r.output
+        assert not (tmp_path / "t").exists() and not (tmp_path / "r").exists()

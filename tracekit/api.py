@@ -36,7 +36,7 @@ from tracekit.spec import DEFAULT_ITERS, DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, 
 from tracekit.trace import TraceError
 
 
-@dataclass
+@dataclass(repr=False)
 class Result:
     """The tables of an analysis, as ``tracekit analyze`` reports them.
 
@@ -65,7 +65,8 @@ class Result:
     root:       the folder run names are relative to.
 
     ``result["kernels"]`` is ``result.tables["kernels"]`` (also "runs", "comparison",
-    "overhead"); in a notebook the result shows its speedup table.
+    "overhead"); in a notebook the result shows its speedup table, and ``print(result)``
+    (or its repr) a short summary: the answer for each workload and the tables it holds.
     """
 
     runs: pd.DataFrame
@@ -87,6 +88,21 @@ class Result:
         if name in ("runs", "comparison", "overhead"):
             return getattr(self, name)
         return self.tables.get(name, pd.DataFrame())
+
+    def __repr__(self) -> str:
+        """A few lines: what was analyzed, the answer for each workload
+        (:func:`tracekit.report.tables.answers`), unreadable files, and the tables by name."""
+        from tracekit.report.tables import answers
+
+        lines = [f"tracekit.Result: {len(self.runs)} run(s) under {self.root}, compared with {self.baseline}"]
+        for first, why in answers(self.comparison, self.runs, self.baseline):
+            lines += [f"  {first}"] + ([f"    {why}"] if why else [])
+        if self.errors:
+            lines.append(f"  {len(self.errors)} unreadable file(s) in .errors")
+        shape = lambda df: f"{len(df)}x{len(df.columns)}"  # noqa: E731
+        lines.append(f"  .runs {shape(self.runs)}, .comparison {shape(self.comparison)}, .overhead "
+                     f"{shape(self.overhead)}; .tables: " + ", ".join(n for n, t in self.tables.items() if len(t)))
+        return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         from tracekit.report.columns import SPEEDUP

@@ -85,7 +85,7 @@ def test_rows_sum_to_the_run_totals(runs):
 
 
 def test_cli(runs, tmp_path):
-    res = CliRunner().invoke(main, ["diff", str(runs[0]), str(runs[1]), "--out", str(tmp_path / "d")])
+    res = CliRunner().invoke(main, ["diff", str(runs[0]), str(runs[1]), "--out", str(tmp_path / "d"), "--wide"])
     assert res.exit_code == 0, res.output
     assert "became 2 Triton kernels" in res.output and "sum to these exactly" in res.output
     data = json.loads((tmp_path / "d" / "diff.json").read_text())
@@ -102,3 +102,36 @@ def test_python_api(runs):
     assert d.totals["d_launches"] == -2 and d.coverage_b == 1.0
     pairs = tracekit.diff(runs[0].parent)
     assert len(pairs) == 1 and pairs[0].a == "eager" and pairs[0].b == "default"
+
+
+def test_cpu_traces_say_there_is_no_gpu_op_to_attribute(tmp_path):
+    """The README's main job on a CPU makes CPU-only traces: `tracekit diff` says so, instead of
+    "Attributed to a module: A nan%" and a diff.md of empty tables (exit 0)."""
+    from owndata import CPU_RUNS
+
+    eager, default = CPU_RUNS / "vit16x6x384" / "eager", CPU_RUNS / "vit16x6x384" / "default"
+    res = CliRunner().invoke(main, ["diff", str(eager), str(default), "--out", str(tmp_path / "d")])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.startswith("no GPU activity: diff attributes GPU ops") and "nan" not in res.stdout
+    md = (tmp_path / "d" / "diff.md").read_text()
+    assert "no GPU activity: diff attributes GPU ops" in md and "nan" not in md and "|" not in md
+    res = CliRunner().invoke(main, ["diff", str(CPU_RUNS), "--out", str(tmp_path / "all")])
+    assert res.exit_code == 0, res.output
+    assert " ".join(res.stdout.split()) == ("no GPU activity: diff attributes GPU ops: 3 pair(s) of CPU-only runs left out "
+                                  "(vit16x6x384 b8 fp32 cpu)")
+
+
+@pytest.mark.parametrize("b, warning", [
+    ("h100/vit-study/vit16x6x384-b1/default", "batch 8 vs 1"),
+    ("cpu/vit16x6x384/default", "device cuda vs cpu"),
+    ("h100/vit-study/vit16x6x384/default", None),
+])
+def test_runs_of_different_workloads_are_flagged(b, warning):
+    """As `analyze` flags another device: a diff of runs that differ in model, batch, dtype or
+    device (their run.json) compares workloads, not modes, and says so."""
+    from owndata import DATA
+
+    res = CliRunner().invoke(main, ["diff", str(DATA / "h100/vit-study/vit16x6x384/eager"), str(DATA / b)])
+    assert res.exit_code == 0, res.output
+    flagged = f"warning: A and B differ in {warning}: this diff compares workloads, not modes"
+    assert (res.stdout.splitlines()[0] == flagged) if warning else "warning" not in res.stdout

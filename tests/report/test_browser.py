@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from chromium import Chromium, find_browser
 from owndata import H100_STUDY as STUDY
@@ -69,3 +70,19 @@ def test_the_check_sees_errors_and_broken_images(tmp_path):
     assert images == [0]
     assert any("boom" in e for e in errors) and any("undefinedFunction" in e or "Uncaught" in e for e in errors)
     assert any("missing.png" in e for e in errors)
+
+
+def test_the_module_table_fits_the_page(tmp_path):
+    """The per-module table of the H100 attribution runs (reports/h100/diff: GPT-2 and ViT, their
+    "what changed" sentences up to 400 characters) wraps to the page instead of running off it."""
+    tables = Tables.of(analyze(STUDY))
+    tables.modules = pd.read_csv(Path(__file__).parents[2] / "reports/h100/diff/attribution-h100/modules.csv",
+                                 keep_default_na=False, na_values=[""])
+    write_reports(tables, tmp_path / "r")
+    with Chromium(tmp_path / "profile") as page:
+        page.open(tmp_path / "r" / "index.html")
+        table, page_width = page.evaluate(
+            "(() => { const h = Array.from(document.querySelectorAll('h2')).find(h => h.textContent.includes("
+            "'module by module')); const box = h.nextElementSibling;"
+            " return [box.querySelector('table').getBoundingClientRect().width, box.clientWidth]; })()")
+    assert 0 < table <= page_width

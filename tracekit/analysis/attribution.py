@@ -66,6 +66,12 @@ CALL_WRAPPER = re.compile(r"^CUDAGraph\w*\.\w+( \(dynamo_timed\))?$")
 # with torch._foreach_copy_). They are the compiled module's work, not one of its submodules'.
 INPUT_COPIES = frozenset({"_foreach_copy_", "copy_"})
 UNATTRIBUTED = "(unattributed)"
+MODEL = "(model)"  # how reports name the model's own module, whose path is "" (the root)
+
+
+def module_label(path: str) -> str:
+    """A module path as reports show it: the root module ("") as :data:`MODEL`."""
+    return path or MODEL
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
 CAPTURE_BEGIN, CAPTURE_END = re.compile(r"^(cuda|hip)StreamBeginCapture"), re.compile(r"^(cuda|hip)StreamEndCapture")
 def common_module(paths: list[str]) -> str:

@@ -107,7 +107,7 @@ def summary(tables: EventTables, launches: pd.DataFrame) -> dict:
     feed_ratio = gpu_us_per_launch / launch_interval_us: below 1 the GPU
     finishes each launch's work before the next arrives (the host cannot keep up).
     short_kernels, short_kernel_share (of kernels), short_kernel_time_share (of
-    kernel time): kernels under ``SHORT_KERNEL_US``.
+    kernel time): kernels under ``SHORT_KERNEL_US`` (NaN without GPU activity).
     """
     kernels = tables.gpu_ops[tables.gpu_ops["kind"] == "kernel"]
     lat = launches["latency_us"].to_numpy()
@@ -123,7 +123,7 @@ def summary(tables: EventTables, launches: pd.DataFrame) -> dict:
         "launch_interval_us": interval,
         "gpu_us_per_launch": per_launch,
         "feed_ratio": per_launch / interval if n > 1 and interval > 0 else math.nan,
-        "short_kernels": int(short.sum()),
+        "short_kernels": int(short.sum()) if tables.has_gpu else math.nan,
         "short_kernel_share": float(short.mean()) if len(kernels) else math.nan,
         "short_kernel_time_share": float(kernels.loc[short, "dur"].sum() / kernels["dur"].sum())
         if len(kernels) and kernels["dur"].sum() > 0 else math.nan,

@@ -103,7 +103,7 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
     launch = launches.launch_table(tables)
     row.update(launches.summary(tables, launch))
     per_iter = summary.per_iteration(tables)
-    if len(per_iter):  # a typical iteration's GPU work, for the verdict's unprofiled check
+    if len(per_iter) and tables.has_gpu:  # a typical iteration's GPU work, for the verdict's unprofiled check
         row["iteration_busy_us"] = float(per_iter["gpu_busy_us"].median())
     row.update(verdict.verdict(row, latency_ms))
     row.update(communication.breakdown(tables))

@@ -11,12 +11,30 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracekit.analysis.attribution import UNATTRIBUTED
+from tracekit.analysis.attribution import UNATTRIBUTED, module_label
 from tracekit.analysis.diff import diff, totals
 from tracekit.analysis.modules import DEFAULT_DEPTH, KEYS, SUMS, cut
 from tracekit.trace import TraceError
 
 CHECKED = ("d_busy_us", "d_kernels", "d_launches", "d_idle_us")
+# What two runs of one workload share (their run.json): a diff of runs that differ in one of
+# these compares workloads, not modes, and says so (as `tracekit analyze` flags another device).
+IDENTITY = (("model", "model"), ("batch", "batch"), ("dtype", "dtype"), ("device_type", "device"))
+NO_GPU = "no GPU activity: diff attributes GPU ops"
+
+
+def mismatch(row_a: dict, row_b: dict) -> str:
+    """The :data:`IDENTITY` fields in which two run rows differ, ``"batch 8 vs 1, device cuda
+    vs cpu"``; a field unknown on either side (a trace without run.json) is left out."""
+    def known(v) -> bool:
+        return v is not None and v == v and v != ""
+
+    return ", ".join(f"{name} {_plain(row_a[col])} vs {_plain(row_b[col])}" for col, name in IDENTITY
+                     if known(row_a.get(col)) and known(row_b.get(col)) and row_a[col] != row_b[col])
+
+
+def _plain(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 @dataclass
@@ -27,7 +45,9 @@ class RunDiff:
     profiled iterations; coverage_a/b: share of GPU busy time attributed to a
     module; modules, ops: :func:`diff` by module and by (module, op) at ``depth``;
     totals: :func:`totals`; sum_error: for each of ``CHECKED``, |sum of the module
-    rows - the runs' total| (0 up to float rounding: the rows split the runs exactly).
+    rows - the runs' total| (0 up to float rounding: the rows split the runs exactly);
+    has_gpu: either trace holds GPU ops (else there is nothing to attribute: :data:`NO_GPU`);
+    mismatch: the run.json fields the two runs differ in (:func:`mismatch`), "" if none.
     """
 
     a: str
@@ -42,17 +62,21 @@ class RunDiff:
     totals: dict = field(default_factory=dict)
     workload: str = ""
     sum_error: dict = field(default_factory=dict)
+    has_gpu: bool = True
+    mismatch: str = ""
 
     @classmethod
     def of(cls, a: str, b: str, long_a: pd.DataFrame, long_b: pd.DataFrame, row_a: dict, row_b: dict,
            depth: int = DEFAULT_DEPTH, workload: str = "") -> "RunDiff":
-        """The diff of two runs from their attribution rows and run rows (iterations, attributed_busy_share)."""
+        """The diff of two runs from their attribution rows and run rows (iterations,
+        attributed_busy_share, has_gpu, and the :data:`IDENTITY` fields)."""
         na, nb = float(row_a.get("iterations", float("nan"))), float(row_b.get("iterations", float("nan")))
         modules, total = diff(long_a, long_b, na, nb, depth), totals(long_a, long_b, na, nb)
         return cls(a, b, depth, na, nb, float(row_a.get("attributed_busy_share", float("nan"))),
                    float(row_b.get("attributed_busy_share", float("nan"))), modules,
                    diff(long_a, long_b, na, nb, depth, by=("module", "op")), total, workload,
-                   {c: abs(float(modules[c].sum()) - total[c]) for c in CHECKED})
+                   {c: abs(float(modules[c].sum()) - total[c]) for c in CHECKED},
+                   bool(row_a.get("has_gpu") or row_b.get("has_gpu")), mismatch(row_a, row_b))
 
 
 def _rows(attribution: pd.DataFrame, runs: pd.DataFrame, run: str) -> tuple[pd.DataFrame, dict]:
@@ -183,7 +207,7 @@ def top_modules(rows: pd.DataFrame, n: int = 3) -> str:
     by = rows.assign(kind=rows["module"].map(pattern)).groupby("kind").agg(
         d_busy_us=("d_busy_us", "sum"), d_launches=("d_launches", "sum"), count=("module", "size"))
     by = by.reindex(by["d_busy_us"].abs().sort_values(ascending=False).index).head(n)
-    return "; ".join(f"{kind or '(model)'}" + (f" (x{c})" if c > 1 else "") + f" busy {b:+.1f} µs"
+    return "; ".join(module_label(kind) + (f" (x{c})" if c > 1 else "") + f" busy {b:+.1f} µs"
                      + (f", launches {l:+.3g}" if abs(l) > 1e-9 else "")
                      for kind, b, l, c in by[["d_busy_us", "d_launches", "count"]].itertuples())
 

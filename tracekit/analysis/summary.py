@@ -168,7 +168,8 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
         step_utilization (TensorBoard's "GPU Utilization"), cpu_ops,
         cpu_op_busy_us (time any CPU op ran, all threads), cpu_op_busy_per_iter_us,
         source ("pytorch" or "onnxruntime"), has_gpu, note. Sums run over all devices; utilization is
-        total busy over total span.
+        total busy over total span. Without GPU activity (``has_gpu`` False) every GPU count and
+        time, per iteration too, is NaN (n/a), not 0.
     """
     dev = per_device(tables)
     ops = tables.gpu_ops
@@ -196,8 +197,9 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
         "has_gpu": tables.has_gpu,
         "note": "" if tables.has_gpu else NO_GPU_NOTE,
     }
-    if not tables.has_gpu:  # no GPU timeline: time metrics are undefined, not zero
-        row.update(gpu_busy_us=math.nan, active_span_us=math.nan, idle_us=math.nan, idle_gaps=math.nan)
+    if not tables.has_gpu:  # no GPU timeline: its counts and times are undefined (n/a: NaN, empty in CSV), not zero
+        row.update(dict.fromkeys(("kernels", "gpu_ops", "memcpys", "memsets", "host_launches", "gpu_busy_us",
+                                  "active_span_us", "idle_us", "idle_gaps"), math.nan))
     span = row["active_span_us"]
     row["utilization"] = row["gpu_busy_us"] / span if span > 0 else math.nan
     per = (lambda v: v / n_iter) if n_iter else (lambda v: math.nan)

@@ -30,13 +30,13 @@ from tracekit.analysis.runs import Analysis
 from tracekit.analysis.runs import analyze as run_analysis
 from tracekit.analysis.suite import SuiteTables
 from tracekit.bench.cells import run_cell
-from tracekit.bench.plan import FINAL, Planned, grid_table, plan, suite_traces
+from tracekit.bench.plan import FINAL, Planned, grid_table, plan, plan_all, suite_traces
 from tracekit.bench.progress import Interrupted, run_planned
 from tracekit.manifest import Manifest
 from tracekit.report import write_reports
 from tracekit.suite import Suite
 
-__all__ = ["FINAL", "Interrupted", "Planned", "SuiteResult", "bench", "grid_table", "plan",
+__all__ = ["FINAL", "Interrupted", "Planned", "SuiteResult", "bench", "grid_table", "plan", "plan_all",
            "recorded_device", "report_only", "run_cell", "run_planned", "suite_traces", "write_suite_report"]
 
 
@@ -73,12 +73,13 @@ def bench(suites: list[Suite], traces: Path | str = "traces", reports: Path | st
     ``report_options``: options of the report formats (:func:`tracekit.report.write_reports`).
 
     Raises:
-        SuiteError: a suite whose cells collide (see :func:`plan`), before anything runs.
+        SuiteError: a suite whose cells collide, or a pattern of ``only`` that matches no
+            cell (see :func:`plan_all`), before anything runs.
         Interrupted: Ctrl-C or SIGTERM (finished cells are kept).
     """
     start = time.monotonic()
     total_deadline = None if max_minutes is None else start + 60 * max_minutes
-    plans = [plan(s, traces, only, force) for s in suites]
+    plans = plan_all(suites, traces, only, force)
     results, saved = [], 0.0
     for suite, planned in zip(suites, plans):
         t0 = time.monotonic()

@@ -108,6 +108,24 @@ def plan(suite: Suite, traces: Path | str, only: tuple[str, ...] = (), force: bo
     return out
 
 
+def plan_all(suites: list[Suite], traces: Path | str, only: tuple[str, ...] = (),
+             force: bool = False) -> list[list[Planned]]:
+    """:func:`plan` of each suite, checking ``only``.
+
+    Raises:
+        SuiteError: a pattern of ``only`` that matches no cell of any suite (a typo would
+            otherwise run nothing and write an empty report), or cells that collide.
+    """
+    plans = [plan(s, traces, only, force) for s in suites]
+    names = [p.name for planned in plans for p in planned]
+    for pattern in only:
+        if not any(fnmatch(name, pattern) for name in names):
+            shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+            raise SuiteError(f"--only {pattern!r} matches no cell of {', '.join(s.name for s in suites)} "
+                             f"(its cells: {shown})")
+    return plans
+
+
 def grid_table(suite: Suite, planned: list[Planned]) -> Table:
     """The grid as a rich table (``--dry-run``): each cell's run name, settings and state."""
     table = Table(title=f"{suite.name}: {len(planned)} cells", show_lines=False)

@@ -113,6 +113,12 @@ def report_options(command):
                              "PNGs in plots/ (each plot stored once, as in a repository).")(command)
 
 
+# Every column of the terminal's tables, names in full, whatever the width (tracekit.report.fit).
+wide_option = click.option("--wide", is_flag=True,
+                           help="Print every column of the tables and every name in full, however wide (by default "
+                                "tables fit COLUMNS, or the terminal, or 100 columns).")
+
+
 # The sequence length of a run's token inputs (RunSpec.seq), for the commands that run a workload.
 seq_option = click.option("--seq", type=click.IntRange(min=1), default=None,
                           help="Sequence length of token inputs (hf: text models, workload functions with a seq "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import UserError, main, report_options
+from tracekit.cli import UserError, main, report_options, wide_option
 from tracekit.errors import ExitCode
 
 
@@ -27,7 +27,8 @@ from tracekit.errors import ExitCode
                    "(tcp://host:8786; the files must be readable by its workers at the same paths), or "
                    "'local' for a LocalCluster of one worker per core here. Same results as without it.")
 @report_options
-def analyze(path, out, as_json, iterations, baseline, dask_address, html_plots, link_traces) -> None:
+@wide_option
+def analyze(path, out, as_json, iterations, baseline, dask_address, html_plots, link_traces, wide) -> None:
     """Analyze the traces under PATH (a folder, searched recursively, or one file).
 
     Per run: kernels executed, host launches (distinct correlation ids: one
@@ -55,7 +56,7 @@ def analyze(path, out, as_json, iterations, baseline, dask_address, html_plots, 
     if as_json:
         click.echo(json.dumps(jsonable(result.to_dict()), default=str))
     else:
-        print_reports(tables)
+        print_reports(tables, wide=wide)
         click.echo(f"wrote {out}/: " + ", ".join(p.name for p in written if p.suffix != ".png")
                    + f"; plots/: {sum(p.suffix == '.png' for p in written)} PNG", err=True)
     _exit_if_partial(result)
@@ -68,7 +69,8 @@ def analyze(path, out, as_json, iterations, baseline, dask_address, html_plots, 
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Also write the full report (summary.md, index.html, plots...) here.")
 @report_options
-def compare(paths, baseline, out, html_plots, link_traces) -> None:
+@wide_option
+def compare(paths, baseline, out, html_plots, link_traces, wide) -> None:
     """Compare runs: PATHS are run folders, trace folders or trace files.
 
     Runs are grouped by workload (model, batch, seq, dtype, phase, device, from each
@@ -85,7 +87,7 @@ def compare(paths, baseline, out, html_plots, link_traces) -> None:
     from tracekit.report import print_reports, write_reports
 
     tables = Tables.of(_analysis(list(paths), None), baseline)
-    print_reports(tables, runs=False, detail=True)
+    print_reports(tables, runs=False, detail=True, wide=wide)
     if out is not None:
         write_reports(tables, out, source=" ".join(str(p) for p in paths), html_plots=html_plots,
                       link_traces=link_traces)

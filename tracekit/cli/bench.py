@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import UserError, main, report_options
+from tracekit.cli import UserError, main, report_options, wide_option
 
 
 @main.command()
@@ -33,8 +33,9 @@ from tracekit.cli import UserError, main, report_options
               help="Write each suite's report from the runs already under --traces (made here or copied from "
                    "another machine, e.g. a GPU box); run nothing.")
 @report_options
+@wide_option
 def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry_run, report_only, html_plots,
-          link_traces) -> None:
+          link_traces, wide) -> None:
     """Run every cell of each SUITE_FILE (a workloads/*.toml grid), then report.
 
     Each cell runs in its own process and writes its trace and run.json as soon
@@ -54,8 +55,8 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry
     try:
         suites = [load_suite(path) for path in suite_files]
         if dry_run:
-            for suite in suites:
-                console.print(bench_lib.grid_table(suite, bench_lib.plan(suite, traces, only, force)))
+            for suite, planned in zip(suites, bench_lib.plan_all(suites, traces, only, force)):
+                console.print(bench_lib.grid_table(suite, planned))
             return
         command = " ".join(["tracekit", *sys.argv[1:]])
         options = {"html_plots": html_plots, "link_traces": link_traces}
@@ -71,6 +72,6 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry
         click.echo(f"tracekit bench: {exc}", err=True)
         sys.exit(130)
     for result in results:
-        print_reports(result.tables, comparison=False)
+        print_reports(result.tables, wide=wide)
         click.echo(f"{result.suite.name}: {len(result.ran)} cells run in {result.elapsed_s:.0f} s; "
                    f"report in {result.report_dir}/report.md", err=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import UserError, main
+from tracekit.cli import UserError, main, wide_option
 from tracekit.errors import ExitCode
 
 
@@ -25,7 +25,8 @@ from tracekit.errors import ExitCode
               help="Iterations each trace holds, for traces without ProfilerStep markers or run.json.")
 @click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.95, show_default=True,
               help="With a FOLDER: the attributed share of GPU busy time each run should reach (flagged below).")
-def diff(paths, depth, top, out, as_json, iterations, min_coverage) -> None:
+@wide_option
+def diff(paths, depth, top, out, as_json, iterations, min_coverage, wide) -> None:
     """Where GPU time and launches went between two runs, module by module.
 
     PATHS: RUN_A RUN_B, two run folders (run.json beside one trace) or trace
@@ -63,7 +64,7 @@ def diff(paths, depth, top, out, as_json, iterations, min_coverage) -> None:
         data = diff_dict(result) if len(paths) == 2 else jsonable([diff_dict(d) for d in result.diffs])
         click.echo(json.dumps(data))
     else:
-        print_reports(result, top=top)
+        print_reports(result, top=top, wide=wide)
     if out is not None:
         written = write_reports(result, out, top=top)
         click.echo(f"wrote {len(written)} files under {out}/", err=True)

@@ -63,6 +63,7 @@ class Renderer:
 
 
 RENDERERS: dict[str, Renderer] = {}
+WIDE = 10_000  # the console's width under ``wide``: no table is narrowed
 
 
 def register(cls: type[Renderer]) -> type[Renderer]:
@@ -87,18 +88,22 @@ def write_reports(data, out: Path | str, source: str = "", **options) -> list[Pa
     return report.written
 
 
-def terminal() -> Console:
-    """A console on stdout; off a terminal (a pipe, CI), 220 columns instead of rich's 80,
-    since a wide table reads better unwrapped."""
-    return Console(width=None if Console().is_terminal else 220)
+def terminal(wide: bool = False) -> Console:
+    """A console on stdout, as wide as ``COLUMNS`` or the terminal, else 100 columns
+    (:func:`tracekit.report.fit.terminal_width`); ``wide``: as wide as any table (the
+    terminal wraps its lines)."""
+    from tracekit.report.fit import terminal_width
+
+    return Console(width=WIDE if wide else terminal_width())
 
 
 def print_reports(data, source: str = "", console: Console | None = None, **options) -> None:
     """Print every registered format that takes ``data`` and has a terminal form.
 
-    ``options``: format options, e.g. ``detail=True`` (see each format's module).
+    ``options``: format options, e.g. ``detail=True``, ``wide=True`` (every column, whatever
+    the width: :mod:`tracekit.report.fit`; see each format's module).
     """
     report = Report(data, Path("."), source, options=options)
-    console = console or terminal()
+    console = console or terminal(options.get("wide", False))
     for renderer in _taking(data):
         renderer.show(report, console)

@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from PIL import Image
 
+from tracekit.analysis.attribution import module_label
 from tracekit.analysis.timeline import CPU_LANE
 from tracekit.io import write_atomic
 
@@ -56,6 +57,35 @@ def new_figure(w: float, h: float) -> Figure:
     fig = Figure(figsize=(w, h), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
+
+
+def wrapped(fig: Figure, text: str, fontsize: float, width_in: float | None = None, bold: bool = False) -> str:
+    """``text`` with its words wrapped into lines that fit ``width_in`` inches (default: the
+    figure's width, less a margin) at ``fontsize``, measured by the figure's renderer: a title
+    wider than its figure is cut at both ends (``constrained`` layout places, but does not
+    shrink, a figure's suptitle). Lines already broken stay broken; a word wider than a line
+    is folded."""
+    from matplotlib.font_manager import FontProperties
+
+    renderer = fig.canvas.get_renderer()
+    prop = FontProperties(size=fontsize, weight="bold" if bold else "normal")
+    limit = (width_in or fig.get_figwidth()) * fig.dpi * 0.96
+    width = lambda s: renderer.get_text_width_height_descent(s, prop, ismath=False)[0]  # noqa: E731
+    lines = []
+    for line in text.split("\n"):
+        current = ""
+        for word in line.split(" "):
+            candidate = f"{current} {word}" if current else word
+            if current and width(candidate) > limit:
+                lines.append(current)
+                candidate = word
+            while width(candidate) > limit and len(candidate) > 1:  # a word wider than the line: folded
+                cut = max(k for k in range(1, len(candidate)) if k == 1 or width(candidate[:k]) <= limit)
+                lines.append(candidate[:cut])
+                candidate = candidate[cut:]
+            current = candidate
+        lines.append(current)
+    return "\n".join(lines)
 
 
 def _no_data(ax, text: str) -> None:
@@ -188,7 +218,8 @@ def workload_figure(comp: pd.DataFrame, quantiles: pd.DataFrame, title: str) -> 
     if comp["busy_per_iter_ms"].isna().all():
         fig = new_figure(6, 4.4)
         latency_axes(fig.subplots(), comp)
-        fig.suptitle(f"{title}\n(no GPU activity in the traces: CPU only)", fontsize=11, fontweight="bold")
+        fig.suptitle(wrapped(fig, f"{title}\n(no GPU activity in the traces: CPU only)", 11, bold=True), fontsize=11,
+                     fontweight="bold")
         return fig
     fig = new_figure(12, 8.2)
     axes = fig.subplots(2, 2)
@@ -196,7 +227,7 @@ def workload_figure(comp: pd.DataFrame, quantiles: pd.DataFrame, title: str) -> 
     busy_idle_axes(axes[0, 1], comp)
     kernels_launches_axes(axes[1, 0], comp)
     kernel_cdf_axes(axes[1, 1], comp, quantiles)
-    fig.suptitle(title, fontsize=12, fontweight="bold")
+    fig.suptitle(wrapped(fig, title, 12, bold=True), fontsize=12, fontweight="bold")
     return fig
 
 
@@ -214,7 +245,7 @@ def timeline_figure(comp: pd.DataFrame, timeline: pd.DataFrame, title: str) -> F
     fig = new_figure(12, 1.0 + 1.45 * max(len(runs), 1))
     if not runs:
         _no_data(fig.subplots(), "no marked iterations with GPU activity in these traces")
-        fig.suptitle(title, fontsize=12, fontweight="bold")
+        fig.suptitle(wrapped(fig, title, 12, bold=True), fontsize=12, fontweight="bold")
         return fig
     axes = np.atleast_1d(fig.subplots(len(runs), 1, sharex=True))
     for ax, (run, mode) in zip(axes, runs):
@@ -244,7 +275,8 @@ def timeline_figure(comp: pd.DataFrame, timeline: pd.DataFrame, title: str) -> F
     kinds = set(timeline.loc[timeline["run"].isin([r for r, _ in runs]), "kind"])
     handles = [Patch(color=c, label=k) for k, c in TIMELINE_COLORS.items() if k in kinds]
     fig.legend(handles=handles, loc="outside upper right", ncol=len(handles), fontsize=8, frameon=False)
-    fig.suptitle(title, fontsize=12, fontweight="bold", x=0.01, ha="left")
+    fig.suptitle(wrapped(fig, title, 12, fig.get_figwidth() * 0.6, bold=True), fontsize=12, fontweight="bold",
+                 x=0.01, ha="left")
     return fig
 
 
@@ -273,15 +305,17 @@ def overview_figure(comp: pd.DataFrame, baseline: str) -> Figure:
     axes = np.atleast_1d(fig.subplots(1, len(groups)))
     for i, (ax, (workload, g)) in enumerate(zip(axes, groups)):
         busy_idle_axes(ax, g, legend=False)
-        ax.set_title(workload, fontsize=9)
+        ax.set_title(wrapped(fig, workload, 9, 0.75 * fig.get_figwidth() / len(groups)), fontsize=9)  # less the y axis
         ax.set_xticks(range(len(g)), [f"{m}\n{s}" if s else m for m, s in zip(g["mode"], _speedups(g))],
                       fontsize=7)
         if i:
             ax.set_ylabel("")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=8, frameon=False)
-    fig.suptitle(f"GPU busy and idle per profiled iteration; unprofiled speedup over {baseline} under each bar",
-                 fontsize=11, fontweight="bold")
+    # As many legend entries a row as the figure holds (about 3 inches each at 8 points).
+    fig.legend(handles, labels, loc="outside lower center", ncol=max(1, min(len(labels), int(fig.get_figwidth() // 3))),
+               fontsize=8, frameon=False)
+    fig.suptitle(wrapped(fig, f"GPU busy and idle per profiled iteration; unprofiled speedup over {baseline} under "
+                              "each bar", 11, bold=True), fontsize=11, fontweight="bold")
     return fig
 
 
@@ -299,10 +333,10 @@ def modules_figure(busy: pd.DataFrame, title: str, top: int = 12) -> Figure:
     for i, mode in enumerate(modes):
         ax.barh(y + (len(modes) - 1 - i - (len(modes) - 1) / 2) * height, table[mode] / 1e3, height,
                 label=mode, color=mode_color(mode, modes))
-    ax.set_yticks(y, [m or "(model)" for m in table.index], fontsize=8)
+    ax.set_yticks(y, [module_label(m) for m in table.index], fontsize=8)
     ax.set_xlabel("GPU busy per profiled iteration (ms)")
     ax.legend(fontsize=8, frameon=False)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(wrapped(fig, title, 10), fontsize=10)
     return fig
 
 

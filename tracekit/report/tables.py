@@ -1,4 +1,4 @@
-"""Shared by the report formats: how a table is drawn (markdown, rich) from its spec
+"""Shared by the report formats: how a table is drawn (markdown; rich: tracekit.report.fit) from its spec
 (tracekit.report.columns), and the texts and views every report of an analysis
 carries (findings per run, evidence, notes, where figures come from, links to the
 trace files)."""
@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 import pandas as pd
-from rich.table import Table
 
+from tracekit.analysis.attribution import module_label
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.trust import speedup_text
 from tracekit.io import records
@@ -35,8 +35,14 @@ MODULES_HINT = ("Every GPU op is attributed to the module and aten op that launc
 
 
 def module_rows(modules: pd.DataFrame, n: int = 8) -> pd.DataFrame:
-    """The ``n`` rows of each run with the largest |Δ busy| (they come sorted so per run)."""
-    return modules.groupby("run", sort=False).head(n) if len(modules) else modules
+    """The ``n`` rows of each run with the largest |Δ busy| (they come sorted so per run),
+    for display (:func:`module_view`)."""
+    return module_view(modules.groupby("run", sort=False).head(n)) if len(modules) else modules
+
+
+def module_view(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a module table for display: the model's own row (module "") named "(model)"."""
+    return rows.assign(module=rows["module"].map(module_label)) if "module" in rows else rows
 
 
 def comparison_view(comp: pd.DataFrame) -> pd.DataFrame:
@@ -124,20 +130,6 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-_TEXT_COLUMNS = ("run", "status", "device", "verdict", "workload", "mode", "job", "per rank", "backend")
-
-
-def rich_table(title: str, headers: list[str], rows: list[list[str]]) -> Table:
-    """A rich table for the terminal: text columns left, numbers right."""
-    table = Table(title=title, show_lines=False)
-    for h in headers:
-        table.add_column(h, overflow="fold",
-                         justify="left" if h in _TEXT_COLUMNS else "right")
-    for r in rows:
-        table.add_row(*r)
-    return table
-
-
 def gpu_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The rows of runs whose traces hold GPU activity."""
     return runs[runs["has_gpu"].fillna(False).astype(bool)] if "has_gpu" in runs else runs.iloc[:0]
@@ -192,3 +184,69 @@ def job_tables(analysis: Analysis) -> list[tuple[str, pd.DataFrame, list]]:
              ("Balance of each job over its ranks", analysis.table("job_balance"), BALANCE),
              ("Stragglers: who arrives last at the collectives, and the wait it causes", stragglers, STRAGGLERS)]
     return [(title, df, spec) for title, df, spec in shown if len(df)]
+
+
+def _verdicts(runs: pd.DataFrame) -> dict[str, str]:
+    """run -> the verdict of its first trace, for runs with GPU activity."""
+    if runs.empty or "verdict" not in runs or "has_gpu" not in runs:
+        return {}
+    first = runs.drop_duplicates("run")
+    return {r: v for r, v, g in zip(first["run"], first["verdict"], first["has_gpu"])
+            if pd.notna(g) and bool(g) and isinstance(v, str)}
+
+
+def _why(row: dict, verdicts: str) -> str:
+    """The second line of an answer: the split of Δ latency (and the runs' verdicts), or a CPU
+    run's Δ time in CPU ops."""
+    if row["dominant"]:
+        return (f"why: Δ GPU busy {row['d_busy_per_iter_ms']:+.3f} + Δ idle {row['d_idle_est_ms']:+.3f} ms/iter: "
+                f"{'GPU busy' if row['dominant'] == 'busy' else 'idle'} dominates" + (f" ({verdicts})" if verdicts else ""))
+    d_cpu = row.get("d_cpu_op_per_iter_ms")
+    cpu_only = pd.notna(row.get("has_gpu")) and not row.get("has_gpu")
+    if cpu_only and isinstance(d_cpu, float) and not math.isnan(d_cpu):
+        return (f"why: no GPU activity (CPU only): time in CPU ops {row['cpu_op_per_iter_ms'] - d_cpu:.3f} -> "
+                f"{row['cpu_op_per_iter_ms']:.3f} ms per profiled iteration")
+    return ""
+
+
+def answers(comp: pd.DataFrame, runs: pd.DataFrame, baseline: str) -> list[tuple[str, str]]:
+    """The answer for each workload of a comparison (:func:`tracekit.analysis.compare.compare`),
+    in one or two lines: (its fastest mode whose speedup is conclusive, that speedup with its
+    p10-p90 range and the latencies; "why: " Δ GPU busy + Δ idle per iteration, which dominates
+    and the verdicts of baseline and mode, or for CPU-only runs the time in CPU ops), "" as
+    the second line where there is nothing to say. A workload with no conclusive speedup,
+    only its baseline, or no baseline says so. ``runs``: ``Analysis.runs`` (the verdicts)."""
+    if comp.empty:
+        return []
+    verdicts = _verdicts(runs)
+    out = []
+    for workload, g in comp.groupby("workload", sort=False):
+        rows = g.to_dict("records")
+        base = next((r for r in rows if r["run"] == r["baseline_run"]), None)
+        failed = "".join(f"; {r['mode']} {r['status']}" for r in rows if r["status"] != "ok")
+        tried = [r for r in rows if r is not base and r["status"] == "ok" and not math.isnan(r["speedup"])]
+        if base is None:
+            timed = [f"{r['mode']} {r['latency_median_ms']:.3f} ms" for r in rows
+                     if r["status"] == "ok" and not math.isnan(r["latency_median_ms"])]
+            out.append((f"{workload}: no ok {baseline} run to compare with{failed}", ", ".join(timed)))
+            continue
+        before = f"{baseline} {base['latency_median_ms']:.3f} ms"
+        sure = [r for r in tried if not r["inconclusive"]]
+        text = lambda r: speedup_text(r["speedup"], r["speedup_low"], r["speedup_high"],  # noqa: E731
+                                      bool(r["inconclusive"]), r.get("wall_speedup", math.nan))
+        if not tried:
+            out.append((f"{workload}: only {before}{failed}",
+                        f"verdict: {verdicts[base['run']]}" if base["run"] in verdicts else ""))
+        elif not sure:
+            out.append((f"{workload}: no mode is conclusively faster or slower than {before}{failed}",
+                        "; ".join(f"{r['mode']} {text(r)}" for r in tried)))
+        else:
+            r = max(sure, key=lambda r: r["speedup"])
+            slower = f"every mode is slower than {baseline}, the least: " if r["speedup"] < 1 else ""
+            device = (f" (ran on {r['ran_on']}, {baseline} on {r['baseline_ran_on']}: DIFFERENT DEVICE)"
+                      if r["ran_on"] != r["baseline_ran_on"] else "")
+            v = [verdicts[x["run"]] for x in (base, r) if x["run"] in verdicts]
+            out.append((f"{workload}: {slower}{r['mode']} {text(r)} over {baseline}{device} "
+                        f"({base['latency_median_ms']:.3f} -> {r['latency_median_ms']:.3f} ms){failed}",
+                        _why(r, " -> ".join(dict.fromkeys(v)))))
+    return out

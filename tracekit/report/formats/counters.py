@@ -15,7 +15,8 @@ from rich.console import Console
 from tracekit.analysis.counters import BOUND_PCT, CountersResult
 from tracekit.io import write_atomic, write_json
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import headline, markdown_table, rich_table
+from tracekit.report.fit import Fit
+from tracekit.report.tables import headline, markdown_table
 
 RUN = [("device", "device", "{}"), ("kernels", "kernels", "{:.0f}"), ("matched", "joined to trace", "{:.0f}"),
        ("weight_ms", "kernel time (ms)", "{:.3f}"), ("dram_GB", "DRAM GB", "{:.3f}"),
@@ -126,9 +127,9 @@ class Counters(Renderer):
 
     def show(self, report: Report, console: Console) -> None:
         """The run row, the class table and the top kernels, then the notes."""
-        result = report.data
-        console.print(rich_table(f"counters: {report.source}", *headline(_run_frame(result), RUN)))
-        console.print(rich_table("by kernel class", *headline(_display(result.classes), CLASSES)))
-        console.print(rich_table("top kernels by time", *headline(_top(result).head(15), KERNELS)))
+        result, fit = report.data, Fit(report.options.get("wide", False))
+        fit.print(console, f"counters: {report.source}", *headline(_run_frame(result), RUN))
+        fit.print(console, "by kernel class", *headline(_display(result.classes), CLASSES))
+        fit.print(console, "top kernels by time", *headline(_top(result).head(15), KERNELS))
         for note in result.notes:
             console.print(f"  note: {note}", highlight=False)

@@ -1,7 +1,8 @@
 """The data formats: ``runs.csv`` (every metric of every run, units in the column names,
 plus the profiler-overhead columns), ``comparison.csv`` (the comparison with the
 baseline), ``modules.csv`` (each mode against the baseline, module by module, when
-runs have attribution rows) and ``runs.json`` (every table)."""
+runs have attribution rows; else an earlier report's modules.csv in the folder is removed)
+and ``runs.json`` (every table)."""
 
 from __future__ import annotations
 
@@ -33,4 +34,6 @@ class CsvJson(Renderer):
                  write_json(out / "runs.json", data)]
         if len(t.modules):
             files.append(write_atomic(out / "modules.csv", t.modules.to_csv(index=False)))
+        else:  # no module rows: an earlier report's modules.csv would pass for this one's
+            (out / "modules.csv").unlink(missing_ok=True)
         return files

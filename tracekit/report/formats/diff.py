@@ -18,10 +18,11 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from tracekit.analysis.rundiff import DiffSet, RunDiff
+from tracekit.analysis.rundiff import NO_GPU, DiffSet, RunDiff
 from tracekit.io import jsonable, write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.tables import headline, markdown_table, rich_table
+from tracekit.report.fit import Fit
+from tracekit.report.tables import headline, markdown_table, module_view
 
 MODULES = [
     ("module", "module", "{}"),
@@ -63,17 +64,32 @@ def _title(d: RunDiff) -> str:
     return f"A = {d.a} ({n(d.iterations_a)}), B = {d.b} ({n(d.iterations_b)}); modules at depth {d.depth}"
 
 
+def _warning(d: RunDiff) -> str:
+    """The warning of a diff of runs of different workloads, "" if they are of one."""
+    return f"A and B differ in {d.mismatch}: this diff compares workloads, not modes" if d.mismatch else ""
+
+
+def _no_gpu(d: RunDiff) -> str:
+    return f"{NO_GPU}; neither trace holds one (CPU-only runs: `tracekit compare A B` compares their CPU ops)."
+
+
 def diff_markdown(d: RunDiff, top: int = 20) -> str:
-    """diff.md: totals, then the top rows by module and by (module, op)."""
-    parts = ["# tracekit diff\n", _title(d) + ".\n", _totals_line(d) + "\n",
-             f"## By module (top {top} by |Δ busy|)\n", markdown_table(*headline(d.modules.head(top), MODULES)),
-             f"\n## By module and op (top {top})\n", markdown_table(*headline(d.ops.head(top), OPS)), ""]
+    """diff.md: the warning if the runs are of different workloads, the totals, then the top
+    rows by module and by (module, op); for CPU-only runs, the line that there is nothing to attribute."""
+    head = ["# tracekit diff\n", _title(d) + ".\n"] + ([f"**Warning**: {_warning(d)}.\n"] if d.mismatch else [])
+    if not d.has_gpu:
+        return "\n".join(head + [_no_gpu(d), ""])
+    parts = head + [_totals_line(d) + "\n",
+             f"## By module (top {top} by |Δ busy|)\n",
+             markdown_table(*headline(module_view(d.modules.head(top)), MODULES)),
+             f"\n## By module and op (top {top})\n", markdown_table(*headline(module_view(d.ops.head(top)), OPS)), ""]
     return "\n".join(parts)
 
 
 def diff_dict(d: RunDiff) -> dict:
     """Everything, as JSON-ready data."""
-    return jsonable({"a": d.a, "b": d.b, "depth": d.depth, "iterations_a": d.iterations_a,
+    return jsonable({"a": d.a, "b": d.b, "has_gpu": d.has_gpu, "mismatch": d.mismatch, "depth": d.depth,
+                     "iterations_a": d.iterations_a,
                      "iterations_b": d.iterations_b, "coverage_a": d.coverage_a, "coverage_b": d.coverage_b,
                      "totals": d.totals, "modules": d.modules.to_dict("records"), "ops": d.ops.to_dict("records")})
 
@@ -85,21 +101,31 @@ def _folder(d: RunDiff) -> str:
 
 
 def _checks(s: DiffSet) -> pd.DataFrame:
-    c = s.checks()
+    """The checks of the pairs with GPU activity (:meth:`DiffSet.checks`), for display."""
+    c = s.checks().loc[[d.has_gpu for d in s.diffs]]
     return c.assign(covered_text=c["covered"].map({True: "yes", False: "NO"}))
 
 
+def _cpu_pairs(s: DiffSet) -> str:
+    """The line for the pairs of CPU-only runs (left out of the pairs' table), "" if none."""
+    cpu = [d for d in s.diffs if not d.has_gpu]
+    return (f"{NO_GPU}: {len(cpu)} pair(s) of CPU-only runs left out "
+            f"({', '.join(dict.fromkeys(d.workload for d in cpu))})") if cpu else ""
+
+
 def diffs_markdown(s: DiffSet) -> str:
-    """diffs.md: one line per pair, with a link to its diff.md."""
-    c = _checks(s)
-    headers, rows = headline(c, CHECKS)
-    for row, d in zip(rows, s.diffs):
+    """diffs.md: one line per pair with GPU activity, with a link to its diff.md, and a line
+    for the pairs of CPU-only runs."""
+    headers, rows = headline(_checks(s), CHECKS)
+    for row, d in zip(rows, [d for d in s.diffs if d.has_gpu]):
         row[0] = f"[{row[0]}]({_folder(d)}/diff.md)"
+    cpu = _cpu_pairs(s)
     return "\n".join(["# tracekit diff: every pair of modes\n",
                       f"Each run's GPU ops are attributed to modules; a pair's module rows sum to its runs' Δ busy, "
                       f"Δ kernels, Δ launches and Δ idle (\"rows - total\": the largest difference, float rounding "
                       f"only). \"both >= min\": both runs have at least {s.min_coverage:.0%} of their GPU busy time "
-                      "attributed to a module.\n", markdown_table(headers, rows), ""])
+                      "attributed to a module.\n"] + ([markdown_table(headers, rows)] if rows else [])
+                     + ([f"\n{cpu}."] if cpu else []) + [""])
 
 
 @register
@@ -116,7 +142,11 @@ class Diffs(Renderer):
                         write_atomic(out / "diffs.csv", s.checks().to_csv(index=False))]
 
     def show(self, report: Report, console: Console) -> None:
-        console.print(rich_table("every pair of modes, module by module", *headline(_checks(report.data), CHECKS)))
+        s, fit = report.data, Fit(report.options.get("wide", False))
+        if len(checks := _checks(s)):
+            fit.print(console, "every pair of modes, module by module", *headline(checks, CHECKS))
+        if cpu := _cpu_pairs(s):
+            console.print(cpu, highlight=False)
 
 
 @register
@@ -133,8 +163,13 @@ class Diff(Renderer):
                 write_atomic(out / "diff.json", json.dumps(diff_dict(d), indent=1) + "\n")]
 
     def show(self, report: Report, console: Console) -> None:
-        d = report.data
+        d, fit = report.data, Fit(report.options.get("wide", False))
         top = report.options.get("top", 20)
-        table = d.modules.head(top) if len(d.modules) else pd.DataFrame()
-        console.print(rich_table(_title(d), *headline(table, MODULES)))
+        if d.mismatch:
+            console.print(f"warning: {_warning(d)}", style="bold red", highlight=False)
+        if not d.has_gpu:
+            console.print(_no_gpu(d), highlight=False)
+            return
+        table = module_view(d.modules.head(top)) if len(d.modules) else pd.DataFrame()
+        fit.print(console, _title(d), *headline(table, MODULES))
         console.print(_totals_line(d), highlight=False)

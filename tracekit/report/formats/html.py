@@ -28,6 +28,7 @@ from tracekit.report.tables import (MODULES_HINT, PERFETTO_HINT, SOURCES, compar
                                     timing_view, trace_links)
 
 
+WRAP_CHARS = 60  # a text column with a longer cell wraps (CSS white-space: normal) instead of widening the table
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
 
@@ -40,8 +41,12 @@ def data_uri(png: Path) -> str:
 def _table(df, spec, title: str, links: dict[str, str] | None = None) -> dict:
     headers, rows = headline(df, spec)
     # Columns of numbers (1.38x, +70%, 2.1e-05, "-") align right, text columns left.
-    numeric = [all(c == "-" or re.match(r"^[+-]?\d", c) for c in col) for col in zip(*rows)] or [False] * len(headers)
-    return {"title": title, "headers": headers, "rows": rows, "numeric": numeric,
+    # Columns of sentences ("what changed", even where one starts with a figure) wrap, so the table fits the
+    # page instead of running off it.
+    wrap = [max(map(len, col)) > WRAP_CHARS for col in zip(*rows)] or [False] * len(headers)
+    numeric = [not w and all(c == "-" or re.match(r"^[+-]?\d", c) for c in col)
+               for w, col in zip(wrap, zip(*rows))] or [False] * len(headers)
+    return {"title": title, "headers": headers, "rows": rows, "numeric": numeric, "wrap": wrap,
             "link_col": headers.index("run") if links is not None and "run" in headers else -1,
             "links": links or {}}
 

@@ -1,7 +1,8 @@
 """The plots format: ``plots/*.png``, per workload and across them (drawn by
 :mod:`tracekit.report.figures`; matplotlib is imported only when there is a plot, its
 import alone takes about 0.3 s). Registered before the pages, which show the PNGs it
-records in ``Report.plots``."""
+records in ``Report.plots``. PNGs of an earlier report in ``plots/`` that this one does not
+draw are removed."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ class Plots(Renderer):
 
     def write(self, report: Report) -> list[Path]:
         t = report.data
-        if not len(t.comparison):
+        if not len(t.comparison):  # nothing to plot: no PNG of an earlier report is left to pass for this one's
+            for stale in (report.out / "plots").glob("*.png"):
+                stale.unlink()
             return []
         report.plots = write_plots(t.comparison, t.analysis.table("kernel_quantiles"), t.analysis.table("timeline"),
                                    report.out / "plots", t.baseline, t.module_busy)

@@ -1,10 +1,12 @@
-"""The terminal format (rich): the run table, idle time by cause with each verdict's
-evidence, and the comparison with its findings.
+"""The terminal format (rich): the answer for each workload first (its fastest mode's
+speedup with its range, and why: Δ GPU busy + Δ idle), then the comparison with its
+findings, the run table, idle time by cause with each verdict's evidence. Tables fit the
+console's width (:mod:`tracekit.report.fit`: long names get a key in a legend).
 
 Options (:func:`tracekit.report.print_reports`): ``runs`` (default True) prints the
-runs; ``comparison`` (default True) the comparison; ``detail`` (default False)
-adds the profiled-window split by cause, the details table and, for CPU runs, the
-op-by-op changes.
+runs; ``comparison`` (default True) the answers and the comparison; ``detail`` (default
+False) adds the profiled-window split by cause, the details table and, for CPU runs, the
+op-by-op changes; ``wide`` (default False) every column and every name in full.
 """
 
 from __future__ import annotations
@@ -16,28 +18,53 @@ from tracekit.analysis.tables import Tables
 from tracekit.analysis.trust import timer_gap_lines
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.columns import CPU_OPS, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
-from tracekit.report.tables import (comparison_view, cpu_op_view, evidence, finding_rows, gpu_runs, headline,
-                                    job_tables, notes, rich_table, timing_view)
+from tracekit.report.fit import Fit, Legend
+from tracekit.report.tables import (answers, comparison_view, cpu_op_view, evidence, finding_rows, gpu_runs,
+                                    headline, job_tables, notes, timing_view)
 
 
 
-def print_runs(t: Tables, console: Console) -> None:
+def _grouped(lines: list[str]) -> list[str]:
+    """``run: text`` lines with one text said once for all its runs: ``text: run, run``."""
+    by_text: dict[str, list[str]] = {}
+    for line in lines:
+        run, _, text = line.partition(": ")
+        by_text.setdefault(text, []).append(run)
+    return [f"{runs[0]}: {text}" if len(runs) == 1 else f"{text}: {', '.join(runs)}" for text, runs in by_text.items()]
+
+
+def print_answers(t: Tables, console: Console, fit: Fit) -> None:
+    """One answer per workload (:func:`tracekit.report.tables.answers`), then the legend of
+    the shortened names."""
+    for first, why in answers(t.comparison, t.analysis.runs, t.baseline):
+        console.print(first, style="bold", highlight=False)
+        if why:
+            console.print(f"  {why}", highlight=False)
+    if lines := fit.legend.lines():
+        console.print("short names in the tables:", style="dim", highlight=False)
+        for line in lines:
+            console.print(f"  {line}", style="dim", highlight=False)
+
+
+def print_runs(t: Tables, console: Console, fit: Fit) -> None:
     """The run table, the idle-time table with each verdict's evidence, the distributed
-    jobs (their tables and findings), each trace's integrity, then notes and any unreadable files."""
+    jobs (their tables and findings), each trace's integrity (those ok in one line), then
+    notes (one line for a note of several runs) and any unreadable files."""
     analysis = t.analysis
-    console.print(rich_table("tracekit: runs", *headline(analysis.runs)))
+    fit.print(console, "tracekit: runs", *headline(analysis.runs))
     gpu = gpu_runs(analysis.runs)
     if len(gpu):
-        console.print(rich_table("GPU idle time by cause (share of the active span)", *headline(gpu, IDLE)))
+        fit.print(console, "GPU idle time by cause (share of the active span)", *headline(gpu, IDLE))
         for line in evidence(gpu):
-            console.print(f"  {line}", highlight=False)
+            console.print(f"  {fit.legend.short(line.partition(': ')[0])}: {line.partition(': ')[2]}",
+                          highlight=False)
     for title, df, spec in job_tables(analysis):
-        console.print(rich_table(title, *headline(df, spec)))
+        fit.print(console, title, *headline(df, spec))
     for line in analysis.table("jobs").get("finding", []):
         console.print(f"  {line}", highlight=False)
-    for line in integrity.lines(analysis.runs):
+    for line in _grouped(integrity.lines(analysis.runs)):
         console.print(f"  {line}", highlight=False)
-    for line in notes(analysis.runs):
+    for line in _grouped(notes(analysis.runs)):
         console.print(f"  note: {line}", highlight=False)
     for path, problem, _ in analysis.errors:
         console.print(f"[red]unreadable[/red] {path}: {problem}", highlight=False)
@@ -45,7 +72,7 @@ def print_runs(t: Tables, console: Console) -> None:
         console.print(f"[dim]skipped {path}: {why}[/dim]", highlight=False)
 
 
-def print_comparison(t: Tables, console: Console, detail: bool = False) -> None:
+def print_comparison(t: Tables, console: Console, fit: Fit, detail: bool = False) -> None:
     """The speedup table (each mode vs the baseline, with Δ busy / Δ idle), its findings
     and warnings, and the runs whose profiler overhead is over 10%; with ``detail``
     also the profiled-window split by cause and the details table."""
@@ -53,8 +80,8 @@ def print_comparison(t: Tables, console: Console, detail: bool = False) -> None:
     if comp.empty:
         console.print("no runs with a run.json to compare (model and mode unknown)", highlight=False)
         return
-    console.print(rich_table(f"speedup over {t.baseline}, and why (latency unprofiled; Δ per iteration)",
-                             *headline(comp, SPEEDUP)))
+    fit.print(console, f"speedup over {t.baseline}, and why (latency unprofiled; Δ per iteration)",
+              *headline(comp, SPEEDUP))
     for workload, mode, finding, warning in finding_rows(comp):
         console.print(f"  {workload} {mode}: {finding}" + (f" [bold red]warning:[/bold red] {warning}" if warning else ""),
                       highlight=False)
@@ -63,13 +90,13 @@ def print_comparison(t: Tables, console: Console, detail: bool = False) -> None:
     if detail:
         gpu = comp[comp["busy_per_iter_ms"].notna()]
         if len(gpu):
-            console.print(rich_table("inside the profiled window (ms per iteration)", *headline(gpu, PROFILED)))
-        console.print(rich_table("work, compile time, memory, accuracy", *headline(comp, DETAILS)))
+            fit.print(console, "inside the profiled window (ms per iteration)", *headline(gpu, PROFILED))
+        fit.print(console, "work, compile time, memory, accuracy", *headline(comp, DETAILS))
         if len(timed := timing_view(comp)):
-            console.print(rich_table("how far the timing can be trusted", *headline(timed, TIMING)))
+            fit.print(console, "how far the timing can be trusted", *headline(timed, TIMING))
         if len(t.cpu_op_changes):
-            console.print(rich_table("CPU runs: what changed, op by op (profiled self time per iteration)",
-                                     *headline(cpu_op_view(t.cpu_op_changes), CPU_OPS)))
+            fit.print(console, "CPU runs: what changed, op by op (profiled self time per iteration)",
+                      *headline(cpu_op_view(t.cpu_op_changes), CPU_OPS))
     flagged = t.overhead[t.overhead["flagged"]]
     if len(flagged):
         console.print("  profiler overhead > 10% (profiled vs unprofiled iteration): "
@@ -89,8 +116,12 @@ class Terminal(Renderer):
     takes = Tables
 
     def show(self, report: Report, console: Console) -> None:
-        options = report.options
-        if options.get("runs", True):
-            print_runs(report.data, console)
+        options, t = report.options, report.data
+        wide = options.get("wide", False)
+        fit = Fit(wide, Legend() if wide else Legend.of(t.analysis.runs.get("run", ()),
+                                                         t.comparison.get("workload", ())))
         if options.get("comparison", True):
-            print_comparison(report.data, console, detail=options.get("detail", False))
+            print_answers(t, console, fit)
+            print_comparison(t, console, fit, detail=options.get("detail", False))
+        if options.get("runs", True):
+            print_runs(t, console, fit)
