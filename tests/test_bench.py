@@ -145,10 +145,11 @@ def test_a_cell_is_not_started_with_less_time_left_than_the_last_of_its_kind_too
     assert [p.name for p in bench.plan(suite, tmp_path) if p.to_run] == ["conv/eager"]
 
 
-def _bench_process(suite_path, traces, reports):
+def _bench_process(suite_path, traces, reports, tmp=None):
     return subprocess.Popen([sys.executable, "-m", "tracekit", "bench", str(suite_path), "--traces", str(traces),
                              "--reports", str(reports)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **({"TMPDIR": str(tmp)} if tmp else {})})
 
 
 def _finished(folder: Path) -> dict[str, bytes]:
@@ -192,13 +193,16 @@ def test_interrupted_bench_loses_no_finished_cell_and_redoes_none(tmp_path):
     traces, reports = tmp_path / "traces", tmp_path / "reports"
     folder = traces / "resume"
     kept: dict[str, bytes] = {}
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        proc = _bench_process(suite_path, traces, reports)
+        proc = _bench_process(suite_path, traces, reports, tmp)
         _wait_for(lambda: len(_finished(folder)) >= len(kept) + 2, 120)
         proc.send_signal(sig)
         out, _ = proc.communicate(timeout=30)
         if sig == signal.SIGTERM:
             assert proc.returncode == 130 and "interrupted during" in out
+            assert os.listdir(tmp) == []   # the temporary files of the cell that was running went with it
         _wait_for(lambda: not _cells_running(traces), 10)  # the running cell died with the bench
         now = _finished(folder)
         assert {k: now[k] for k in kept} == kept  # earlier results untouched
@@ -213,6 +217,28 @@ def test_interrupted_bench_loses_no_finished_cell_and_redoes_none(tmp_path):
     assert redone == [] and f"{6 - len(kept)} cells run" in out
     assert all(json.loads(v)["status"] == "ok" for v in final.values())
     assert (reports / "resume" / "report.md").read_text().count("/eager | ok |") == 6
+
+
+@pytest.mark.slow
+def test_a_cell_interrupted_says_so_and_leaves_no_temporary_files(tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM, as the CLI takes it) while a cell runs: the bench kills the cell's process."""
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    suite = _suite(tmp_path, '[defaults]\niters = 1000000\n[[grid]]\nmodel = "mlp"\n')
+    [p] = bench.plan(suite, tmp_path / "traces")
+    seen = []
+
+    def on_stage(stage):
+        seen.append(os.listdir(tmp_path / "tmp"))
+        if stage.startswith("timing"):
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_cell(p, bench.suite_traces(tmp_path / "traces", suite), on_stage=on_stage)
+    m = json.loads((bench.suite_traces(tmp_path / "traces", suite) / p.name / "run.json").read_text())
+    assert (m["status"], m["reason"]) == (
+        "interrupted", "the bench was interrupted (Ctrl-C or SIGTERM) during timing (1000000 iterations)")
+    assert len(seen[-1]) == 1 and os.listdir(tmp_path / "tmp") == []   # the cell's scratch folder, then none
 
 
 def test_report_only_writes_the_report_of_runs_made_on_another_machine(tmp_path):

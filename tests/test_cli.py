@@ -54,6 +54,24 @@ def test_make_passes_batch_0_on_to_be_refused():
     assert "--threads 1 --repeats 3" in dry.stdout
 
 
+def test_make_test_leaves_slow_tests_to_test_all_and_installs_nothing_that_ci_does_not_ask_for():
+    """`make test` once installed Chromium with apt-get whenever no browser was found (here: BROWSER=)."""
+    import subprocess
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+
+    def dry(*args):
+        r = subprocess.run(["make", "-n", "-C", str(root), *args, "SETUP=", "BROWSER=", "PYTEST=pytest"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return [line for line in r.stdout.splitlines() if not line.startswith("make")]
+    assert dry("test") == ['pytest -q -m "not slow" --durations=15']
+    assert dry("test-all") == ["pytest -q --durations=15"]
+    assert "apt-get install" in " ".join(dry("setup-browser"))
+    ci = [line for line in (root / ".ci" / "run").read_text().splitlines() if line.startswith("make")]
+    assert ci == ["make demo", "make setup-browser", "make test-all"]
+
+
 def test_readme_main_job_traces_an_eager_baseline_first():
     from pathlib import Path
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
@@ -154,3 +172,93 @@ def test_counters_runs_the_sequence_length_it_is_given(monkeypatch):
     r = CliRunner().invoke(main, ["counters", "--model", "hf:gpt2", "--seq", "256", "--device", "cpu"])
     assert r.exit_code == 11 and "ncu not found" in r.output
     assert [s.seq for s in seen] == [256]
+
+
+# Every command that writes, with its folder options (issue 32).
+WRITERS = [(["trace", "--model", "mlp"], "--out"), (["analyze", str(H100_STUDY)], "--out"),
+           (["compare", str(H100_STUDY)], "--out"), (["diff", str(H100_STUDY)], "--out"),
+           (["bench", "workloads/demo.toml"], "--traces"), (["bench", "workloads/demo.toml"], "--reports"),
+           (["counters", "--model", "mlp"], "--traces"), (["counters", "--model", "mlp"], "--out")]
+
+
+@pytest.mark.parametrize("command, option", WRITERS)
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_an_output_folder_that_is_a_file_is_a_one_line_usage_error(tmp_path, command, option, where):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    folder = tmp_path / "notes.txt" / ("sub" if where == "under a file" else "")
+    r = CliRunner().invoke(main, [*command, option, str(folder)])
+    assert r.exit_code == 2 and r.output == f"Error: {option} {folder}: {tmp_path / 'notes.txt'} is a file, not a folder\n"
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+def test_an_output_folder_on_a_read_only_file_system_is_a_one_line_usage_error(tmp_path):
+    """A read-only tmpfs mounted in a user namespace of its own (unshare), where the system allows one."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    commands = [[*command, option, str(ro / "reports")] for command, option in WRITERS]
+    script = (f"mount -t tmpfs -o ro none {ro} || exit 99\n"
+              + "".join(f"{sys.executable} -m tracekit {' '.join(c)}; echo rc=$?\n" for c in commands))
+    try:
+        r = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+                           cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=600)
+    except FileNotFoundError:
+        pytest.skip("needs unshare (util-linux) to mount a read-only file system")
+    if r.returncode == 99 or "unshare:" in r.stderr:
+        pytest.skip(f"needs user namespaces to mount a read-only file system: {r.stderr.strip()[:200]}")
+    assert r.stdout.split() == ["rc=2"] * len(commands), r.stderr
+    assert r.stderr.splitlines() == [f"Error: {option} {ro / 'reports'}: cannot write in {ro}: Read-only file system"
+                                     for _, option in WRITERS]
+
+
+def test_a_dask_address_that_is_not_one_is_a_one_line_usage_error(tmp_path):
+    pytest.importorskip("dask.distributed", reason="dask[distributed] is not installed (make setup installs it)")
+    r = CliRunner().invoke(main, ["analyze", str(H100_STUDY), "--dask", "notaurl", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and r.output.count("\n") == 1
+    assert r.output.startswith("Error: --dask notaurl: not a scheduler address (missing port number")
+
+
+@pytest.mark.parametrize("command", [["trace", "--model", "mlp"], ["models"], ["backends"]])
+def test_commands_that_run_workloads_say_pytorch_is_missing_in_one_line(tmp_path, command):
+    """torch hidden from a process of its own, as where it is not installed."""
+    import subprocess
+    import sys
+    hide = "import sys; sys.modules['torch'] = None; from tracekit.cli import run; sys.argv[0] = 'tracekit'; run()"
+    r = subprocess.run([sys.executable, "-c", hide, *command], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 12 and r.stderr == (
+        f"Error: tracekit {command[0]} needs PyTorch, which is not installed here: `make setup`, or pip install "
+        "torch (analyze, compare and diff work without it)\n") and not r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_trace_exits_130_says_so_in_run_json_and_leaves_no_temporary_files(tmp_path, signal_name):
+    """Ctrl-C (SIGINT) or kill (SIGTERM) while the run times its iterations."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "tracekit", "trace", "--model", "mlp", "--iters", "1000000",
+                             "--out", str(tmp_path / "traces")], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(scratch)})
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if "] timing (1000000 iterations)" in line:
+            assert len(os.listdir(scratch)) == 1   # the run's temporary folder
+            proc.send_signal(getattr(signal, signal_name))
+            break
+    lines += proc.stderr.readlines()
+    assert proc.wait(timeout=120) == 130, "".join(lines)
+    folder = tmp_path / "traces" / "mlp" / "eager"
+    assert lines[-1] == (f"tracekit trace: {folder}: interrupted (Ctrl-C or SIGTERM) during timing (1000000 "
+                         "iterations); run.json says so\n")
+    manifest = json.loads((folder / "run.json").read_text())
+    assert (manifest["status"], manifest["reason"]) == (
+        "interrupted", "interrupted (Ctrl-C or SIGTERM) during timing (1000000 iterations)")
+    assert os.listdir(scratch) == []

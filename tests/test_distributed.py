@@ -49,6 +49,7 @@ def test_trace_two_ranks_with_ddp_then_analyze_the_job(tmp_path):
     out = CliRunner().invoke(main, ["trace", "--model", "mlp", "--phase", "train-step", "--nproc", "2",
                                     "--out", str(tmp_path), *QUICK])
     assert out.exit_code == 0, out.output
+    assert "OMP_NUM_THREADS" not in out.output and "USDT" not in out.output   # torchrun's banner, Kineto's lines
     folder = tmp_path / "mlp-train-step-ddp-np2" / "eager"
     traces = sorted(folder.glob("*.pt.trace.json.gz"))
     assert [t.name.split(".")[0].rsplit("_", 1)[1] for t in traces] == ["rank0", "rank1"]

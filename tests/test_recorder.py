@@ -51,6 +51,18 @@ def test_a_recorded_training_loop_is_a_normal_run(tmp_path):
     assert rec.manifest.status == "ok"
 
 
+def test_recording_prints_none_of_kinetos_usdt_lines_and_keeps_the_loops_own(tmp_path, capfd):
+    """Kineto writes "USDT:... profiler_start/stop" to file descriptor 2 when the window opens and closes."""
+    import os
+    with tracekit.record(tmp_path / "loop", **COUNTS) as rec:
+        for i in range(12):
+            os.write(2, f"loop step {i + 1}\n".encode())
+            rec.step()
+    err = capfd.readouterr().err
+    assert rec.manifest.status == "ok" and "USDT" not in err
+    assert [line for line in err.splitlines() if line.startswith("loop step")] == [f"loop step {i}" for i in range(1, 13)]
+
+
 def test_a_loop_too_short_for_the_window_is_a_failed_row(tmp_path):
     rec = train(tmp_path / "short", steps=5)
     assert rec.manifest.status == "failed" and "ended after 5 steps" in rec.manifest.reason

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from tracekit import backends, measure, models, runner
+from tracekit import backends, models, runner
 from tracekit.analysis.runs import analyze
 from tracekit.spec import RunSpec
 from tracekit.trace import load
@@ -84,18 +84,6 @@ def test_bad_counts_raise_before_writing(tmp_path, field, value, message):
     with pytest.raises(ValueError, match=message):
         runner.run(RunSpec("mlp", **{field: value}), tmp_path)
     assert not any(tmp_path.iterdir())
-
-
-def test_kineto_usdt_lines_are_dropped_and_the_rest_of_stderr_kept(capfd):
-    """Kineto writes "USDT:... profiler_start" to file descriptor 2 at each profiler start and stop."""
-    import os
-    import sys
-    print("before", file=sys.stderr)
-    with measure._without_kineto_usdt_lines():
-        os.write(2, b"USDT:2026-11-24 19:01:30 9736:9736 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
-        os.write(2, b"a real warning\n")
-        os.write(2, b"USDT:2026-11-24 19:01:31 9736:9736 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
-    assert capfd.readouterr().err == "before\na real warning\n"
 
 
 @pytest.mark.slow

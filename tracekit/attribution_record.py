@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from tracekit.analysis.opnames import SCOPE_PREFIX, VIEW_OPS, normalize_op
+from tracekit.quiet import kineto_lines_dropped
 
 _ROOT = re.compile(r"^(L\[['\"]\w+['\"]\]|self)")  # the compiled module: L['self'], L['mod'], self
 _PATH_PARTS = re.compile(r"\._modules\['([^']+)'\]|\[['\"]?([^'\"\]]+)['\"]?\]")
@@ -266,7 +267,7 @@ def capture_recording(device: str, provenance: InductorProvenance, record: dict,
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with tempfile.TemporaryDirectory(prefix="tracekit-capture-") as tmp:
         path = Path(tmp) / "capture.pt.trace.json"
-        with torch.profiler.profile(activities=activities) as prof, \
+        with kineto_lines_dropped(), torch.profiler.profile(activities=activities) as prof, \
                 (module_scopes(scopes_of) if scopes_of is not None else nullcontext()):
             yield
         try:

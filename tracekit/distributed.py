@@ -38,6 +38,7 @@ import torch
 
 from tracekit.environment import child_env
 from tracekit.manifest import Manifest
+from tracekit.quiet import from_environment, is_kineto_line
 from tracekit.spec import RunSpec
 
 WORKER = ["-m", "tracekit.distributed"]   # each rank's program
@@ -66,7 +67,7 @@ def _stream(proc: subprocess.Popen, log) -> list[str]:
     tail: deque[str] = deque(maxlen=30)
     for line in proc.stdout:
         line = line.rstrip()
-        if line and not line.startswith("USDT:"):   # torch's profiler tracepoint lines
+        if line and not is_kineto_line(line):   # a rank's profiler lines, should any escape its own filter
             tail.append(line)
             log(line)
     proc.wait()
@@ -95,9 +96,20 @@ def launch(spec: RunSpec, directory: Path, manifest: Manifest, stage, log) -> No
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
            "--nproc-per-node", str(spec.nproc), *WORKER, "--spec", json.dumps(spec.to_dict()),
            "--dir", str(directory), "--backend", backend]
+    # OMP_NUM_THREADS: torchrun sets 1 where it is unset, and says so in a banner of warnings; set here
+    # (the user's own setting is kept), the ranks get the same and the banner is not printed.
+    env = child_env(PYTHONUNBUFFERED="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                          env=child_env(PYTHONUNBUFFERED="1")) as proc:
-        tail = _stream(proc, log)
+                          env=env) as proc:
+        try:
+            tail = _stream(proc, log)
+        except BaseException:  # Ctrl-C or SIGTERM (as the CLI takes it): the launcher stops its ranks
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
     ranks = [json.loads(p.read_text()) for p in sorted(directory.glob(RANK_FILE.format("*")),
                                                        key=lambda p: int(p.name.split(".")[1][4:]))]
     for p in directory.glob(RANK_FILE.format("*")):
@@ -151,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     # torch.distributed.run starts each rank in a session of its own: a rank must not outlive
     # its launcher (a bench that kills a cell on timeout kills the launcher's process group).
     _set_parent_death_signal(os.getppid())
+    from_environment()
     parser = argparse.ArgumentParser(prog="python -m tracekit.distributed")
     parser.add_argument("--spec", required=True, help="the resolved RunSpec as JSON")
     parser.add_argument("--dir", required=True, type=Path, help="the run folder")

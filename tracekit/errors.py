@@ -1,4 +1,5 @@
-"""Exit codes of the ``tracekit`` command: one per kind of failure, documented in README."""
+"""Exit codes of the ``tracekit`` command: one per kind of failure, documented in README; and
+the interruption of a run or a bench, which ends the command with ``INTERRUPTED``."""
 
 from enum import IntEnum
 
@@ -16,4 +17,12 @@ class ExitCode(IntEnum):
     BAD_CONTENT = 9     # a trace whose events have the wrong types throughout
     PARTIAL = 10        # analyzed, but some files were unreadable or some events were dropped (listed)
     PROFILER = 11       # `tracekit counters`: ncu (Nsight Compute) missing, or it could not profile
+    NO_TORCH = 12       # a command that runs workloads (trace, bench, counters, models, backends) without PyTorch
     INTERNAL = 70       # a bug in tracekit: rerun with --debug for the traceback
+    INTERRUPTED = 130   # Ctrl-C or SIGTERM (128 + SIGINT, as shells report it): run.json says "interrupted"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM, which the CLI takes as Ctrl-C) stopped a run or a bench; the message
+    says where, and what was kept. A KeyboardInterrupt, so a script calling tracekit stops as
+    on any Ctrl-C."""

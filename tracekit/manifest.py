@@ -61,7 +61,7 @@ class Manifest:
     model: str | None = None
     mode: str | None = None
     device_type: str | None = None         # where the run really ran: "cuda" or "cpu" (ONNX Runtime may differ)
-    status: str | None = None              # running, ok, skipped, oom, failed, timeout
+    status: str | None = None              # running, ok, skipped, oom, failed, timeout, interrupted
     reason: str | None = None              # why a run is not ok ("" if it is)
     stage: str | None = None               # the runner's last stage (where a failure happened)
     note: str | None = None                # caveats of the run, "; "-separated

@@ -1,7 +1,7 @@
 """The measuring stages of a run, in the process that holds the model: reference
 output, backend preparation, first call (compile), warm-up, timing, the profiled
 window that writes the trace; and what they need (peak memory, shutting down
-Inductor's compile workers, Kineto's stderr lines dropped).
+Inductor's compile workers).
 
 :func:`tracekit.runner.run` calls :func:`measure` for a run in one process, each rank
 of a distributed run (:mod:`tracekit.distributed`) for its own part.
@@ -12,10 +12,8 @@ from __future__ import annotations
 import os
 import resource
 import socket
-import sys
-import tempfile
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable
 
@@ -26,6 +24,7 @@ from tracekit.backends import Prepared
 from tracekit.environment import describe
 from tracekit.manifest import Manifest
 from tracekit.phases import TRAINING, make_step, model_loss
+from tracekit.quiet import kineto_lines_dropped
 from tracekit.spec import RunSpec
 from tracekit.trace.reader import trace_files
 
@@ -59,37 +58,6 @@ def stop_compile_workers() -> None:
     except ImportError:  # a torch without the pool
         return
     shutdown_compile_workers()
-
-@contextmanager
-def _without_kineto_usdt_lines():
-    """Drop the ``USDT:... profiler_start`` / ``profiler_stop`` lines Kineto writes to
-    stderr (file descriptor 2) at every profiler start and stop; every other line
-    written to stderr meanwhile is passed on after the window, in order.
-
-    Kineto prints them at its highest severity, so ``KINETO_LOG_LEVEL`` cannot hide
-    them without hiding its errors too: the window's stderr goes to a temporary
-    file instead, filtered when the window ends.
-    """
-    sys.stderr.flush()
-    try:
-        saved = os.dup(2)
-    except OSError:  # no stderr to filter
-        yield
-        return
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            held.seek(0)
-            kept = [line for line in held.read().decode(errors="replace").splitlines(keepends=True)
-                    if not line.startswith("USDT:")]
-            if kept:
-                sys.stderr.write("".join(kept))
-                sys.stderr.flush()
 
 
 def sync_events_config():
@@ -184,7 +152,7 @@ def measure(spec: RunSpec, backend, directory: Path, manifest: Manifest, stage,
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     worker = worker or f"{socket.gethostname()}_{os.getpid()}"
     own_profiler = prepared.profile(directory, worker) if prepared.profile else nullcontext()
-    with _without_kineto_usdt_lines(), own_profiler, recorder.scopes(module), torch.profiler.profile(
+    with kineto_lines_dropped(), own_profiler, recorder.scopes(module), torch.profiler.profile(
         activities=activities, record_shapes=True, experimental_config=sync_events_config(),
         schedule=torch.profiler.schedule(wait=0, warmup=1, active=spec.profile_iters, repeat=1),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(str(directory), worker_name=worker,

@@ -38,6 +38,7 @@ import os
 import socket
 import sys
 import time
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -46,6 +47,7 @@ import torch
 from tracekit.environment import default_device
 from tracekit.manifest import Manifest
 from tracekit.measure import peak_memory, stop_compile_workers, sync_events_config
+from tracekit.quiet import kineto_lines_dropped
 from tracekit.runner import _classify, new_manifest
 from tracekit.timing import latency_stats
 from tracekit.spec import DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec
@@ -100,7 +102,8 @@ class Recorder:
                                              active=self.spec.profile_iters, repeat=1),
             on_trace_ready=torch.profiler.tensorboard_trace_handler(str(self.folder), worker_name=worker,
                                                                     use_gzip=True))
-        self._profiler.start()
+        with kineto_lines_dropped():
+            self._profiler.start()
         self._mark()
         return self
 
@@ -112,7 +115,10 @@ class Recorder:
             # window opens, the last profiled step's inside it
             torch.cuda.synchronize()
         self._mark()
-        self._profiler.step()
+        # Kineto prints its start and stop lines in the profiler's calls around the window; none of
+        # those steps is timed (the filter's cost lands in the profiler's warm-up step or after the window)
+        with kineto_lines_dropped() if self._first - 2 <= self.steps <= self._last else nullcontext():
+            self._profiler.step()
         if self.steps == self.spec.warmup:
             stop_compile_workers()  # as the runner does after its warm-up: idle compile workers take CPU time
         if self.steps == self._last:  # the trace was exported in that call: the next step starts after it
@@ -124,7 +130,8 @@ class Recorder:
         return self._first - 1 <= step <= self._last  # the profiler's warm-up step and the profiled ones
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        self._profiler.stop()
+        with kineto_lines_dropped():
+            self._profiler.stop()
         if self._cuda:
             torch.cuda.synchronize()
         m, spec = self.manifest, self.spec

@@ -41,6 +41,8 @@ from typing import Callable
 import numpy as np
 
 from tracekit import timing
+from tracekit.environment import child_env
+from tracekit.errors import Interrupted
 from tracekit.manifest import Manifest
 from tracekit.spec import RunSpec
 from tracekit.trace.reader import trace_files
@@ -94,13 +96,24 @@ def run(spec: RunSpec, out: Path | str, log: Callable[[str], None]) -> Manifest:
     spec = models.resolved(spec, default_device())[1]  # as a single run records it
     one = replace(spec, repeats=1)
     processes = []
-    with tempfile.TemporaryDirectory(dir=directory.parent, prefix=f".{spec.mode}.repeats-") as tmp:
+    # tmp holds the processes' run folders; scratch their temporary files, removed even when one is killed
+    with tempfile.TemporaryDirectory(dir=directory.parent, prefix=f".{spec.mode}.repeats-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="tracekit-repeats-", ignore_cleanup_errors=True) as scratch:
         folders = []
         for i in range(spec.repeats):
             log(f"[{directory}] process {i + 1} of {spec.repeats}")
             root = Path(tmp) / str(i)
-            subprocess.run([sys.executable, "-m", "tracekit.bench", "--cell", json.dumps(one.to_dict()),
-                            "--out", str(root), "--parent", str(os.getpid())], stdin=subprocess.DEVNULL, check=False)
+            try:
+                subprocess.run([sys.executable, "-m", "tracekit.bench", "--cell", json.dumps(one.to_dict()), "--out",
+                                str(root), "--parent", str(os.getpid())], stdin=subprocess.DEVNULL, check=False,
+                               env=child_env(TMPDIR=scratch))
+            except KeyboardInterrupt:
+                for old in trace_files(directory):
+                    old.unlink()
+                reason = f"interrupted (Ctrl-C or SIGTERM) during process {i + 1} of {spec.repeats}"
+                Manifest(spec=spec.to_dict(), label=directory.parent.name, model=spec.model, mode=spec.mode,
+                         status="interrupted", reason=reason).write(directory)
+                raise Interrupted(f"{directory}: {reason}; run.json says so") from None
             folder = run_dir(one, root)
             folders.append(folder)
             processes.append(Manifest.read(folder) or Manifest(

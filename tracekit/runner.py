@@ -24,6 +24,7 @@ import torch
 
 from tracekit import __version__, attribution_record, backends, models, timing
 from tracekit.environment import default_device, describe
+from tracekit.errors import Interrupted
 from tracekit.manifest import Manifest
 from tracekit.measure import measure
 from tracekit.models.workloads import WorkloadError
@@ -46,24 +47,34 @@ def _classify(exc: BaseException) -> str:
 
 
 @contextmanager
-def _compile_cache():
-    """A fresh, empty Inductor/Triton cache for the run, so ``compile_s`` is a cold
-    compile, unless the user set TORCHINDUCTOR_CACHE_DIR (then theirs is used).
+def _scratch():
+    """One temporary folder for the run, removed when the run ends however it ends (an error,
+    Ctrl-C, SIGTERM taken as Ctrl-C by the CLI): whatever the run writes to temporary files goes
+    there (``tempfile.tempdir``, and ``TMPDIR`` for the processes it starts: the ONNX export and
+    ORT's profile, the ranks of a distributed run), and so does Inductor's cache
+    (``TORCHINDUCTOR_CACHE_DIR``), so ``compile_s`` is a cold compile, unless the user set
+    TORCHINDUCTOR_CACHE_DIR (then theirs is used).
 
     Yields "cold" or the user's cache folder, recorded in the manifest.
     Inductor reads TORCHINDUCTOR_CACHE_DIR at each use and keeps Triton's cache
     under it (torch/_inductor/runtime/cache_dir_utils.py).
     """
-    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
-        yield os.environ["TORCHINDUCTOR_CACHE_DIR"]
-        return
-    with tempfile.TemporaryDirectory(prefix="tracekit-inductor-") as tmp:
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tmp
+    saved = {name: os.environ.get(name) for name in ("TMPDIR", "TORCHINDUCTOR_CACHE_DIR")}
+    before = tempfile.tempdir
+    with tempfile.TemporaryDirectory(prefix="tracekit-run-", ignore_cleanup_errors=True) as tmp:
+        tempfile.tempdir = os.environ["TMPDIR"] = tmp
+        cache = saved["TORCHINDUCTOR_CACHE_DIR"]
+        if cache is None:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")
         try:
-            yield "cold"
+            yield cache or "cold"
         finally:
-            del os.environ["TORCHINDUCTOR_CACHE_DIR"]
-
+            tempfile.tempdir = before
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 def run_dir(spec: RunSpec, out: Path, device: str | None = None) -> Path:
@@ -115,7 +126,10 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
     A mode or workload that cannot run here (not installed, needs CUDA, phase not
     supported, ``models.Unavailable``) is recorded as status "skipped" with the
     reason; any other failure as "oom" or "failed"; either way run.json is
-    written and returned.
+    written and returned. Ctrl-C (KeyboardInterrupt) once the run folder exists
+    is recorded as status "interrupted" with the stage it stopped in, and raised
+    as :class:`tracekit.errors.Interrupted` (a KeyboardInterrupt); the run's
+    temporary files are removed either way.
     """
     validate(spec)
     if spec.repeats > 1:
@@ -171,7 +185,7 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
         manifest.stage, manifest.build_s = "build", build_s
         if failure is not None:
             raise failure
-        with _compile_cache() as cache:
+        with _scratch() as cache:
             manifest.compile_cache = cache
             if spec.nproc > 1:  # the ranks build and measure, each in its process; this one launches and gathers
                 from tracekit import distributed
@@ -186,6 +200,9 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = _stderr) -> Manife
         manifest.status = _classify(exc)
         manifest.reason = f"{type(exc).__name__}: {str(exc).strip()[:2000]}"
         log(f"[{directory}] {manifest.status} during {manifest.stage}: {manifest.reason[:300]}")
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM as the CLI takes it: said in run.json, then passed on
+        manifest.status, manifest.reason = "interrupted", f"interrupted (Ctrl-C or SIGTERM) during {manifest.stage}"
+        raise Interrupted(f"{directory}: {manifest.reason}; run.json says so") from None
     finally:
         manifest.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         manifest.host_load["end"] = timing.host_load()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -13,8 +11,6 @@ from tracekit.analysis import idle, modules, summary
 from tracekit.analysis.attribution import UNATTRIBUTED
 from tracekit.analysis.intervals import busy_shares
 from tracekit.trace import load
-
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 
 
 def test_busy_shares_split_overlap_equally():
@@ -84,14 +80,11 @@ def test_overlapping_streams_split_busy(tmp_path):
 
 
 @pytest.mark.parametrize("trace", [
-    "h100/vit16x6x384_eager.pt.trace.json.gz", "h100/vit16x6x384_default.pt.trace.json.gz",
-    "h100/vit16x6x384_reduce-overhead.pt.trace.json.gz", "hta/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
+    "own:vit16x6x384/eager", "own:vit16x6x384/default", "own:vit16x6x384/reduce-overhead",
+    "hta/alexnet/benchmark_result_2869224_1695835535_trace.json.gz",
     "dist/hta-trace-filter-sampled-2rank/sampled_rank-0.json.gz"])
-def test_real_traces_split_exactly(trace):
-    path = FIXTURES / trace
-    if not path.exists():
-        pytest.skip(f"{path} not found (real fixtures live in ../shared/fixtures)")
-    tables = load(path)
+def test_real_traces_split_exactly(real_trace, trace):
+    tables = load(real_trace(trace))
     att = modules.attributed_ops(tables)
     long = _sums_match(tables, att)
     assert modules.per_iteration(att)["busy_us"].sum() <= long["busy_us"].sum() + 1e-6

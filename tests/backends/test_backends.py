@@ -25,12 +25,18 @@ def test_jit(tmp_path):
 
 
 @pytest.mark.slow
-def test_onnx_runtime_cpu_provider_is_labelled_cpu(tmp_path):
-    m = _run(tmp_path, "mlp", "onnx")
+def test_onnx_runtime_cpu_provider_is_labelled_cpu(tmp_path, monkeypatch, capfd):
+    import os
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    m = _run(tmp_path / "traces", "mlp", "onnx")
     assert m["status"] == "ok", m.get("reason")
+    assert os.listdir(tmp_path / "tmp") == []   # the export, its weights and ORT's profile went with the run
+    assert "[torch.onnx]" not in capfd.readouterr().out   # the exporter's progress lines
     assert m["device_type"] == "cpu" and m["backend"]["execution_provider"] == "CPUExecutionProvider"
     assert m["compile_s"] >= m["prepare_s"] > 0 and m["diff_ok"]
-    rows = analyze(tmp_path).runs
+    rows = analyze(tmp_path / "traces").runs
     assert set(rows["source"]) == {"pytorch", "onnxruntime"}
     ort = rows[rows["source"] == "onnxruntime"].iloc[0]
     # ORT's profile is trimmed to the profiled window: as many runs as torch.profiler's steps.

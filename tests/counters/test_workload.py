@@ -2,6 +2,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from tracekit.counters import workload
@@ -20,6 +21,7 @@ def test_first_call_warmup_then_measured_iterations(monkeypatch):
     assert len(calls) == 1 + 3 + 2
 
 
+@pytest.mark.slow
 def test_entry_point_writes_the_device_info(tmp_path):
     info = tmp_path / "w.json"
     proc = subprocess.run([sys.executable, "-m", "tracekit.counters.workload", "--model", "mlp", "--device", "cpu",

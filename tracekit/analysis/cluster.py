@@ -11,7 +11,7 @@ from typing import Callable
 
 
 class ClusterError(Exception):
-    """--dask cannot be used: dask is not installed, or its scheduler cannot be reached."""
+    """--dask cannot be used: dask is not installed, the address is not one, or its scheduler cannot be reached."""
 
 
 def on_dask(address: str, fn: Callable, jobs: list[tuple]) -> list:
@@ -29,7 +29,8 @@ def on_dask(address: str, fn: Callable, jobs: list[tuple]) -> list:
         The results, in the order of ``jobs``.
 
     Raises:
-        ClusterError: dask.distributed is not installed, or the scheduler cannot be used.
+        ClusterError: dask.distributed is not installed, the address is not one (no port, an
+            unknown scheme), or the scheduler cannot be used.
     """
     try:
         from dask.distributed import Client, LocalCluster
@@ -43,7 +44,12 @@ def on_dask(address: str, fn: Callable, jobs: list[tuple]) -> list:
         if address == "local":
             cluster = LocalCluster(n_workers=len(os.sched_getaffinity(0)), threads_per_worker=1, processes=True,
                                    dashboard_address=None, silence_logs=logging.ERROR)
-        with Client(cluster or address, timeout=10) as client:
+        try:
+            client = Client(cluster or address, timeout=10)
+        except ValueError as exc:  # an address Dask cannot read: no port, an unknown scheme
+            raise ClusterError(f"--dask {address}: not a scheduler address ({exc}); give tcp://HOST:PORT "
+                               "or 'local'") from None
+        with client:
             return client.gather(client.map(fn, *zip(*jobs), pure=False))
     except (OSError, TimeoutError) as exc:
         raise ClusterError(f"cannot use the Dask scheduler at {address}: {exc}") from None

@@ -53,7 +53,7 @@ def _export(module, inputs, path: Path) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            torch.onnx.export(module, inputs, str(path), dynamo=True)
+            torch.onnx.export(module, inputs, str(path), dynamo=True, verbose=False)  # no progress lines
             return "torch.onnx.export(dynamo=True)"
         except Exception as exc:  # noqa: BLE001 - fall back to the older exporter, say so
             first = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"

@@ -31,7 +31,8 @@ from tracekit.analysis.runs import analyze as run_analysis
 from tracekit.analysis.suite import SuiteTables
 from tracekit.bench.cells import run_cell
 from tracekit.bench.plan import FINAL, Planned, grid_table, plan, plan_all, suite_traces
-from tracekit.bench.progress import Interrupted, run_planned
+from tracekit.bench.progress import run_planned
+from tracekit.errors import Interrupted
 from tracekit.manifest import Manifest
 from tracekit.report import write_reports
 from tracekit.suite import Suite
@@ -75,7 +76,7 @@ def bench(suites: list[Suite], traces: Path | str = "traces", reports: Path | st
     Raises:
         SuiteError: a suite whose cells collide, or a pattern of ``only`` that matches no
             cell (see :func:`plan_all`), before anything runs.
-        Interrupted: Ctrl-C or SIGTERM (finished cells are kept).
+        Interrupted: Ctrl-C, or SIGTERM as the CLI takes it (finished cells are kept).
     """
     start = time.monotonic()
     total_deadline = None if max_minutes is None else start + 60 * max_minutes

@@ -12,10 +12,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from tracekit import __version__, backends, models
+from tracekit import __version__, backends, models, quiet
 from tracekit.bench.plan import FINAL, Planned
 from tracekit.environment import child_env, default_device
 from tracekit.manifest import Manifest
@@ -103,8 +104,8 @@ def run_cell(p: Planned, root: Path, timeout_s: float | None = None, deadline: f
     found it cannot apply here) keeps that status.
 
     Raises:
-        KeyboardInterrupt: on Ctrl-C (or SIGTERM, see :func:`bench`), after
-            killing the child; its run.json stays "running", so the cell is not done.
+        KeyboardInterrupt: on Ctrl-C (or SIGTERM, as the CLI takes it), after
+            killing the child; its run.json says "interrupted", so the cell is not done.
     """
     folder = root / p.name
     folder.mkdir(parents=True, exist_ok=True)
@@ -113,10 +114,13 @@ def run_cell(p: Planned, root: Path, timeout_s: float | None = None, deadline: f
            "--parent", str(os.getpid())]
     t0, started = time.monotonic(), time.time()
     stopped = None
-    with open(log, "w") as logf:
+    # The child's temporary files (its run's scratch folder: Inductor's cache, an ONNX export) go to a
+    # folder removed here, however the child ends: a timeout or an interrupted bench kills it unwarned.
+    with open(log, "w") as logf, tempfile.TemporaryDirectory(prefix="tracekit-cell-",
+                                                             ignore_cleanup_errors=True) as scratch:
         # Its own session: a timeout can kill the child's whole group (Inductor's compile workers).
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=child_env(PYTHONUNBUFFERED="1"))
+                                start_new_session=True, env=child_env(PYTHONUNBUFFERED="1", TMPDIR=scratch))
         try:
             while True:
                 try:
@@ -133,8 +137,12 @@ def run_cell(p: Planned, root: Path, timeout_s: float | None = None, deadline: f
                         _kill(proc)
                         rc = proc.returncode
                         break
-        except BaseException:
+        except BaseException as exc:
             _kill(proc)
+            done = Manifest.read(folder)
+            if isinstance(exc, KeyboardInterrupt) and not (done and done.spec == p.spec and done.status in FINAL):
+                write_status(folder, p, "interrupted", f"the bench was interrupted (Ctrl-C or SIGTERM) during "
+                                                       f"{_last_stage(log) or 'start-up'}")
             raise
     elapsed = time.monotonic() - t0
     manifest = Manifest.read(folder)
@@ -172,6 +180,7 @@ def cell_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="traces root of the suite")
     parser.add_argument("--parent", type=int, default=None, help="pid of the bench, to die with it")
     args = parser.parse_args(argv)
+    quiet.from_environment()
     if args.parent is not None:
         _set_parent_death_signal(args.parent)
     try:

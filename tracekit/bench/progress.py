@@ -1,11 +1,10 @@
 """Running a suite's planned cells one after another with a progress bar (rich): the
-cell, its stage and the time left; Ctrl-C or SIGTERM stops it, keeping every finished cell."""
+cell, its stage and the time left; Ctrl-C (the CLI takes SIGTERM as one) stops it, keeping every
+finished cell."""
 
 from __future__ import annotations
 
-import signal
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -15,28 +14,9 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 
 from tracekit.bench.cells import run_cell, write_status
 from tracekit.bench.plan import Planned, suite_traces
+from tracekit.errors import Interrupted
 from tracekit.manifest import Manifest
 from tracekit.suite import Suite
-
-
-class Interrupted(Exception):
-    """Ctrl-C or SIGTERM during a bench run; finished cells are kept, the running one is redone next time."""
-
-
-@contextmanager
-def _sigterm_as_interrupt():
-    """SIGTERM (kill, a job scheduler) takes the same path as Ctrl-C."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _kind(p: Planned) -> tuple:
@@ -73,7 +53,7 @@ def run_planned(suite: Suite, planned: list[Planned], traces: Path | str, timeou
     manifest for every cell with a run.json, names of the cells run now).
 
     Raises:
-        Interrupted: Ctrl-C or SIGTERM; every cell finished before it is kept.
+        Interrupted: Ctrl-C (or SIGTERM, as the CLI takes it); every cell finished before it is kept.
     """
     root = suite_traces(traces, suite)
     console = console or Console(stderr=True)
@@ -85,7 +65,7 @@ def run_planned(suite: Suite, planned: list[Planned], traces: Path | str, timeou
     ran: list[str] = []
     columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), TextColumn("{task.fields[limit]}")]
-    with _sigterm_as_interrupt(), Progress(*columns, console=console) as progress:
+    with Progress(*columns, console=console) as progress:
         task = progress.add_task(suite.name, total=len(todo), limit="")
 
         def show(p: Planned, stage: str = "") -> None:

@@ -9,11 +9,15 @@ bench, counters, diff, listing (models, backends); each adds its command to
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
 
 import click
 
-from tracekit import __version__
+from tracekit import __version__, quiet
 from tracekit.errors import ExitCode
 
 
@@ -26,16 +30,67 @@ class UserError(click.ClickException):
         self.exit_code = int(code)
 
 
+class OutFolder(click.Path):
+    """A folder a command writes into. It need not exist (it is made when written to), but it
+    must be one that can be: not a file nor under one, not on a read-only file system, not
+    where the user may not write. Checked when the options are read, before any work and
+    without creating anything; a bad one is one line and a usage error (exit code 2)."""
+
+    def __init__(self):
+        super().__init__(file_okay=False, path_type=Path)
+
+    def convert(self, value, param, ctx):
+        path = Path(value)
+        option = f"{param.opts[0]} {path}" if param is not None and param.opts else str(path)
+        existing = path.absolute()
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            raise UserError(f"{option}: {existing} is a file, not a folder")
+        try:
+            tempfile.TemporaryFile(dir=existing).close()
+        except OSError as exc:
+            raise UserError(f"{option}: cannot write in {existing}: {exc.strerror or exc}") from None
+        return path
+
+
+@contextmanager
+def _sigterm_as_ctrl_c():
+    """SIGTERM (kill, a job scheduler, a time limit) takes the same path as Ctrl-C (KeyboardInterrupt),
+    so a run records it and removes its temporary files, and a bench keeps its finished cells."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class _Main(click.Group):
     """The command group; an unexpected exception becomes one line and exit code
-    INTERNAL (70), with the traceback only under ``--debug``."""
+    INTERNAL (70), with the traceback only under ``--debug``; PyTorch missing (the
+    commands that run workloads import it) is one line and exit code NO_TORCH (12);
+    Ctrl-C or SIGTERM is one line (where it stopped) and exit code INTERRUPTED (130)."""
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            with _sigterm_as_ctrl_c():
+                return super().invoke(ctx)
+        except KeyboardInterrupt as exc:  # a run or a bench says where it stopped and what it kept
+            click.echo(f"tracekit {ctx.invoked_subcommand}: {exc or 'interrupted'}", err=True)
+            ctx.exit(ExitCode.INTERRUPTED)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 - the last line of defence
+            if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "torch":
+                raise UserError(f"tracekit {ctx.invoked_subcommand} needs PyTorch, which is not installed here: "
+                                "`make setup`, or pip install torch (analyze, compare and diff work without it)",
+                                ExitCode.NO_TORCH) from None
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.echo(f"tracekit: internal error: {type(exc).__name__}: {exc} "
@@ -46,8 +101,10 @@ class _Main(click.Group):
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tracekit")
 @click.option("--debug", is_flag=True, help="Show Python tracebacks of internal errors.")
+@click.option("-v", "--verbose", is_flag=True, help="Show other packages' warnings (torch's, torchao's, "
+              "transformers'...), hidden by default; errors always show.")
 @click.pass_context
-def main(ctx: click.Context, debug: bool) -> None:
+def main(ctx: click.Context, debug: bool, verbose: bool) -> None:
     """Profiler-driven analysis of PyTorch performance.
 
     \b
@@ -65,10 +122,13 @@ def main(ctx: click.Context, debug: bool) -> None:
     Exit codes: 0 ok; 1 a run failed (see its run.json); 2 usage; 3 path not
     found; 4 no traces; 5 corrupt gzip; 6 truncated JSON; 7 not JSON; 8 not a
     PyTorch profiler trace; 9 bad trace content; 10 analyzed, but some files or
-    events were bad (listed); 11 ncu missing or unable to profile; 70 internal error;
-    130 a bench interrupted (Ctrl-C, SIGTERM; run it again to go on).
+    events were bad (listed); 11 ncu missing or unable to profile; 12 PyTorch not
+    installed (trace, bench, counters, models, backends); 70 internal error; 130
+    interrupted (Ctrl-C, SIGTERM; a run's run.json says so, a bench goes on when
+    run again).
     """
     ctx.ensure_object(dict).update(debug=debug, command=ctx.invoked_subcommand)
+    ctx.with_resource(quiet.third_party_warnings(show=verbose))
 
 
 # Commands that only read files and write reports. Once one has returned (its files written and

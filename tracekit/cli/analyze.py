@@ -8,13 +8,13 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import UserError, main, report_options, wide_option
+from tracekit.cli import OutFolder, UserError, main, report_options, wide_option
 from tracekit.errors import ExitCode
 
 
 @main.command()
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),
+@click.option("--out", type=OutFolder(), default=Path("reports"),
               show_default=True, help="Where summary.md, runs.csv and runs.json go.")
 @click.option("--json", "as_json", is_flag=True, help="Print every table as JSON on stdout instead of "
               "the terminal table.")
@@ -66,7 +66,7 @@ def analyze(path, out, as_json, iterations, baseline, dask_address, html_plots, 
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--baseline", default="eager", show_default=True,
               help="The mode every other mode of a workload is compared with.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", type=OutFolder(), default=None,
               help="Also write the full report (summary.md, index.html, plots...) here.")
 @report_options
 @wide_option

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import UserError, main, report_options, wide_option
+from tracekit.cli import OutFolder, UserError, main, report_options, wide_option
 
 
 @main.command()
 @click.argument("suite_files", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--traces", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"),
+@click.option("--traces", type=OutFolder(), default=Path("traces"),
               show_default=True, help="Traces root; a suite's runs go to TRACES/<suite name>/<model>/<mode>/.")
-@click.option("--reports", type=click.Path(file_okay=False, path_type=Path), default=Path("reports"),
+@click.option("--reports", type=OutFolder(), default=Path("reports"),
               show_default=True, help="Reports root; a suite's report goes to REPORTS/<suite name>/.")
 @click.option("--only", multiple=True, metavar="PATTERN",
               help="Run only cells whose run name (<model>/<mode>, e.g. 'vit16*/eager') matches; repeatable.")
@@ -68,9 +68,6 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry
                                       report_options=options)
     except SuiteError as exc:
         raise UserError(str(exc)) from None
-    except bench_lib.Interrupted as exc:
-        click.echo(f"tracekit bench: {exc}", err=True)
-        sys.exit(130)
     for result in results:
         print_reports(result.tables, wide=wide)
         click.echo(f"{result.suite.name}: {len(result.ran)} cells run in {result.elapsed_s:.0f} s; "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import UserError, main, seq_option
+from tracekit.cli import OutFolder, UserError, main, seq_option
 from tracekit.errors import ExitCode
 from tracekit.spec import DTYPES, PHASES
 
@@ -28,10 +28,10 @@ from tracekit.spec import DTYPES, PHASES
               "iteration on; ncu replays each one several times.")
 @click.option("--iters", type=click.IntRange(min=1), default=2, show_default=True,
               help="Measured iterations the workload runs inside the profiled NVTX range.")
-@click.option("--traces", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"),
+@click.option("--traces", type=OutFolder(), default=Path("traces"),
               show_default=True, help="Traces root: the run's trace from `tracekit trace` (same options) is "
               "joined to the counters when present.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/counters"),
+@click.option("--out", type=OutFolder(), default=Path("reports/counters"),
               show_default=True, help="Reports go to OUT/<model>/<mode>/ (OUT itself with --csv).")
 @click.option("--csv", "csv_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Analyze this ncu CSV (--csv --page raw) instead of running ncu; no GPU needed.")

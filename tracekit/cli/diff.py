@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import UserError, main, wide_option
+from tracekit.cli import OutFolder, UserError, main, wide_option
 from tracekit.errors import ExitCode
 
 
@@ -17,7 +17,7 @@ from tracekit.errors import ExitCode
               help="Module paths are cut to this many parts (blocks.3.mlp.fc1 at 3 is blocks.3.mlp).")
 @click.option("--top", type=click.IntRange(min=1), default=20, show_default=True,
               help="Rows shown on the terminal and in diff.md (CSV and JSON hold all).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", type=OutFolder(), default=None,
               help="Also write diff.md, diff_modules.csv, diff_ops.csv and diff.json here (one folder per pair "
                    "and diffs.md for a FOLDER).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole diff as JSON instead of the table.")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import UserError, main, seq_option
+from tracekit.cli import OutFolder, UserError, main, seq_option
 from tracekit.errors import ExitCode
 from tracekit.spec import DTYPES, PARALLEL, PHASES
 
@@ -41,7 +41,7 @@ from tracekit.spec import DTYPES, PARALLEL, PHASES
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run in this many processes, one after the other, and report the median process with the "
               "spread across them (host speed varies between processes).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("traces"),
+@click.option("--out", type=OutFolder(), default=Path("traces"),
               show_default=True, help="Traces root; the run goes to OUT/<model>/<mode>/.")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Ranks: with N > 1 PyTorch's launcher (torch.distributed.run, as torchrun) starts N processes "
@@ -64,7 +64,9 @@ def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, i
     than its CPUs at the start or end, are warned about.
     A run that fails (OOM, compile error) or cannot run here (backend or
     library not installed, needs CUDA) still writes run.json with its status
-    and reason; the exit code is then 1. A workload file that cannot be
+    and reason; the exit code is then 1. Ctrl-C or SIGTERM stops it with
+    status "interrupted" in run.json (and the stage it stopped in), its
+    temporary files removed, and exit code 130. A workload file that cannot be
     imported, lacks the function, or whose function fails or returns something
     else than (nn.Module, tuple of tensors) is one line, exit code 2, and no
     run folder.
