@@ -102,18 +102,18 @@ def module_tracks(att: pd.DataFrame) -> dict[str, pd.DataFrame]:
         code, modules = pd.factorize(ops["module"].astype(str))
         levels = [_levels(m) for m in modules]
         parts = []
-        for d in range(max(map(len, levels))):
-            names = np.array([lv[d] if d < len(lv) else None for lv in levels], dtype=object)
-            key = pd.factorize(names[code], use_na_sentinel=True)[0]
+        for d in range(max(map(len, levels))):   # the module paths of depth d + 1 (None: a shorter path)
+            names = np.array([lv[d] if d < len(lv) else None for lv in levels], dtype=object)[code]
+            key = pd.factorize(names)[0]
             first, n, hi = _runs(key, end)
             keep = key[first] >= 0
-            parts.append(pd.DataFrame({"name": names[code[first]], "start_us": ts[first], "end_us": hi,
-                                       "module": names[code[first]], "op": None, "gpu_ops": n, "rule": None})[keep])
-        op = ops["op"].astype(str).to_numpy(object)
-        first, n, hi = _runs(pd.factorize(modules.to_numpy(object)[code] + "\0" + op)[0], end)
+            parts.append(pd.DataFrame({"name": names[first], "start_us": ts[first], "end_us": hi,
+                                       "module": names[first], "op": None, "gpu_ops": n, "rule": None})[keep])
+        module, op = modules.to_numpy(object)[code], ops["op"].astype(str).to_numpy(object)
+        first, n, hi = _runs(pd.factorize(module + "\0" + op)[0], end)
         parts.append(pd.DataFrame({"name": np.where(op[first] == "", "(no op)", op[first]), "start_us": ts[first],
-                                   "end_us": hi, "module": modules.to_numpy(object)[code[first]], "op": op[first],
-                                   "gpu_ops": n, "rule": ops["rule"].astype(str).to_numpy(object)[first]}))
+                                   "end_us": hi, "module": module[first], "op": op[first], "gpu_ops": n,
+                                   "rule": ops["rule"].astype(str).to_numpy(object)[first]}))
         out[f"modules (device {device}, stream {stream})"] = pd.concat(parts, ignore_index=True)
     return out
 
