@@ -5,6 +5,8 @@ The Python API (imported on first use, so ``tracekit analyze`` and the trace lay
 * :func:`tracekit.profile` runs a module you built in each mode, as ``tracekit trace`` does
   (:mod:`tracekit.api`);
 * :func:`tracekit.analyze` returns the tables of ``tracekit analyze`` as DataFrames (:mod:`tracekit.api`);
+* :func:`tracekit.annotate` writes a copy of each trace with tracekit's tracks, as
+  ``tracekit analyze --annotate`` does (:mod:`tracekit.api`);
 * :func:`tracekit.diff` compares two runs module by module, as ``tracekit diff`` does (:mod:`tracekit.api`);
 * :func:`tracekit.record` records your own training or serving loop (:mod:`tracekit.recorder`);
 * :func:`tracekit.workload` marks a function of a workload file and gives it metadata
@@ -13,8 +15,8 @@ The Python API (imported on first use, so ``tracekit analyze`` and the trace lay
 
 __version__ = "0.1.0"
 
-_LAZY = {"profile": "tracekit.api", "analyze": "tracekit.api", "diff": "tracekit.api", "record": "tracekit.recorder",
-         "workload": "tracekit.models.workloads"}
+_LAZY = {"profile": "tracekit.api", "analyze": "tracekit.api", "diff": "tracekit.api", "annotate": "tracekit.api",
+         "record": "tracekit.recorder", "workload": "tracekit.models.workloads"}
 
 
 def __getattr__(name: str):

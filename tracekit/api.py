@@ -252,6 +252,24 @@ def profile(module, inputs, modes: Sequence[str] = ("eager", "default"), phase: 
     return result
 
 
+def annotate(path: Path | str, out: Path | str | None = None) -> pd.DataFrame:
+    """``tracekit analyze --annotate`` as Python: write beside each trace under ``path`` (or
+    under ``out``, in the same folders) ``<name>.annotated.pt.trace.json.gz``, a copy with
+    tracks of the critical path, GPU idle by cause and the module of each GPU op
+    (:mod:`tracekit.analysis.annotate`), which Perfetto, TensorBoard and HTA open.
+
+    Returns:
+        One row per trace: trace, annotated (the copy's path, None where none was written),
+        tracks (names), notes (tracks left out and why).
+
+    Raises:
+        tracekit.trace.TraceError: ``path`` does not exist.
+    """
+    from tracekit.analysis.annotate import annotate as annotate_path
+
+    return annotate_path(path, out)
+
+
 def diff(a: Path | str, b: Path | str | None = None, depth: int = 3, iterations: int | None = None):
     """``tracekit diff`` as Python: where GPU time and launches went, module by module.
 

@@ -9,7 +9,7 @@ events HTA takes as GPU work: every event with a ``stream`` arg, as
 span of its temporal breakdown), temporal (the public temporal breakdown's
 row, or {"error": ...} where it fails), idle_by_stream (its idle-time
 breakdown), kernel_types and kernel_names (its kernel breakdown, with nothing
-folded into "others").
+folded into "others"), categories (the events of its trace table per ``cat``).
 """
 
 import json
@@ -54,6 +54,7 @@ with tempfile.TemporaryDirectory() as d:
         "idle_by_stream": [{"stream": int(r.stream), "category": r.idle_category, "idle_us": float(r.idle_time)}
                            for r in idle.itertuples()],
         "kernel_types": {r.kernel_type: float(r.sum) for r in types.itertuples()},
+        "categories": {sym[c]: int(n) for c, n in df["cat"].value_counts().items()},
         "kernel_names": [{"name": r["name"], "type": r["kernel_type"], "sum_us": float(r["sum (us)"]),
                           "max_us": float(r["max (us)"]), "min_us": float(r["min (us)"]),
                           "mean_us": float(r["mean (us)"])} for r in names.to_dict("records")],

@@ -44,11 +44,14 @@ off (``HTA_DISABLE_NS_ROUNDING=1``), what remains, and why:
   than 1 µs can then end before it starts, and the public temporal breakdown
   fails its own ``assert non_compute_time >= 0`` (the default-mode fixture's
   memsets): that test reads the idle time from the method the breakdown calls.
+
+An annotated copy (``tracekit analyze --annotate``) gives HTA the same figures as its trace.
 """
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -58,6 +61,7 @@ import pandas as pd
 import pytest
 
 from tracekit.analysis import idle, kernels
+from tracekit.analysis.annotate import annotate
 from tracekit.analysis.intervals import union
 from tracekit.analysis.summary import summarize
 from tracekit.trace import load
@@ -219,3 +223,17 @@ def test_hta_defaults_differ_only_by_its_rounding(real_trace, name):
     hta = _hta(path, rounding=True)
     assert hta["kernels"] == ours["kernels"]
     assert 0 <= hta["idle_us"] - ours["idle_us"] <= 2.0 * ours["gpu_ops"]
+
+
+@pytest.mark.slow
+def test_hta_opens_an_annotated_copy_with_the_original_figures(real_trace, tmp_path):
+    """``tracekit analyze --annotate``'s copy of an H100 trace: HTA reads tracekit's events into its
+    trace table (category "tracekit") and takes none of them as GPU work: its temporal, idle-time
+    and kernel breakdowns are the original's."""
+    trace = Path(shutil.copy(real_trace("own:vit16x6x384/eager"), tmp_path))
+    copy = annotate(trace)["annotated"][0]
+    original, annotated = _hta(trace, rounding=True), _hta(copy, rounding=True)
+    ours = annotated["categories"].pop("tracekit")
+    assert ours > 0 and "tracekit" not in original["categories"]
+    assert annotated == original
+

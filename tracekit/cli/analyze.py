@@ -26,9 +26,12 @@ from tracekit.errors import ExitCode
               help="Analyze the files on a Dask cluster, one task per file: a scheduler address "
                    "(tcp://host:8786; the files must be readable by its workers at the same paths), or "
                    "'local' for a LocalCluster of one worker per core here. Same results as without it.")
+@click.option("--annotate", is_flag=True, help="Also write beside each trace a copy with tracekit's tracks "
+              "(critical path, GPU idle by cause, module of each GPU op) for Perfetto, TensorBoard and HTA: "
+              "<name>.annotated.pt.trace.json.gz, which analyze skips as a run.")
 @report_options
 @wide_option
-def analyze(path, out, as_json, iterations, baseline, dask_address, html_plots, link_traces, wide) -> None:
+def analyze(path, out, as_json, iterations, baseline, dask_address, annotate, html_plots, link_traces, wide) -> None:
     """Analyze the traces under PATH (a folder, searched recursively, or one file).
 
     Per run: kernels executed, host launches (distinct correlation ids: one
@@ -59,6 +62,12 @@ def analyze(path, out, as_json, iterations, baseline, dask_address, html_plots, 
         print_reports(tables, wide=wide)
         click.echo(f"wrote {out}/: " + ", ".join(p.name for p in written if p.suffix != ".png")
                    + f"; plots/: {sum(p.suffix == '.png' for p in written)} PNG", err=True)
+    if annotate:
+        from tracekit.api import annotate as annotate_traces
+
+        for r in annotate_traces(path).itertuples():
+            click.echo((f"annotated {r.annotated}" if r.annotated else f"{r.trace}: no annotated copy")
+                       + "".join(f"; {n}" for n in r.notes), err=True)
     _exit_if_partial(result)
 
 

@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # pandas is imported when the tables are made, after the work
     import pandas as pd
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+# The name of a copy with tracekit's tracks (tracekit.trace.annotate), before ".gz": not a run of its own.
+ANNOTATED = ".annotated.pt.trace.json"
 
 
 class TraceError(Exception):
@@ -104,8 +106,11 @@ class EventTables:
 
 
 def is_trace_file(path: Path) -> bool:
-    """True for names Kineto and Chrome traces use: ``*.json`` or ``*.json.gz``."""
-    return path.name.endswith(TRACE_SUFFIXES) and not path.name.endswith("run.json")
+    """True for names Kineto and Chrome traces use: ``*.json`` or ``*.json.gz``; not for
+    ``run.json`` nor for tracekit's annotated copies (``*.annotated.pt.trace.json.gz``: the
+    trace beside them is the run's)."""
+    name = path.name
+    return name.endswith(TRACE_SUFFIXES) and not name.endswith(("run.json", ANNOTATED, ANNOTATED + ".gz"))
 
 
 def trace_files(folder: Path) -> list[Path]:
