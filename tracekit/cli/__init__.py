@@ -28,7 +28,7 @@ class UserError(click.ClickException):
 
 class _Main(click.Group):
     """The command group; an unexpected exception becomes one line and exit code
-    INTERNAL (70), with the traceback only under ``--debug``."""
+    INTERNAL (70), with the traceback only under ``--debug`` (the exit code stays 70)."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -37,9 +37,12 @@ class _Main(click.Group):
             raise
         except Exception as exc:  # noqa: BLE001 - the last line of defence
             if ctx.obj and ctx.obj.get("debug"):
-                raise
-            click.echo(f"tracekit: internal error: {type(exc).__name__}: {exc} "
-                       "(rerun with --debug for the traceback)", err=True)
+                import traceback
+
+                click.echo(traceback.format_exc(), err=True, nl=False)
+            click.echo(f"tracekit: internal error: {type(exc).__name__}: {exc}"
+                       + ("" if ctx.obj and ctx.obj.get("debug") else " (rerun with --debug for the traceback)"),
+                       err=True)
             ctx.exit(ExitCode.INTERNAL)
 
 
