@@ -52,6 +52,16 @@ def accelerator(tables: EventTables) -> str:
     return "CUDA" if len(tables.gpu_ops) or any(c.startswith("cuda") for c in cats) else "none"
 
 
+# torch's device type of each accelerator (a ROCm/HIP build of torch calls its GPUs "cuda").
+DEVICE_TYPES = {"MTIA": "mtia", "XPU": "xpu", "ROCm/HIP": "cuda", "CUDA": "cuda", "none": "cpu"}
+
+
+def device_type(tables: EventTables) -> str:
+    """Where the trace's work ran, as torch names device types: ``cuda``, ``mtia``, ``xpu``,
+    or ``cpu`` for a trace without GPU ops."""
+    return DEVICE_TYPES[accelerator(tables)] if tables.has_gpu else "cpu"
+
+
 def checks(tables: EventTables) -> pd.DataFrame:
     """The integrity table of one trace (see the module docstring)."""
     rows = []

@@ -92,6 +92,7 @@ class _FileResult:
     metrics: dict | None = None
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     device_name: str | None = None
+    device_type: str | None = None          # cuda, mtia, xpu or cpu, from the trace itself
     problems: list[str] = field(default_factory=list)
     error: tuple[str, int] | None = None    # (problem, exit code)
     not_a_trace: bool = False
@@ -110,11 +111,11 @@ def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | Non
     except Exception as exc:  # noqa: BLE001 - a bug in the reader loses this file only
         return _internal_error(exc)
     try:
-        from tracekit.analysis import job
+        from tracekit.analysis import integrity, job
         from tracekit.analysis.pertrace import analyze_trace
 
         result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution)
-        return _FileResult(metrics=result.row, tables=result.tables,
+        return _FileResult(metrics=result.row, tables=result.tables, device_type=integrity.device_type(tables),
                            device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
                            problems=tables.meta.get("problems", []), rank=job.rank_of(tables.meta, path),
                            distributed=tables.meta.get("distributed") or {}, failures=result.failures)
@@ -156,7 +157,7 @@ def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_Fil
         full, top = path.absolute(), root.absolute()
         rel = str(full.relative_to(top)) if full.is_relative_to(top) else str(path)
         if base.get("device_type") is None:
-            base = {**base, "device_type": "cuda" if metrics["has_gpu"] else "cpu", "device_name": r.device_name}
+            base = {**base, "device_type": r.device_type, "device_name": r.device_name}
         in_job = None if r.rank is None else job.job_name(run.name, rel, manifest is not None, root)
         launched = (manifest.distributed if manifest else None) or {}
         ranked = {"rank": r.rank, "job": in_job,
