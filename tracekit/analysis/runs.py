@@ -32,7 +32,7 @@ class Analysis:
              distributed run; rank and job None for others), model, mode, batch,
              seq (token inputs' length, None for models without one), dtype,
              phase, op (the op
-             a single-op run computes), device_type (where the run really ran),
+             a single-op run computes), device_type (where the run really ran: cuda, mtia, xpu, cpu),
              requested_device (the spec's), device_name (where it ran), requested_device_name
              (the spec's device), status, reason, note),
              the manifest's timings
