@@ -111,16 +111,18 @@ def summary(table: pd.DataFrame) -> dict:
 
 def lines(runs: pd.DataFrame) -> list[str]:
     """One line per analyzed trace of ``runs`` (the run table of :mod:`tracekit.analysis.runs`):
-    ``run: integrity ok``, or its warnings / FAILED with the details (every check is a row of
+    ``run: integrity ok`` (``run (rank N): ...`` for a rank of a job), or its warnings / FAILED with the details (every check is a row of
     the ``integrity`` table); then, for a trace where an analysis raised, ``run: <analysis>
     failed: <reason>`` (its ``failed_analyses``: a bug in tracekit, the other figures stand)."""
+    from tracekit.analysis.job import labelled
+
     out = []
     for r in records(runs):
         status = r.get("integrity")
         if isinstance(status, str):
             detail = r.get("integrity_detail") or ""
-            out.append(f"{r['run']}: integrity {status.upper() if status == 'failed' else status}"
+            out.append(f"{labelled(r)}: integrity {status.upper() if status == 'failed' else status}"
                        + (f": {detail}" if detail else ""))
         if failed := r.get("failed_analyses"):
-            out.append(f"{r['run']}: {failed} (a bug in tracekit; the other figures stand)")
+            out.append(f"{labelled(r)}: {failed} (a bug in tracekit; the other figures stand)")
     return out
