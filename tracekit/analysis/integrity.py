@@ -81,7 +81,8 @@ def checks(tables: EventTables) -> pd.DataFrame:
                      "count": missing,
                      "detail": f"{missing} of {len(ops)} GPU ops have no correlation id: their launches are unknown"
                                + (" (the trace's launches are unknown)" if missing == len(ops) else "")})
-    launchless = int(((ops["correlation"] >= 0) & ~ops["correlation"].isin(launch_index(tables).index)).sum())
+    found = launch_index(tables).index.get_indexer(ops["correlation"]) >= 0   # (its hash table, built once)
+    launchless = int(((ops["correlation"] >= 0).to_numpy() & ~found).sum())
     if launchless:
         failed = launchless > LAUNCHLESS_MAX_SHARE * len(ops)
         rows.append({"check": "launch calls", "status": "failed" if failed else "warning", "count": launchless,

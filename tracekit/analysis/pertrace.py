@@ -59,7 +59,7 @@ class Sections:
 
     def summary(self) -> str:
         """Every failure as ``name failed: reason``, "; "-joined ("" when none)."""
-        return self.reason(*{f["analysis"] for f in self.failures})
+        return self.reason(*dict.fromkeys(f["analysis"] for f in self.failures))
 
 
 def analyze_trace(tables: EventTables, iterations: int | None = None,
@@ -193,7 +193,8 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
                          empty(), after=["idle"]),
         "idle_histogram": s.run("idle", lambda: idle.histogram(gaps) if len(gaps) else empty(), empty(),
                                 after=["idle"]),
-        "verdict_evidence": pd.DataFrame(verdict.evidence_rows(row), columns=["evidence", "value", "rule", "supports"]),
+        "verdict_evidence": s.run("verdict", lambda: pd.DataFrame(verdict.evidence_rows(row), columns=[
+            "evidence", "value", "rule", "supports"]), empty()),
         "launch_apis": s.run("launches", lambda: launches.by_api(launch, n_iter), empty(), after=["launches"]),
         "kernels": s.run("kernels", lambda: kernels.top_kernels(tables), empty()),
         "kernel_classes": s.run("kernels", lambda: kernels.by_class(tables), empty()),
@@ -208,7 +209,7 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
                                  after=["idle", "collectives"]),
         "attribution": by_key,
         "attribution_modules": s.run("attribution", lambda: modules.by_module(by_key, modules.DEFAULT_DEPTH, n_iter,
-                                                                              host), empty(), after=["modules"]),
+                                                                              host), empty()),
         "attribution_ops": s.run("attribution", lambda: modules.by_op(by_key, modules.DEFAULT_DEPTH, n_iter), empty()),
         "attribution_iterations": attributed_iterations,
     }, failures=s.failures)
