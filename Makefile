@@ -34,7 +34,7 @@ TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(SEQ),--seq $(SEQ)) $(if $(DT
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 BROWSER_SETUP := $(if $(BROWSER),,$(if $(shell command -v apt-get 2>/dev/null),setup-browser))
 
-.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-h100-full attribution-h100 bench-analyze bench-analyze-10g test clean
+.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-h100-full attribution-h100 bench-analyze bench-analyze-10g test fuzz clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -109,6 +109,10 @@ bench-analyze-10g: $(SETUP)  ## tracekit analyze of a 10 GB trace (about 10 GB i
 
 test: $(SETUP) $(BROWSER_SETUP)  ## run the test suite (GPU tests skip without CUDA)
 	$(PYTEST) -q
+
+FUZZ_EXAMPLES ?= 3000
+fuzz: $(SETUP)  ## tracekit analyze on FUZZ_EXAMPLES damaged copies of every real trace (tests/test_fuzz.py; ~30 min)
+	TRACEKIT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) TRACEKIT_FUZZ_MAX_KB=100000 $(PYTEST) -q -x tests/test_fuzz.py
 
 clean:  ## remove the virtual environment and local traces
 	rm -rf $(VENV) $(TRACES)/*/
