@@ -273,7 +273,6 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
 
     from tracekit.analysis import job
     from tracekit.analysis.backends import launch_vs_fusion
-
     from tracekit.analysis.pertrace import Sections
 
     result.runs = _ordered(pd.DataFrame(result.runs))
