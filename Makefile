@@ -34,7 +34,7 @@ TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(SEQ),--seq $(SEQ)) $(if $(DT
 # the test skips, saying so. Only `make setup-browser` installs it (system-wide: asked for, never implied).
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 
-.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-h100-full attribution-h100 bench-analyze bench-analyze-10g test test-all clean
+.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-h100-full attribution-h100 bench-analyze bench-analyze-10g test test-all fuzz clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -118,6 +118,10 @@ test: $(SETUP)  ## run the test suite but its slow tests (GPU tests skip without
 
 test-all: $(SETUP)  ## run every test, the slow ones too (what CI runs)
 	$(PYTEST) -q --durations=15
+
+FUZZ_EXAMPLES ?= 3000
+fuzz: $(SETUP)  ## tracekit analyze on FUZZ_EXAMPLES damaged copies of every real trace (tests/test_fuzz.py; ~30 min)
+	TRACEKIT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) TRACEKIT_FUZZ_MAX_KB=100000 $(PYTEST) -q -x tests/test_fuzz.py
 
 clean:  ## remove the virtual environment and local traces
 	rm -rf $(VENV) $(TRACES)/*/

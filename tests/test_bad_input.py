@@ -151,7 +151,9 @@ def test_internal_errors_are_one_line_unless_debug(tmp_path, monkeypatch):
     r = _analyze(path, tmp_path)
     assert r.exit_code == ExitCode.INTERNAL and "ZeroDivisionError" in r.output and "--debug" in r.output
     r = CliRunner().invoke(main, ["--debug", "analyze", str(path), "--out", str(tmp_path / "o")])
-    assert isinstance(r.exception, ZeroDivisionError)
+    # issue 31: --debug shows the traceback and keeps the documented exit code (it was 1)
+    assert r.exit_code == ExitCode.INTERNAL and "Traceback (most recent call last)" in r.output
+    assert "ZeroDivisionError" in r.output
 
 
 def test_report_files_are_replaced_atomically(tmp_path, monkeypatch):

@@ -196,3 +196,60 @@ def test_integrity_section_in_every_report(tmp_path):
     doc = json.loads(_cli(path, tmp_path, "--json").stdout)
     assert doc["runs"][0]["integrity"] == "failed"
     assert [row["check"] for row in doc["integrity"]] == ["GPU activity", "accelerator"]
+
+
+def _mtia_trace() -> TraceBuilder:
+    """The shape of HTA's mtia_inference_trace: mtia_runtime launch calls, and device events
+    (mtia_ccp_events) that are kernels, DMA transfers (dma_request) and the device side of
+    events (event_record, event_wait). Kernel [0,10) and [60,70) on stream 7; a DMA [75,85);
+    between the kernels the device waits on an event [10,60) while the second kernel, launched
+    at 2, is queued: a 50 µs sync gap, then a 5 µs gap before the DMA (launched at 50: launch latency)."""
+    t = TraceBuilder(device_name="MTIA")
+    t.kernel("fc_relu", start=0, dur=10, launch_at=-5, api="mtiaLaunchKernel")
+    t.kernel("event_record", start=10, dur=0, launch_at=-3, api="mtiaEventRecord")
+    t.kernel("event_wait", start=10, dur=50, launch_at=-1, api="mtiaStreamWaitEvent")
+    t.kernel("fc", start=60, dur=10, launch_at=2, api="mtiaLaunchKernel")
+    t.kernel("dma_request", start=75, dur=10, launch_at=50, api="mtiaMemcpyAsync")
+    for e in t.events:
+        e["cat"] = {"kernel": "mtia_ccp_events", "cuda_runtime": "mtia_runtime"}.get(e.get("cat"), e.get("cat"))
+    return t
+
+
+def test_mtia_device_events_are_kernels_copies_and_syncs(tmp_path):
+    """Issue 31: MTIA's dma_request, event_record and event_wait are not kernels, and the
+    device type shown is mtia."""
+    path = _mtia_trace().write(tmp_path / "mtia.json")
+    tables = load(path)
+    assert list(tables.syncs["name"]) == ["event_record", "event_wait"]
+    r = _row(path)
+    assert (r.row["kernels"], r.row["memcpys"], r.row["gpu_ops"]) == (2, 1, 3)
+    assert r.row["gpu_busy_us"] == pytest.approx(30.0) and r.row["active_span_us"] == pytest.approx(85.0)
+    assert r.row["idle_sync_us"] == pytest.approx(50.0) and r.row["idle_launch_latency_us"] == pytest.approx(5.0)
+    assert r.tables["integrity"].set_index("check").at["accelerator", "detail"] == "MTIA"
+    assert r.tables["transfers"].set_index("direction").at["memcpy", "count"] == 1
+    runs = analyze(path).runs
+    assert runs.at[0, "device_type"] == "mtia" and runs.at[0, "kernels"] == 2
+    res = _cli(path, tmp_path)
+    assert res.exit_code == 0 and "mtia" in res.output
+
+
+def test_a_sampled_trace_missing_most_launch_calls_is_undetermined(tmp_path):
+    """The shape of HTA's trace_compare_base (a sampled trace: 2 of its 18 GPU ops have their
+    launch call): not "integrity ok" with a verdict from a host wait nobody measured."""
+    t = TraceBuilder()
+    t.step(1, 0, 2000)
+    t.kernel("gemm", start=10, dur=5, launch_at=2)
+    t.kernel("gemm", start=40, dur=5, launch_at=30)
+    for i in range(16):
+        t.kernel("relu", start=100 + 100 * i, dur=5)    # launched, but not recorded in the sample
+    r = _row(t.write(tmp_path / "sampled.json"))
+    assert r.row["gpu_ops"] == 18 and r.row["integrity"] == "failed" and r.row["verdict"] == "undetermined"
+    assert r.row["evidence"] == (
+        "trace integrity failed: 16 of 18 GPU ops have no launch call in the trace (launched before the profiler "
+        "started, or host calls not recorded): counted, attributed to no launch, the idle before them has no cause; "
+        "over 50%: host wait is unmeasured")
+    few = eager_trace()   # a few missing (ops queued before the profiler started) is a warning
+    few.kernel("spill", start=-20, dur=5)
+    r = _row(few.write(tmp_path / "few.json"))
+    assert r.row["integrity"] == "warning" and r.row["verdict"] == "launch-bound"
+    assert r.row["integrity_detail"].startswith("1 of 5 GPU ops have no launch call in the trace")

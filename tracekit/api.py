@@ -59,7 +59,9 @@ class Result:
                 idle_histogram, launch_apis, streams, transfers, timeline,
                 collectives...; and of distributed jobs: jobs, ranks, job_balance,
                 collective_calls, stragglers (:class:`tracekit.analysis.runs.Analysis`).
-    errors:     (path, problem, exit code) of each file that could not be read.
+    errors:     (path, problem, exit code) of each file that could not be read or analyzed.
+    failures:   (path, analysis, reason, traceback) of each analysis that raised (a bug in
+                tracekit; the other figures stand: :class:`tracekit.analysis.runs.Analysis`).
     manifests:  the run.json of each run :func:`profile` made, in mode order ([] from :func:`analyze`).
     baseline:   the mode the comparison is against.
     root:       the folder run names are relative to.
@@ -77,12 +79,13 @@ class Result:
     baseline: str = "eager"
     root: Path = Path(".")
     manifests: list[Manifest] = field(default_factory=list)
+    failures: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     @classmethod
     def of(cls, analysis: Analysis, baseline: str = "eager") -> "Result":
         t = Tables.of(analysis, baseline)
         return cls(analysis.runs, t.comparison, t.overhead, analysis.tables, analysis.errors, baseline,
-                   Path(analysis.root))
+                   Path(analysis.root), failures=analysis.failures)
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         if name in ("runs", "comparison", "overhead"):

@@ -133,3 +133,35 @@ def test_idle_gaps_inside_calls_are_clipped_to_them(tmp_path):
     pieces = communication.idle_in_calls(idle.gaps(tables), collectives.calls(tables))
     assert pieces.assign(start=pieces["start"] - t.base, end=pieces["end"] - t.base).to_dict("records") == [
         {"call": 0, "start": 10.0, "end": 45.0, "cause": "host_wait"}]
+
+
+def test_a_kernel_launched_before_the_trace_began(tmp_path):
+    """Issue 31: an NCCL kernel whose launch call is not in the trace (launched before the profiler
+    started), in a trace with record_param_comms, made `tracekit analyze` exit 70 (NaN merge keys).
+    It is counted, attributed to no launch, and the integrity line says so."""
+    from click.testing import CliRunner
+
+    from tracekit.analysis.pertrace import analyze_trace
+    from tracekit.cli import main
+
+    t = TraceBuilder()
+    t.cpu_op("record_param_comms", 2, 25, **{"Collective name": "allreduce", "Seq": 7, "Process Group Name": "0"})
+    t.kernel(NCCL, start=40, dur=50, stream=20, launch_at=10)
+    t.kernel(NCCL, start=100, dur=20, stream=20, launch_at=None)   # its launch call is not in the trace
+    t.kernel("gemm", start=0, dur=30, launch_at=-10)
+    path = t.write(tmp_path / "t.json")
+    tables = load(path)
+    c = collectives.calls(tables)
+    assert list(c["collective"]) == ["all_reduce", "all_reduce"] and list(c["dur_us"]) == [50, 20]
+    assert c["seq"].iloc[0] == 7 and math.isnan(c["seq"].iloc[1])   # no launch: no record_param_comms around it
+    r = analyze_trace(tables)
+    assert r.row["kernels"] == 3 and r.row["collectives"] == 2 and r.row["failed_analyses"] == ""
+    no_call = r.tables["attribution"].query("rule == 'none: no launch call in the trace'")
+    assert no_call[["kernel", "kernels", "busy_us", "idle_other_us"]].to_dict("records") == [
+        {"kernel": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "kernels": 1, "busy_us": 20.0,
+         "idle_other_us": 10.0}]   # the gap [90, 100) before it: no launch call, no cause
+    assert r.row["integrity"] == "warning" and r.row["integrity_detail"].startswith(
+        "1 of 3 GPU ops have no launch call in the trace")
+    res = CliRunner().invoke(main, ["analyze", str(path), "--out", str(tmp_path / "reports")])
+    assert res.exit_code == 0, res.output
+    assert "integrity warning: 1 of 3 GPU ops have no launch call in the trace" in res.output

@@ -141,3 +141,21 @@ def test_impossible_matches_on_the_real_job_are_the_ones_whose_sizes_differ(fixt
     reduce = calls[calls["collective"] == "all_reduce"].sort_values("ordinal")
     assert reduce["consistent"].tolist() == same and not all(same)
     assert reduce.loc[~reduce["consistent"], "wait_caused_us"].eq(0).all()
+
+
+def test_per_rank_lines_carry_their_rank(tmp_path):
+    """Issue 31: the ranks of one run share its name; each line about a rank says which."""
+    from tracekit.analysis.integrity import lines
+    from tracekit.report.tables import evidence, notes
+
+    run = tmp_path / "traces" / "mlp" / "ddp"
+    write_run(run, None, model="mlp", mode="ddp")
+    _nccl_rank(0, 400).write(run / "host_0.1.pt.trace.json")
+    cpu = TraceBuilder(device_name=None, distributed={"rank": 1, "world_size": 2, "backend": "gloo"})
+    cpu.cpu_op("aten::mm", 0, 50)
+    cpu.write(run / "host_1.1.pt.trace.json")
+    a = analyze(tmp_path / "traces")
+    assert lines(a.runs) == ["mlp/ddp (rank 0): integrity ok", "mlp/ddp (rank 1): integrity ok"]
+    assert notes(a.runs) == ["mlp/ddp (rank 1): no GPU activity in this trace (CPU ops only)"]
+    assert [e.split(": ")[0] for e in evidence(a.runs)] == ["mlp/ddp (rank 0)"]
+    assert "no straggler (no rank waited for another)" in a.table("jobs")["finding"].iloc[0]

@@ -87,3 +87,33 @@ def test_idle_while_waiting_for_another_rank():
     got = stragglers.rank_wait_idle(per_call, pieces).set_index(["rank", "cause"])["idle_us"].to_dict()
     # rank 0 waited [100, 300): its host-wait piece lies inside, its "other" piece after
     assert got == {(0, "host_wait"): 100, (0, "other"): 0, (1, "host_wait"): 0}
+
+
+def test_two_ranks_that_waited_for_each_other_are_no_straggler_pair():
+    """Issue 31: ranks 0 and 1 waited 784 and 866 ms for each other (each last once): the
+    waiting is balanced within noise, so no straggler, and the reason gives the figures."""
+    calls = _calls([(0, "all_reduce", 1, 0, 800_000), (1, "all_reduce", 1, 784_000, 800_000),
+                    (1, "all_reduce", 2, 1_000_000, 1_900_000), (0, "all_reduce", 2, 1_866_000, 1_900_000)])
+    per_call, matched = stragglers.match(calls)
+    s = stragglers.stragglers(per_call, matched, window_us=2_000_000)
+    assert s.set_index("rank")["wait_caused_us"].to_dict() == {0: 866_000, 1: 784_000}
+    assert not s["straggler"].any()
+    assert stragglers.no_straggler_because(s, 2_000_000) == (
+        "rank 0 caused 866.000 ms of wait, rank 1 784.000 ms: 1.10x, within the 2x of noise between ranks "
+        "(they waited for each other in turn)")
+    # twice as much wait caused is beyond that: rank 0 is the straggler
+    calls.loc[calls["seq"] == 1, "ts"] = [0, 400_000]
+    per_call, matched = stragglers.match(calls)
+    s = stragglers.stragglers(per_call, matched, window_us=2_000_000)
+    assert s.set_index("rank")["straggler"].to_dict() == {0: True, 1: False}
+    assert stragglers.no_straggler_because(s, 2_000_000) == ""
+
+
+def test_collectives_on_one_rank_only_name_no_straggler():
+    """Issue 31: a job where one rank's trace holds collectives and the other's none (a
+    CPU-only rank) raised in the job analysis (an empty match table masked the calls)."""
+    per_call, matched = stragglers.match(_calls([(0, "all_reduce", 1, 100, 200), (0, "all_reduce", 2, 300, 400)]))
+    assert matched.empty
+    s = stragglers.stragglers(per_call, matched, window_us=1000)
+    assert list(s["rank"]) == [0] and not s["straggler"].any()
+    assert stragglers.no_straggler_because(s, 1000) == "no rank waited for another"

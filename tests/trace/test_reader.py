@@ -105,3 +105,18 @@ def test_ort_profile_warm_up_runs_are_dropped():
            {"cat": "Node", "name": "a_kernel_time", "ts": 31, "dur": 2}]
     assert drop_first_runs(raw, 1) == raw[3:]
     assert drop_first_runs(raw, 2) == raw  # nothing would be left
+
+
+def test_an_id_past_int64_is_no_id(tmp_path):
+    """Found by tests/test_fuzz.py (issue 31): a correlation of 1e300 was cast to int64 with a
+    RuntimeWarning and wrapped to a negative garbage id; it is now unknown (-1), as a missing one."""
+    import warnings
+
+    t = TraceBuilder()
+    t.kernel("a", start=0, dur=5, launch_at=-5)
+    t.kernel("b", start=10, dur=5, launch_at=5)
+    t.events[-2]["args"]["correlation"] = 1e300   # the kernel (the last event is its flow event)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tables = load(t.write(tmp_path / "t.json"), workers=1)
+    assert list(tables.gpu_ops["correlation"]) == [1, -1]

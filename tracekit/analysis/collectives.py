@@ -73,14 +73,16 @@ def _comm_kernels(ops: pd.DataFrame) -> np.ndarray:
 
 def _enclosing(points: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
     """For each point (pid, tid, at), the op of ``ops`` (pid, tid, ts, end, ...) on the same
-    thread that started last at or before it and is still open then; NaN columns where none.
+    thread that started last at or before it and is still open then; NaN columns where none,
+    and for points of no known time (a GPU op whose launch call is not in the trace).
     Returns ``ops``' columns aligned with ``points``' index."""
+    index, points = points.index, points[points["at"].notna()]
     if points.empty or ops.empty:
-        return pd.DataFrame(index=points.index, columns=ops.columns)
+        return pd.DataFrame(index=index, columns=ops.columns)
     left = points[["pid", "tid", "at"]].astype({"pid": str, "tid": str}).reset_index().sort_values("at")
     right = ops.astype({"pid": str, "tid": str}).sort_values("ts").rename(columns={"ts": "op_ts"})
     found = pd.merge_asof(left, right, left_on="at", right_on="op_ts", by=["pid", "tid"], direction="backward")
-    found = found.set_index(found.columns[0]).reindex(points.index)
+    found = found.set_index(found.columns[0]).reindex(index)
     return found.where(found["end"] >= found["at"])
 
 

@@ -59,6 +59,13 @@ def rank_of(meta: dict, path: PurePath | str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def labelled(row: dict) -> str:
+    """How a line of text names a run row: its run, with ``(rank N)`` for a ranked trace
+    (the ranks of one job share a run name)."""
+    rank = row.get("rank")
+    return row["run"] + (f" (rank {int(rank)})" if rank is not None and rank == rank else "")
+
+
 def job_name(run: str, trace: str, has_manifest: bool, root: Path) -> str:
     """The job a ranked trace belongs to: its run (a run folder with run.json), else its
     folder (``trace`` is relative to ``root``, whose name stands for the root itself)."""
@@ -127,8 +134,9 @@ def balance(job: str, ranks: pd.DataFrame) -> pd.DataFrame:
 
 
 def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.DataFrame, info: dict) -> dict:
-    """One row of the ``jobs`` table: ranks, backend, matched collectives, the straggler,
-    the verdict of the mean rank and the remedies (see the module docstring)."""
+    """One row of the ``jobs`` table: ranks, backend, matched collectives, the straggler
+    (or ``no_straggler_because``: :func:`stragglers.no_straggler_because`), the verdict of
+    the mean rank and the remedies (see the module docstring)."""
     consistent = matched["consistent"].astype(bool) if len(matched) else pd.Series(dtype=bool)
     row = {"job": job, "ranks": len(ranks), "world_size": info.get("world_size"), "backend": info.get("backend"),
            "collectives_matched": len(matched), "collectives_inconsistent": int((~consistent).sum()),
@@ -136,6 +144,8 @@ def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.D
            "comm_comp_overlap_median": float(ranks["comm_comp_overlap"].median())}
     flagged = straggle[straggle["straggler"].astype(bool)]
     row["straggler"] = int(flagged["rank"].iloc[0]) if len(flagged) else None
+    row["no_straggler_because"] = "" if len(flagged) else stragglers.no_straggler_because(
+        straggle, float(ranks["window_us"].median()))
     row["straggler_times_last"] = int(flagged["times_last"].iloc[0]) if len(flagged) else 0
     row["straggler_wait_caused_us"] = float(flagged["wait_caused_us"].iloc[0]) if len(flagged) else 0.0
     mean = ranks[list(VERDICTS) + ["window_us", "iterations", "rank_wait_us"]].mean().to_frame().T
@@ -157,7 +167,7 @@ def finding(row: dict) -> str:
                  f"{row['collectives_matched'] - row['collectives_inconsistent']} collectives, the others waited "
                  f"{row['straggler_wait_caused_us'] / 1e3:.3f} ms for it")
     else:
-        text += "; no straggler"
+        text += f"; no straggler ({row['no_straggler_because']})"
     if row["collectives_inconsistent"]:
         text += (f"; {row['collectives_inconsistent']} of {row['collectives_matched']} collectives matched across "
                  "ranks are impossible as matches (a rank finished before another arrived, or sizes differ) and "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,10 +19,47 @@ QUANTILES = np.linspace(0, 1, 101)
 @dataclass
 class TraceResult:
     """row: the flat metrics of the trace (units in the names);
-    tables: name -> DataFrame (see :func:`analyze_trace`)."""
+    tables: name -> DataFrame (see :func:`analyze_trace`);
+    failures: the analyses that raised (:class:`Sections`)."""
 
     row: dict
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    failures: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Sections:
+    """Runs the analyses of one trace so that one that raises loses only its own figures.
+
+    An analysis that raises leaves its default (empty tables, NaN figures) and a failure,
+    {"analysis", "reason" (``Type: message``), "traceback"}; the analyses that need its
+    result (``after``) are not run and leave theirs. A bug in one analysis is then a line
+    of the report, not the loss of the trace (issue 31); the cost is one ``try`` per analysis.
+    """
+
+    failures: list[dict] = field(default_factory=list)
+
+    def run(self, name: str, make, default, after: list[str] | tuple = ()):
+        """``make()``, or ``default`` if it raises or an analysis of ``after`` failed."""
+        if any(self.failed(a) for a in after):
+            return default
+        try:
+            return make()
+        except Exception as exc:  # noqa: BLE001 - any bug of one analysis stays in it
+            self.failures.append({"analysis": name, "reason": f"{type(exc).__name__}: {exc}",
+                                  "traceback": traceback.format_exc()})
+            return default
+
+    def failed(self, name: str) -> bool:
+        return any(f["analysis"] == name for f in self.failures)
+
+    def reason(self, *names: str) -> str:
+        """``name failed: reason`` of the failed analyses among ``names``, "; "-joined."""
+        return "; ".join(f"{f['analysis']} failed: {f['reason']}" for f in self.failures if f["analysis"] in names)
+
+    def summary(self) -> str:
+        """Every failure as ``name failed: reason``, "; "-joined ("" when none)."""
+        return self.reason(*dict.fromkeys(f["analysis"] for f in self.failures))
 
 
 def analyze_trace(tables: EventTables, iterations: int | None = None,
@@ -75,73 +113,105 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
           iteration (:mod:`tracekit.analysis.modules`).
 
         The row also has the rank's communication, computation, their overlap and
-        exposed communication (:func:`communication.breakdown`) and ``collectives``.
+        exposed communication (:func:`communication.breakdown`), ``collectives``, and
+        ``failed_analyses``: each analysis that raised, ``name failed: reason``
+        ("" when none; :class:`Sections`: its figures are left NaN or empty, the
+        others stand, and the result's ``failures`` keep the tracebacks).
+
+    Raises:
+        Whatever :func:`summary.summarize` raises: without its base figures the trace
+        has none (:func:`tracekit.analysis.runs.analyze` makes that the file's error).
     """
-    row = summary.summarize(tables, iterations)
+    row = summary.summarize(tables, iterations)  # the base of every figure: its failure fails the trace
     n_iter = row["iterations"]
+    s = Sections()
     # The analyses on the CPU-op nest first, while little else is held (the idle gaps after the
     # CPU ops' self times), then its memory back; the per-op attribution is summed up at once and
     # dropped (a frame as long as the GPU ops).
-    by_op, host = cpu_ops.by_op(tables, n_iter), modules.scope_times(tables)
-    gaps = idle.gaps(tables)
-    attributed = attribute(tables, attribution)
-    tables.forget("nest")  # attribute is the last analysis on the CPU-op nest: its memory back before the sums
-    attributed = modules.attributed_ops(tables, gaps=gaps, att=attributed)
-    by_key, attributed_iterations = modules.long_table(attributed), modules.per_iteration(attributed)
-    del attributed
-    checks = integrity.checks(tables)
+    by_op = s.run("cpu_ops", lambda: cpu_ops.by_op(tables, n_iter), pd.DataFrame())
+    host = s.run("modules", lambda: modules.scope_times(tables), None)
+    gaps = s.run("idle", lambda: idle.gaps(tables), None)
+
+    def attribution_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+        attributed = attribute(tables, attribution)
+        tables.forget("nest")  # attribute is the last analysis on the CPU-op nest: its memory back before the sums
+        attributed = modules.attributed_ops(tables, gaps=gaps, att=attributed)
+        return modules.long_table(attributed), modules.per_iteration(attributed)
+    by_key, attributed_iterations = s.run("attribution", attribution_tables,
+                                          (modules.long_table(pd.DataFrame()), pd.DataFrame()), after=["idle"])
+    tables.forget("nest")
+    checks = s.run("integrity", lambda: integrity.checks(tables), None)
+    if checks is None:  # unchecked: the figures are not vouched for
+        checks = pd.DataFrame([{"check": "integrity", "status": "failed", "count": 0,
+                                "detail": f"the integrity checks failed ({s.reason('integrity')})"}])
     row.update(integrity.summary(checks))
     if row["integrity"] == "failed" and not tables.has_gpu:  # not "CPU ops only": GPU ops were not recorded
         row["note"] = row["integrity_detail"]
-    if tables.has_gpu:
-        row.update(idle.breakdown(gaps).iloc[0].to_dict())
-    else:  # no GPU timeline: idle time is undefined, not zero
-        row.update(dict.fromkeys(idle.breakdown(gaps).columns, float("nan")))
+    no_idle = dict.fromkeys(idle.breakdown(pd.DataFrame()).columns, float("nan"))
+    # no GPU timeline: idle time is undefined, not zero
+    row.update(s.run("idle", lambda: idle.breakdown(gaps).iloc[0].to_dict() if tables.has_gpu else no_idle, no_idle,
+                     after=["idle"]))
     span = row["active_span_us"]
     for cause in idle.CAUSES:  # share of the GPU's active span idle for each cause (0..1)
         row[f"idle_{cause}_share"] = row[f"idle_{cause}_us"] / span if span and span > 0 else float("nan")
-    launch = launches.launch_table(tables)
-    row.update(launches.summary(tables, launch))
-    per_iter = summary.per_iteration(tables)
+    launch = s.run("launches", lambda: launches.launch_table(tables), None)
+    row.update(s.run("launches", lambda: launches.summary(tables, launch), {}, after=["launches"]))
+    per_iter = s.run("iterations", lambda: summary.per_iteration(tables), pd.DataFrame())
     if len(per_iter) and tables.has_gpu:  # a typical iteration's GPU work, for the verdict's unprofiled check
         row["iteration_busy_us"] = float(per_iter["gpu_busy_us"].median())
-    row.update(verdict.verdict(row, latency_ms))
-    row.update(communication.breakdown(tables))
-    calls = collectives.calls(tables)
-    row["collectives"] = len(calls)
+    judged = s.run("verdict", lambda: verdict.verdict(row, latency_ms), None, after=["idle", "launches"])
+    row.update(judged or verdict.undetermined(f"not judged: {s.reason('idle', 'launches', 'verdict')}"))
+    row.update(s.run("communication", lambda: communication.breakdown(tables), {}))
+    calls = s.run("collectives", lambda: collectives.calls(tables), pd.DataFrame(columns=collectives.CALL_COLUMNS))
+    row["collectives"] = float("nan") if s.failed("collectives") else len(calls)
 
     if len(per_iter):
-        by_iter = idle.breakdown(gaps, ["iteration"]).rename(columns={"iteration": "step"})
-        per_iter = (per_iter.merge(by_iter.drop(columns=["idle_us", "idle_gaps"]), on="step", how="left")
+        def with_idle_and_dispatch() -> pd.DataFrame:
+            by_iter = idle.breakdown(gaps, ["iteration"]).rename(columns={"iteration": "step"})
+            return (per_iter.merge(by_iter.drop(columns=["idle_us", "idle_gaps"]), on="step", how="left")
                     .merge(launches.dispatch_per_iteration(tables, launch), on="step", how="left")
                     .fillna({c: 0 for c in by_iter.columns if c != "step"}))
-    devices = summary.per_device(tables)
-    if len(devices):
-        devices = devices.merge(idle.breakdown(gaps, ["device"]).drop(columns=["idle_us", "idle_gaps"]),
-                                on="device", how="left").fillna(0)
-    streams = idle.breakdown(idle.gaps(tables, per_stream=True), ["device", "stream"])
+        per_iter = s.run("iterations", with_idle_and_dispatch, per_iter, after=["idle", "launches"])
+
+    def per_device() -> pd.DataFrame:
+        devices = summary.per_device(tables)
+        if len(devices):
+            devices = devices.merge(idle.breakdown(gaps, ["device"]).drop(columns=["idle_us", "idle_gaps"]),
+                                    on="device", how="left").fillna(0)
+        return devices
     row["attributed_busy_share"] = modules.coverage(by_key)
-    durations = kernels.durations(tables)
-    return TraceResult(row=row, tables={
+
+    def quantiles() -> pd.DataFrame:
+        durations = kernels.durations(tables)
+        return pd.DataFrame({"quantile": QUANTILES, "dur_us": np.quantile(durations, QUANTILES)}) \
+            if len(durations) else pd.DataFrame()
+    empty = pd.DataFrame
+    out = TraceResult(row=row, tables={
         "iterations": per_iter,
-        "devices": devices,
-        "streams": streams,
-        "idle_histogram": idle.histogram(gaps) if len(gaps) else pd.DataFrame(),
-        "verdict_evidence": pd.DataFrame(verdict.evidence_rows(row), columns=["evidence", "value", "rule", "supports"]),
-        "launch_apis": launches.by_api(launch, n_iter),
-        "kernels": kernels.top_kernels(tables),
-        "kernel_classes": kernels.by_class(tables),
-        "kernel_quantiles": pd.DataFrame({"quantile": QUANTILES, "dur_us": np.quantile(durations, QUANTILES)})
-        if len(durations) else pd.DataFrame(),
-        "transfers": transfers.by_direction(tables, n_iter),
-        "transfer_iterations": transfers.per_iteration(tables),
-        "timeline": timeline.iteration_timeline(tables),
+        "devices": s.run("devices", per_device, empty(), after=["idle"]),
+        "streams": s.run("idle", lambda: idle.breakdown(idle.gaps(tables, per_stream=True), ["device", "stream"]),
+                         empty(), after=["idle"]),
+        "idle_histogram": s.run("idle", lambda: idle.histogram(gaps) if len(gaps) else empty(), empty(),
+                                after=["idle"]),
+        "verdict_evidence": s.run("verdict", lambda: pd.DataFrame(verdict.evidence_rows(row), columns=[
+            "evidence", "value", "rule", "supports"]), empty()),
+        "launch_apis": s.run("launches", lambda: launches.by_api(launch, n_iter), empty(), after=["launches"]),
+        "kernels": s.run("kernels", lambda: kernels.top_kernels(tables), empty()),
+        "kernel_classes": s.run("kernels", lambda: kernels.by_class(tables), empty()),
+        "kernel_quantiles": s.run("kernels", quantiles, empty()),
+        "transfers": s.run("transfers", lambda: transfers.by_direction(tables, n_iter), empty()),
+        "transfer_iterations": s.run("transfers", lambda: transfers.per_iteration(tables), empty()),
+        "timeline": s.run("timeline", lambda: timeline.iteration_timeline(tables), empty()),
         "integrity": checks,
         "cpu_ops": by_op,
         "collectives": calls.assign(call=np.arange(len(calls))),
-        "collective_idle": communication.idle_in_calls(gaps, calls),
+        "collective_idle": s.run("collectives", lambda: communication.idle_in_calls(gaps, calls), empty(),
+                                 after=["idle", "collectives"]),
         "attribution": by_key,
-        "attribution_modules": modules.by_module(by_key, modules.DEFAULT_DEPTH, n_iter, host),
-        "attribution_ops": modules.by_op(by_key, modules.DEFAULT_DEPTH, n_iter),
+        "attribution_modules": s.run("attribution", lambda: modules.by_module(by_key, modules.DEFAULT_DEPTH, n_iter,
+                                                                              host), empty()),
+        "attribution_ops": s.run("attribution", lambda: modules.by_op(by_key, modules.DEFAULT_DEPTH, n_iter), empty()),
         "attribution_iterations": attributed_iterations,
-    })
+    }, failures=s.failures)
+    row["failed_analyses"] = s.summary()
+    return out

@@ -32,7 +32,7 @@ class Analysis:
              distributed run; rank and job None for others), model, mode, batch,
              seq (token inputs' length, None for models without one), dtype,
              phase, op (the op
-             a single-op run computes), device_type (where the run really ran),
+             a single-op run computes), device_type (where the run really ran: cuda, mtia, xpu, cpu),
              requested_device (the spec's), device_name (where it ran), requested_device_name
              (the spec's device), status, reason, note),
              the manifest's timings
@@ -54,7 +54,13 @@ class Analysis:
              (:func:`tracekit.analysis.backends.launch_vs_fusion`); and per
              job of two ranks or more (a ``job`` column): jobs, ranks,
              collective_calls, stragglers (:mod:`tracekit.analysis.job`).
-    errors:  (path, problem, exit code) for each file that could not be read.
+    errors:  (path, problem, exit code) for each file that could not be read or
+             analyzed (``internal error: ...``, code 70: a bug in tracekit; the other
+             files are analyzed all the same).
+    failures: (path, analysis, reason, traceback) of each analysis that raised: a
+             trace's (:class:`tracekit.analysis.pertrace.Sections`; its run row says
+             so in ``failed_analyses``, its other figures stand), a whole file's
+             (analysis ``trace``, also in ``errors``) or a job's (``jobs``).
     skipped: (path, why) for JSON files found in a folder that are not
              traces (a summary.json, an ONNX Runtime profile).
     root:    the folder run names and ``trace`` paths are relative to.
@@ -65,6 +71,7 @@ class Analysis:
     errors: list[tuple[str, str, int]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     root: Path = Path(".")
+    failures: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     def table(self, name: str) -> pd.DataFrame:
         """One of ``tables``, or an empty DataFrame when no trace gave it."""
@@ -76,7 +83,8 @@ class Analysis:
         """All tables as lists of records (JSON-ready after :func:`tracekit.io.jsonable`)."""
         return {"runs": records(self.runs), **{name: records(df) for name, df in self.tables.items()},
                 "errors": [{"path": p, "problem": e, "code": c} for p, e, c in self.errors],
-                "skipped": [{"path": p, "why": w} for p, w in self.skipped]}
+                "skipped": [{"path": p, "why": w} for p, w in self.skipped],
+                "failures": [{"path": p, "analysis": a, "reason": r} for p, a, r, _ in self.failures]}
 
 
 @dataclass
@@ -86,27 +94,45 @@ class _FileResult:
     metrics: dict | None = None
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     device_name: str | None = None
+    device_type: str | None = None          # cuda, mtia, xpu or cpu, from the trace itself
     problems: list[str] = field(default_factory=list)
     error: tuple[str, int] | None = None    # (problem, exit code)
     not_a_trace: bool = False
     rank: int | None = None                 # distributedInfo.rank, else from the file name
     distributed: dict = field(default_factory=dict)   # Kineto's distributedInfo
+    failures: list[dict] = field(default_factory=list)  # analyses that raised (pertrace.Sections)
 
 
 def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None, attribution: dict | None,
                   workers: int | None) -> _FileResult:
+    """One file's result; whatever goes wrong is its error, never the other files' (issue 31)."""
     try:
         tables = load(path, workers=workers)
     except TraceError as exc:
         return _FileResult(error=(exc.problem, int(exc.code)), not_a_trace=isinstance(exc, NotATrace))
-    from tracekit.analysis import job
-    from tracekit.analysis.pertrace import analyze_trace
+    except Exception as exc:  # noqa: BLE001 - a bug in the reader loses this file only
+        return _internal_error(exc)
+    try:
+        from tracekit.analysis import integrity, job
+        from tracekit.analysis.pertrace import analyze_trace
 
-    result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution)
-    return _FileResult(metrics=result.row, tables=result.tables,
-                       device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
-                       problems=tables.meta.get("problems", []), rank=job.rank_of(tables.meta, path),
-                       distributed=tables.meta.get("distributed") or {})
+        result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution)
+        return _FileResult(metrics=result.row, tables=result.tables, device_type=integrity.device_type(tables),
+                           device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
+                           problems=tables.meta.get("problems", []), rank=job.rank_of(tables.meta, path),
+                           distributed=tables.meta.get("distributed") or {}, failures=result.failures)
+    except Exception as exc:  # noqa: BLE001 - a bug in the analyses loses this file only
+        return _internal_error(exc)
+
+
+def _internal_error(exc: BaseException, analysis: str = "trace") -> _FileResult:
+    """A file's result when tracekit itself failed on it: the error (exit code INTERNAL) and its traceback."""
+    import traceback
+
+    reason = f"{type(exc).__name__}: {exc}"
+    return _FileResult(error=(f"internal error: {reason}", int(ExitCode.INTERNAL)), failures=[
+        {"analysis": analysis, "reason": reason,
+         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))}])
 
 
 def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_FileResult], result: Analysis,
@@ -120,6 +146,7 @@ def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_Fil
         result.runs.append({**base, "trace": ""})
         return
     for path, r in zip(run.traces, results):
+        result.failures += [(str(path), f["analysis"], f["reason"], f["traceback"]) for f in r.failures]
         if r.error:
             # Found by scanning a folder, a JSON that is no trace is passed over, not an error.
             if r.not_a_trace and scanned and manifest is None:
@@ -132,7 +159,7 @@ def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_Fil
         full, top = path.absolute(), root.absolute()
         rel = str(full.relative_to(top)) if full.is_relative_to(top) else str(path)
         if base.get("device_type") is None:
-            base = {**base, "device_type": "cuda" if metrics["has_gpu"] else "cpu", "device_name": r.device_name}
+            base = {**base, "device_type": r.device_type, "device_name": r.device_name}
         in_job = None if r.rank is None else job.job_name(run.name, rel, manifest is not None, root)
         launched = (manifest.distributed if manifest else None) or {}
         ranked = {"rank": r.rank, "job": in_job,
@@ -174,7 +201,8 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations
 
         import tracekit.analysis.pertrace  # noqa: F401 - once, before the workers fork
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            flat = list(pool.map(_analyze_file, *zip(*jobs), [1] * len(jobs)))
+            futures = [pool.submit(_analyze_file, *job, 1) for job in jobs]
+            flat = [_outcome(f) for f in futures]
     else:
         flat = [_analyze_file(*job, None) for job in jobs]
     out, i = [], 0
@@ -182,6 +210,14 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations
         out.append(flat[i:i + len(r.traces)])
         i += len(r.traces)
     return out
+
+
+def _outcome(future) -> _FileResult:
+    """A worker process's result, or the file's error where the process died (killed, out of memory)."""
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001 - BrokenProcessPool and the like: this file, not the others
+        return _internal_error(exc)
 
 
 def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
@@ -239,14 +275,20 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
 
     from tracekit.analysis import job, trust
     from tracekit.analysis.backends import launch_vs_fusion
+    from tracekit.analysis.pertrace import Sections
 
     result.runs = _ordered(pd.DataFrame(result.runs))
     if len(result.runs):
         result.runs["timer_gap"] = trust.timer_gap(result.runs)
     result.tables = {name: _front(pd.concat(parts, ignore_index=True)) for name, parts in result.tables.items()}
-    if len(control := launch_vs_fusion(result.runs)):
+    across = Sections()  # the analyses across runs, isolated as each trace's are
+    if len(control := across.run("launch_vs_fusion", lambda: launch_vs_fusion(result.runs), [])):
         result.tables["launch_vs_fusion"] = control
-    result.tables.update(job.analyze_jobs(result.runs, result.table("collectives"), result.table("collective_idle")))
+    result.tables.update(across.run("jobs", lambda: job.analyze_jobs(
+        result.runs, result.table("collectives"), result.table("collective_idle")), {}))
+    if across.failed("jobs"):
+        result.tables["jobs"] = pd.DataFrame([{"job": "", "finding": f"distributed jobs: {across.reason('jobs')}"}])
+    result.failures += [("", f["analysis"], f["reason"], f["traceback"]) for f in across.failures]
     return result
 
 

@@ -24,12 +24,19 @@ Arrivals on different ranks are compared on the traces' clocks (Kineto writes µ
 a common epoch; ranks of one host share the clock, ranks of different hosts agree as
 well as their clocks are synchronized).
 
-The straggler: the rank that caused the most wait, when it caused at least
-``STRAGGLER_WAIT_SHARE`` of the job's wait and that wait is at least
-``STRAGGLER_MIN_SHARE`` of the median rank's profiled window per other rank (our
-thresholds: a rank that is last half the time by chance in a balanced job causes about
-its share of a small wait). HolisticTraceAnalysis' ``get_potential_stragglers`` ranks
-ranks by the late start of their communication kernels in the same spirit.
+The straggler: the rank that caused the most wait, when the waiting is imbalanced beyond
+noise: it caused at least ``STRAGGLER_WAIT_SHARE`` of the job's wait, at least
+``STRAGGLER_IMBALANCE`` times the wait any other rank caused, and that wait is at least
+``STRAGGLER_MIN_SHARE`` of the median rank's profiled window per other rank. Thresholds
+are ours: a rank that is last half the time by chance in a balanced job causes about its
+share of a small wait; and identical processes on one lent host ran up to 1.6x apart in
+speed (README, "Timing you can trust on a noisy host": eager's process medians 1.33-2.93
+ms, reports/h100/repeats), so two ranks whose caused waits are within 2x of each other
+(784 and 866 ms: 1.1x) waited for each other in turn, and neither is named. Without a
+straggler, :func:`no_straggler_because` says which rule failed, with the figures.
+HolisticTraceAnalysis' ``get_potential_stragglers`` ranks ranks by the late start of
+their communication kernels in the same spirit (hta/analyzers/straggler.py), with no
+noise threshold: it names its top k ranks whatever the spread.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import pandas as pd
 
 STRAGGLER_WAIT_SHARE = 0.5
 STRAGGLER_MIN_SHARE = 0.05
+STRAGGLER_IMBALANCE = 2.0
 # Clocks of different ranks' traces, and CUPTI's GPU times converted to the host clock,
 # disagree by microseconds; a call ending this much before the last arrival is no match.
 MATCH_SLACK_US = 100.0
@@ -96,7 +104,7 @@ def match(calls: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     c["last"] = counted & (c["rank"] == c["key"].map(last["rank"]))
     m = keys.loc[last.index].join(last[["process_group", "collective", "seq", "ordinal", "rank", "iteration"]])
     m["skew_us"] = m["last_arrival"] - m["first_arrival"]
-    m["wait_caused_us"] = c.groupby("key")["wait_us"].sum()
+    m["wait_caused_us"] = c.groupby("key")["wait_us"].sum().reindex(m.index)   # (on an empty m, no rows added)
     matched = m.rename(columns={"rank": "last_rank"}).sort_values("last_arrival").reset_index(drop=True)
     return c, matched[MATCH_COLUMNS]
 
@@ -149,9 +157,32 @@ def stragglers(per_call: pd.DataFrame, matched: pd.DataFrame, window_us: float) 
     out = out.reset_index().astype({"calls": np.int64, "times_last": np.int64})
     out["last_share"] = out["times_last"] / out["calls"].where(out["calls"] > 0)
     out = out.sort_values(["wait_caused_us", "rank"], ascending=[False, True]).reset_index(drop=True)
-    total, others = out["wait_caused_us"].sum(), max(len(out) - 1, 1)
-    top = out["wait_caused_us"].iloc[0] if len(out) else 0.0
-    flagged = (len(out) > 1 and total > 0 and top >= STRAGGLER_WAIT_SHARE * total
-               and top / others >= STRAGGLER_MIN_SHARE * window_us)
+    flagged = not no_straggler_because(out, window_us)
     out["straggler"] = [flagged and i == 0 for i in range(len(out))]
     return out[STRAGGLER_COLUMNS]
+
+
+def no_straggler_because(table: pd.DataFrame, window_us: float) -> str:
+    """Why no rank is the straggler, with the figures ("" when the top rank is one).
+
+    Args:
+        table: :func:`stragglers`' table (rank, wait_caused_us; sorted by wait caused,
+            largest first).
+        window_us: the median rank's profiled window (µs).
+    """
+    waits = table["wait_caused_us"].to_numpy(dtype=float)
+    total = float(waits.sum()) if len(waits) else 0.0
+    if len(waits) < 2 or total <= 0:
+        return "no rank waited for another"
+    top, second = waits[0], waits[1]
+    ranks = table["rank"].to_numpy()
+    figures = f"rank {ranks[0]} caused {top / 1e3:.3f} ms of wait, rank {ranks[1]} {second / 1e3:.3f} ms"
+    if top < STRAGGLER_IMBALANCE * second:
+        return (f"{figures}: {top / second:.2f}x, within the {STRAGGLER_IMBALANCE:g}x of noise between ranks "
+                "(they waited for each other in turn)")
+    if top < STRAGGLER_WAIT_SHARE * total:
+        return f"{figures}: {top / total:.0%} of the job's wait, under {STRAGGLER_WAIT_SHARE:.0%}"
+    if top / (len(waits) - 1) < STRAGGLER_MIN_SHARE * window_us:
+        return (f"{figures}: {top / (len(waits) - 1) / window_us:.1%} of the profiled window per other rank, "
+                f"under {STRAGGLER_MIN_SHARE:.0%}")
+    return ""

@@ -64,19 +64,15 @@ def verdict(row: dict, latency_ms: float | None = None) -> dict:
          "evidence": one line with the figures behind it}.
     """
     if row.get("integrity") == "failed":  # tracekit.analysis.integrity: a figure the rule needs is unknown
-        return {"verdict": "undetermined", "verdict_profiled": "undetermined", "host_wait_share": math.nan,
-                "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan,
-                "evidence": f"trace integrity failed: {row.get('integrity_detail', '')}"}
+        return undetermined(f"trace integrity failed: {row.get('integrity_detail', '')}")
     if not row.get("has_gpu"):
         return {"verdict": "no GPU activity", "verdict_profiled": "no GPU activity", "host_wait_share": math.nan,
                 "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan,
                 "evidence": "the trace holds no GPU ops"}
     if row.get("host_launches", MIN_LAUNCHES) < MIN_LAUNCHES:
         n = row["host_launches"]
-        why = f"{n} host launch{'' if n == 1 else 'es'}: no gap can show an op launched after the GPU went idle"
-        return {"verdict": "undetermined", "verdict_profiled": "undetermined", "host_wait_share": math.nan,
-                "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan,
-                "evidence": why}
+        return undetermined(f"{n} host launch{'' if n == 1 else 'es'}: no gap can show an op launched after the "
+                            "GPU went idle")
     span = row["active_span_us"]
     share = row["idle_host_wait_us"] / span if span > 0 else 0.0
     util = row["utilization"] if span > 0 else 1.0
@@ -103,6 +99,12 @@ def verdict(row: dict, latency_ms: float | None = None) -> dict:
     return {"verdict": final, "verdict_profiled": label, "host_wait_share": share,
             "unprofiled_utilization": unprofiled, "cuda_graph_recoverable_us_per_iter": per_iter,
             "evidence": evidence}
+
+
+def undetermined(evidence: str) -> dict:
+    """:func:`verdict`'s fields for a run that cannot be judged, ``evidence`` saying why."""
+    return {"verdict": "undetermined", "verdict_profiled": "undetermined", "host_wait_share": math.nan,
+            "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan, "evidence": evidence}
 
 
 def evidence_rows(row: dict) -> list[dict]:

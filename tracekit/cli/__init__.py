@@ -73,8 +73,8 @@ def _sigterm_as_ctrl_c():
 
 class _Main(click.Group):
     """The command group; an unexpected exception becomes one line and exit code
-    INTERNAL (70), with the traceback only under ``--debug``; PyTorch missing (the
-    commands that run workloads import it) is one line and exit code NO_TORCH (12);
+    INTERNAL (70), with the traceback only under ``--debug`` (the exit code stays 70); PyTorch
+    missing (the commands that run workloads import it) is one line and exit code NO_TORCH (12);
     Ctrl-C or SIGTERM is one line (where it stopped) and exit code INTERRUPTED (130)."""
 
     def invoke(self, ctx: click.Context):
@@ -92,9 +92,12 @@ class _Main(click.Group):
                                 "`make setup`, or pip install torch (analyze, compare and diff work without it)",
                                 ExitCode.NO_TORCH) from None
             if ctx.obj and ctx.obj.get("debug"):
-                raise
-            click.echo(f"tracekit: internal error: {type(exc).__name__}: {exc} "
-                       "(rerun with --debug for the traceback)", err=True)
+                import traceback
+
+                click.echo(traceback.format_exc(), err=True, nl=False)
+            click.echo(f"tracekit: internal error: {type(exc).__name__}: {exc}"
+                       + ("" if ctx.obj and ctx.obj.get("debug") else " (rerun with --debug for the traceback)"),
+                       err=True)
             ctx.exit(ExitCode.INTERNAL)
 
 

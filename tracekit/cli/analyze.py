@@ -127,17 +127,36 @@ def _analysis(path, iterations, dask=None, as_json: bool = False):
         fail(result.errors)
         if not result.errors:
             raise UserError(f"{path}: no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)
+        _show_tracebacks(result)
         for p, problem, _ in result.errors[1:]:
             click.echo(f"Error: {p}: {problem}", err=True)
         p, problem, code = result.errors[0]
+        if any(c == ExitCode.INTERNAL for *_, c in result.errors):  # a bug in tracekit is never hidden
+            code = ExitCode.INTERNAL
         raise UserError(f"{p}: {problem}", code)  # nothing analyzed: no report written over an old one
     return result
 
 
+def _show_tracebacks(result) -> None:
+    """Under ``--debug``, the traceback of each analysis that raised (on stderr)."""
+    if (click.get_current_context().obj or {}).get("debug"):
+        for path, analysis, _, trace in result.failures:
+            click.echo(f"--debug: {analysis} of {path or 'the runs'}:\n{trace}", err=True)
+
+
 def _exit_if_partial(result) -> None:
+    """Exit INTERNAL (70) when an analysis raised (the report holds everything else), PARTIAL
+    (10) when some files were unreadable or damaged, else return (exit 0)."""
     import pandas as pd
 
+    _show_tracebacks(result)
     damaged = result.runs.get("trace_problems", pd.Series(dtype=float)).fillna(0).sum()
+    if result.failures:
+        for path, analysis, reason, _ in result.failures:
+            click.echo(f"tracekit: internal error: {path or 'the runs'}: {analysis} failed: {reason}", err=True)
+        click.echo(f"tracekit: {len(result.failures)} analysis failure(s), a bug in tracekit: the report holds "
+                   "everything else (rerun with --debug for the tracebacks)", err=True)
+        sys.exit(ExitCode.INTERNAL)
     if result.errors or damaged:
         click.echo(f"warning: {len(result.errors)} unreadable file(s), {int(damaged)} damaged trace(s) "
                    "(listed above and in the report)", err=True)

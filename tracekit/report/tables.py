@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from tracekit.analysis.attribution import module_label
+from tracekit.analysis.job import labelled
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.trust import speedup_text
 from tracekit.io import records
@@ -136,20 +137,22 @@ def gpu_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def evidence(runs: pd.DataFrame) -> list[str]:
-    """One line per run with GPU activity: ``run: verdict: the figures behind it``."""
+    """One line per run with GPU activity: ``run: verdict: the figures behind it`` (``run
+    (rank N): ...`` for a rank of a job)."""
     if "evidence" not in runs:
         return []
-    return [f"{r['run']}: {r['verdict']}: {r['evidence']}" for r in records(runs)
+    return [f"{labelled(r)}: {r['verdict']}: {r['evidence']}" for r in records(runs)
             if isinstance(r.get("evidence"), str) and r.get("has_gpu")]
 
 
 def notes(runs: pd.DataFrame) -> list[str]:
-    """One line per run that has a note or a failure reason: ``run: text``."""
+    """One line per run that has a note or a failure reason: ``run: text`` (``run (rank N):
+    text`` for a rank of a job)."""
     out = []
     for r in records(runs):
         text = "; ".join(str(t) for t in (r.get("reason"), r.get("note")) if isinstance(t, str) and t)
         if text:
-            out.append(f"{r['run']}: {text}")
+            out.append(f"{labelled(r)}: {text}")
     return out
 
 

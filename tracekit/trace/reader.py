@@ -62,7 +62,8 @@ class EventTables:
                 top-level op of its thread, 1 for one inside it, ...; int8, or a wider int
                 where ops nest deeper than 127 levels); sorted by ts.
     syncs:      GPU-side synchronization waits (Kineto "cuda_sync": Stream Sync,
-                Event Sync, Context Sync, Stream Wait Event), same columns as gpu_ops.
+                Event Sync, Context Sync, Stream Wait Event; MTIA's ``event_record`` and
+                ``event_wait``, see :func:`mtia_ops`), same columns as gpu_ops.
     markers:    iteration markers: step, ts, dur, end (µs); sorted by ts.
     devices:    one row per GPU in ``deviceProperties``: id, name, numSms, ...
     comms:      the kernels and CPU ops named like a collective (NCCL/RCCL kernels,
@@ -223,8 +224,11 @@ def _tables(path: Path, read: Chunks) -> EventTables:
             "cuda_driver_version": header.cuda_driver_version, "events": builder.events,
             "categories": dict(builder.categories.most_common()),
             "distributed": header.distributedInfo if isinstance(header.distributedInfo, dict) else {}}
+    syncs = builder.table("syncs")
+    if "mtia_ccp_events" in builder.categories:
+        gpu_ops, syncs = mtia_ops(gpu_ops, syncs)
     tables = EventTables(path=path, gpu_ops=gpu_ops, host_calls=host_calls, cpu_ops=cpu_ops,
-                         syncs=builder.table("syncs"), markers=markers(cpu_ops),
+                         syncs=syncs, markers=markers(cpu_ops),
                          devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),
                          meta=meta, comms=builder.table("comms"))
     if nest_order:  # the CPU ops by (thread, start, longer first), for the nest (tracekit.analysis.nest)
@@ -232,3 +236,28 @@ def _tables(path: Path, read: Chunks) -> EventTables:
     meta["problem_counts"] = {what: n for what, n in sorted(builder.problems.items()) if n}
     meta["problems"] = [f"{n} {what}" for what, n in meta["problem_counts"].items()]
     return tables
+
+
+# MTIA's device events (Kineto category mtia_ccp_events) hold its kernels and, by name, its DMA
+# transfers and the device side of its events (recorded, waited on): copies and syncs, not kernels.
+MTIA_COPIES, MTIA_SYNCS = ("dma_request",), ("event_record", "event_wait")
+
+
+def mtia_ops(gpu_ops: pd.DataFrame, syncs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The GPU ops and syncs of a trace with MTIA device events: ops named ``dma_request*``
+    become ``memcpy`` (a DMA transfer), ops named ``event_record*`` / ``event_wait*`` move to
+    the syncs (kind ``sync``), both tables still sorted by ts."""
+    import pandas as pd
+
+    names = gpu_ops["name"].astype(str)
+    moved = names.str.startswith(MTIA_SYNCS).to_numpy()
+    copies = names.str.startswith(MTIA_COPIES).to_numpy()
+    if not (moved.any() or copies.any()):
+        return gpu_ops, syncs
+    kind = gpu_ops["kind"].astype(str).where(~copies, "memcpy")
+    gpu_ops = gpu_ops.assign(kind=pd.Categorical(kind, categories=sorted(set(kind))))
+    if moved.any():
+        syncs = pd.concat([syncs, gpu_ops[moved].assign(kind="sync")], ignore_index=True).sort_values(
+            "ts", kind="stable", ignore_index=True)
+        gpu_ops = gpu_ops[~moved].reset_index(drop=True)
+    return gpu_ops, syncs

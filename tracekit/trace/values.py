@@ -64,12 +64,13 @@ def floats(values: list) -> np.ndarray:
 
 
 def ints(values: list, default: int = -1) -> np.ndarray:
-    """int64 array; None and unparsable values become ``default``; "0x1f" parses."""
+    """int64 array; None, unparsable values and values past int64's range become ``default``;
+    "0x1f" parses."""
     try:
         a = np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
         a = np.array([_int(v) for v in values], dtype=np.float64)
-    a[~np.isfinite(a)] = default
+    a[~(np.abs(a) < 2.0 ** 63)] = default   # NaN, inf, and 1e300 (not an id: int64 would wrap it)
     return a.astype(np.int64)
 
 
