@@ -187,3 +187,12 @@ def test_hta_shaped_traces_and_a_good_one_in_a_folder(tmp_path):
     assert rows["sampled.pt.trace.json"]["verdict"] == "undetermined"
     assert rows["sampled.pt.trace.json"]["integrity_detail"].startswith(
         "6 of 10 GPU ops have no launch call in the trace")
+
+
+def test_a_run_without_a_trace_has_no_failed_analyses_line(tmp_path):
+    from tracebuilder import write_run
+
+    write_run(tmp_path / "w" / "eager", eager_trace(), mode="eager")
+    write_run(tmp_path / "w" / "default", None, mode="default", status="failed", reason="compile error")
+    lines = integrity.lines(runs.analyze(tmp_path).runs)
+    assert lines == ["w/eager: integrity ok"]

@@ -118,7 +118,7 @@ class Result:
 
 
 def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", iterations: int | None = None,
-            only: set[str] | None = None, dask: str | None = None) -> Result:
+            only: set[str] | None = None, dask: str | None = None, critical_path: bool = False) -> Result:
     """The tables ``tracekit analyze PATH`` reports, as DataFrames (:class:`Result`).
 
     Args:
@@ -129,6 +129,11 @@ def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", it
         iterations: iterations each trace holds, for traces with neither
             ProfilerStep markers nor a run.json.
         only: analyze just the runs with these names (``"<label>/<mode>"``, relative to ``path``).
+        critical_path: also each trace's critical path: ``result["critical_path"]`` (per
+            iteration, its length and each part's µs: host CPU, launch calls, launch latency,
+            GPU gaps, kernels, transfers, communication, syncs, waits) and
+            ``result["critical_path_top"]`` (what is on it most), calibrated to run.json's
+            unprofiled latency where there is one (:mod:`tracekit.analysis.critical_path`).
         dask: analyze the files on this Dask cluster (a scheduler address, or ``"local"``);
             the same tables as without it.
 
@@ -141,7 +146,7 @@ def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", it
             its scheduler unreachable.
     """
     analysis = run_analysis(list(path) if isinstance(path, (list, tuple)) else path, only=only,
-                            iterations=iterations, dask=dask)
+                            iterations=iterations, dask=dask, critical_path=critical_path)
     if analysis.runs.empty:
         if not analysis.errors:
             raise TraceError(path, "no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)

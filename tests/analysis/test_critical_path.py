@@ -246,3 +246,57 @@ def test_a_gpu_bound_run_takes_its_host_factor_from_the_unprofiled_host_time(tmp
     assert faster_gpu.gpu_scale == pytest.approx(0.9, rel=0.01) and faster_gpu.host_scale == pytest.approx(0.5)
     blind = calibrate(traced.graph, traced.steps, traced.markers, 0.123)
     assert blind.host_scale == 0.25 and "says nothing of the host" in blind.note
+
+
+def test_analyze_with_the_critical_path_in_every_report(tmp_path):
+    from click.testing import CliRunner
+    from tracebuilder import write_run
+
+    from tracekit.cli import main
+
+    t = TraceBuilder()
+    for i in range(4):   # host-bound: 100 µs iterations, two 10 µs kernels each
+        t.step(i + 1, 100 * i, 100)
+        t.kernel("gemm", start=100 * i + 15, dur=10, launch_at=100 * i + 10)
+        t.kernel("gemm", start=100 * i + 55, dur=10, launch_at=100 * i + 50)
+    write_run(tmp_path / "runs" / "w" / "eager", t, latency_ms=(0.05, 0.045, 0.055))
+    cpu = TraceBuilder()
+    cpu.cpu_op("aten::mm", 0, 10)
+    write_run(tmp_path / "runs" / "c" / "eager", cpu, device_type="cpu", requested_device="cpu")
+    r = CliRunner().invoke(main, ["analyze", str(tmp_path / "runs"), "--critical-path", "--out", str(tmp_path / "r")])
+    assert r.exit_code == 0, r.output
+    assert "critical path: share of each part" in r.output
+    assert "c/eager: critical path: no critical path: no GPU ops in the trace" in r.output
+    for name in ("summary.md", "index.html"):
+        assert "Critical path" in (tmp_path / "r" / name).read_text()
+    split = __import__("pandas").read_csv(tmp_path / "r" / "critical_path.csv")
+    assert split["step"].tolist() == [1, 2, 3, 4]
+    # calibrated to the unprofiled 50 µs: the host's time halved (the iteration is all host time)
+    runs = __import__("pandas").read_csv(tmp_path / "r" / "runs.csv").set_index("run")
+    assert runs.loc["w/eager", "cp_latency_us"] == pytest.approx(50, rel=0.01)
+    assert runs.loc["w/eager", "cp_host_scale"] == pytest.approx(0.5, rel=0.01)
+    assert runs.loc["w/eager", "cp_cpu_share"] + runs.loc["w/eager", "cp_launch_share"] == pytest.approx(1)
+    # as one graph replay: the two 10 µs kernels, their gap and launch latency, or the replay's host cost
+    predicted = runs.loc["w/eager", "cuda_graphs_predicted_ms"]
+    assert 0.02 < predicted < 0.05 and runs.loc["w/eager", "cuda_graphs_saving_ms"] == pytest.approx(0.05 - predicted)
+    r = CliRunner().invoke(main, ["analyze", str(tmp_path / "runs"), "--json", "--out", str(tmp_path / "r2")])
+    out = __import__("json").loads(r.output)
+    assert "critical_path" not in out   # without the option: the prediction only, in the runs
+    assert any(row.get("cuda_graphs_predicted_ms") for row in out["runs"])
+    assert not (tmp_path / "r2" / "critical_path.csv").exists()
+
+
+@pytest.mark.parametrize("workload", ["conv-b1", "torchvision-resnet18-b64", "conv-b1-forward-backward"])
+def test_the_committed_h200_runs_predict_their_cuda_graphs_within_ten_percent(workload):
+    """The H200 runs of workloads/predict-h200.toml kept in the repository (reports/h200/): the
+    prediction from the eager run folder alone against the measured cudagraphs run."""
+    from pathlib import Path
+
+    from tracekit.analysis.critical_path.predict import from_run, run_inputs
+    from tracekit.manifest import Manifest
+
+    cells = Path(__file__).resolve().parents[2] / "reports" / "h200" / "predict-h200" / "traces" / workload
+    ranks, manifest = run_inputs(cells / "eager")
+    predicted = from_run(ranks, manifest, [Edit("cuda-graphs")]).predicted_ms
+    measured = Manifest.read(cells / "cudagraphs").latency("median")
+    assert predicted == pytest.approx(measured, rel=0.10)

@@ -124,6 +124,6 @@ def lines(runs: pd.DataFrame) -> list[str]:
             detail = r.get("integrity_detail") or ""
             out.append(f"{labelled(r)}: integrity {status.upper() if status == 'failed' else status}"
                        + (f": {detail}" if detail else ""))
-        if failed := r.get("failed_analyses"):
+        if isinstance(failed := r.get("failed_analyses"), str) and failed:   # NaN: a run without a trace
             out.append(f"{labelled(r)}: {failed} (a bug in tracekit; the other figures stand)")
     return out

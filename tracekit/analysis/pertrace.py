@@ -11,6 +11,8 @@ import pandas as pd
 from tracekit.analysis import (collectives, communication, cpu_ops, idle, integrity, kernels, launches, modules,
                                summary, timeline, transfers, verdict)
 from tracekit.analysis.attribution import attribute
+from tracekit.analysis.critical_path.figures import EMPTY as CP_EMPTY
+from tracekit.analysis.critical_path.figures import trace_figures
 from tracekit.trace.reader import EventTables
 
 QUANTILES = np.linspace(0, 1, 101)
@@ -63,7 +65,8 @@ class Sections:
 
 
 def analyze_trace(tables: EventTables, iterations: int | None = None,
-                  latency_ms: float | None = None, attribution: dict | None = None) -> TraceResult:
+                  latency_ms: float | None = None, attribution: dict | None = None,
+                  host_ms: float | None = None, critical_path: bool = False) -> TraceResult:
     """Run every analysis on one trace.
 
     Args:
@@ -74,6 +77,10 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
             to check the verdict against the profiler's overhead.
         attribution: run.json's ``attribution`` (module scopes, Inductor
             provenance, CUDA-graph captures), for :mod:`tracekit.analysis.attribution`.
+        host_ms: the run's unprofiled host time per call (run.json ``host_ms`` median),
+            for the critical path's calibration of a GPU-bound run.
+        critical_path: also the critical path of each iteration (tables critical_path,
+            critical_path_top; :func:`tracekit.analysis.critical_path.figures.trace_figures`).
 
     Returns:
         A :class:`TraceResult`. Its row has :func:`summary.summarize`'s metrics,
@@ -112,7 +119,12 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
           ``modules.DEFAULT_DEPTH``; attribution_iterations: attributed share per
           iteration (:mod:`tracekit.analysis.modules`).
 
-        The row also has the rank's communication, computation, their overlap and
+        * critical_path, critical_path_top (with ``critical_path``): each iteration's
+          critical path split into its parts, and what is on it most.
+
+        The row also has the calibrated CUDA-graph prediction where run.json has the
+        unprofiled latency (``cuda_graphs_predicted_ms``, ``cuda_graphs_saving_ms``:
+        :mod:`tracekit.analysis.critical_path.figures`), the rank's communication, computation, their overlap and
         exposed communication (:func:`communication.breakdown`), ``collectives``, and
         ``failed_analyses``: each analysis that raised, ``name failed: reason``
         ("" when none; :class:`Sections`: its figures are left NaN or empty, the
@@ -164,6 +176,9 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
     row.update(s.run("communication", lambda: communication.breakdown(tables), {}))
     calls = s.run("collectives", lambda: collectives.calls(tables), pd.DataFrame(columns=collectives.CALL_COLUMNS))
     row["collectives"] = float("nan") if s.failed("collectives") else len(calls)
+    cp_row, cp_tables = s.run("critical_path", lambda: trace_figures(tables, latency_ms, host_ms, critical_path),
+                              (dict(CP_EMPTY), {}))
+    row.update(cp_row)
 
     if len(per_iter):
         def with_idle_and_dispatch() -> pd.DataFrame:
@@ -212,6 +227,7 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
                                                                               host), empty()),
         "attribution_ops": s.run("attribution", lambda: modules.by_op(by_key, modules.DEFAULT_DEPTH, n_iter), empty()),
         "attribution_iterations": attributed_iterations,
+        **cp_tables,
     }, failures=s.failures)
     row["failed_analyses"] = s.summary()
     return out

@@ -104,7 +104,7 @@ class _FileResult:
 
 
 def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None, attribution: dict | None,
-                  workers: int | None) -> _FileResult:
+                  host_ms: float | None, critical_path: bool, workers: int | None) -> _FileResult:
     """One file's result; whatever goes wrong is its error, never the other files' (issue 31)."""
     try:
         tables = load(path, workers=workers)
@@ -116,7 +116,8 @@ def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | Non
         from tracekit.analysis import integrity, job
         from tracekit.analysis.pertrace import analyze_trace
 
-        result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution)
+        result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution,
+                               host_ms=host_ms, critical_path=critical_path)
         return _FileResult(metrics=result.row, tables=result.tables, device_type=integrity.device_type(tables),
                            device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
                            problems=tables.meta.get("problems", []), rank=job.rank_of(tables.meta, path),
@@ -176,7 +177,7 @@ PARALLEL_FILES_MIN_BYTES = 16 << 20  # several files totalling more than this ar
 
 
 def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations: int | None,
-                   dask: str | None = None) -> list[list[_FileResult]]:
+                   dask: str | None = None, critical_path: bool = False) -> list[list[_FileResult]]:
     """Analyze every trace of ``runs``: where the files are read is chosen here, once.
 
     On a Dask cluster when ``dask`` names one (a scheduler address such as
@@ -190,7 +191,8 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations
             scheduler unreachable.
     """
     jobs = [(p.absolute(), ((m and m.profile) or {}).get("iterations", iterations),
-             ((m and m.latency_ms) or {}).get("median"), m and m.attribution)
+             ((m and m.latency_ms) or {}).get("median"), m and m.attribution, ((m and m.host_ms) or {}).get("median"),
+             critical_path)
             for r, m in zip(runs, manifests) for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
     if dask and jobs:
@@ -232,7 +234,7 @@ def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
-            iterations: int | None = None, dask: str | None = None) -> Analysis:
+            iterations: int | None = None, dask: str | None = None, critical_path: bool = False) -> Analysis:
     """Analyze a trace file or every run under a folder (recursively), or several of them.
 
     Args:
@@ -245,6 +247,8 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
         dask: analyze the files on this Dask cluster (a scheduler address, or
             ``"local"``), one task per file; None analyzes them here. The result is
             the same either way.
+        critical_path: also each trace's critical path (tables critical_path,
+            critical_path_top; :mod:`tracekit.analysis.critical_path.figures`).
 
     Returns:
         An :class:`Analysis`; unreadable files are listed in ``errors`` and do
@@ -269,7 +273,7 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
     # Collect rows in lists first, then turn them into tables.
     result = Analysis(runs=[], tables={}, root=base,
                       errors=[(str(p), why, int(ExitCode.NOT_FOUND)) for p, why in unreadable])
-    for run, manifest, files in zip(runs, manifests, _analyze_files(runs, manifests, iterations, dask)):
+    for run, manifest, files in zip(runs, manifests, _analyze_files(runs, manifests, iterations, dask, critical_path)):
         _collect(run, manifest, base, files, result, scanned)
     import pandas as pd
 

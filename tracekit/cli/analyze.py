@@ -29,9 +29,15 @@ from tracekit.errors import ExitCode
 @click.option("--annotate", is_flag=True, help="Also write beside each trace a copy with tracekit's tracks "
               "(critical path, GPU idle by cause, module of each GPU op) for Perfetto, TensorBoard and HTA: "
               "<name>.annotated.pt.trace.json.gz, which analyze skips as a run.")
+@click.option("--critical-path", "critical_path", is_flag=True,
+              help="Also the critical path of every iteration: the longest chain of dependent host and GPU work, "
+                   "split into host CPU time, launch calls, launch latency, GPU gaps, kernels by class, "
+                   "transfers, communication, syncs and waits, with what is on it most; calibrated to the "
+                   "unprofiled latency in run.json (say so where uncalibrated). In every report and --json.")
 @report_options
 @wide_option
-def analyze(path, out, as_json, iterations, baseline, dask_address, annotate, html_plots, link_traces, wide) -> None:
+def analyze(path, out, as_json, iterations, baseline, dask_address, annotate, critical_path, html_plots, link_traces,
+            wide) -> None:
     """Analyze the traces under PATH (a folder, searched recursively, or one file).
 
     Per run: kernels executed, host launches (distinct correlation ids: one
@@ -49,7 +55,7 @@ def analyze(path, out, as_json, iterations, baseline, dask_address, annotate, ht
     Writes OUT/summary.md, OUT/index.html, OUT/plots/*.png, OUT/runs.csv,
     OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
     """
-    result = _analysis(path, iterations, dask_address, as_json)  # first: it starts reading before pandas is imported
+    result = _analysis(path, iterations, dask_address, as_json, critical_path)  # first: it starts reading before pandas is imported
     from tracekit.analysis.tables import Tables
     from tracekit.io import jsonable
     from tracekit.report import print_reports, write_reports
@@ -104,7 +110,7 @@ def compare(paths, baseline, out, html_plots, link_traces, wide) -> None:
     _exit_if_partial(tables.analysis)
 
 
-def _analysis(path, iterations, dask=None, as_json: bool = False):
+def _analysis(path, iterations, dask=None, as_json: bool = False, critical_path: bool = False):
     """Analyze PATH (or several) for analyze/compare; bad input becomes a UserError (with
     ``as_json``, the errors are also printed as JSON on stdout: ``{"runs": [], "errors": [...]}``)."""
     from tracekit.analysis.cluster import ClusterError
@@ -116,7 +122,7 @@ def _analysis(path, iterations, dask=None, as_json: bool = False):
             click.echo(json.dumps({"runs": [], "errors": [{"path": p, "problem": e, "code": c} for p, e, c in problems]}))
 
     try:
-        result = run_analysis(path, iterations=iterations, dask=dask)
+        result = run_analysis(path, iterations=iterations, dask=dask, critical_path=critical_path)
     except TraceError as exc:
         fail([(str(exc.path), exc.problem, int(exc.code))])
         raise UserError(str(exc), exc.code) from None

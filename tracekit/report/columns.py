@@ -35,12 +35,39 @@ IDLE = [
     ("idle_launch_latency_share", "launch latency", "{:.1%}"),
     ("idle_sync_share", "sync", "{:.1%}"),
     ("idle_other_share", "other idle", "{:.1%}"),
-    ("cuda_graph_recoverable_us_per_iter", "CUDA graph could save (ms/iter)", "ms3"),
+    ("cuda_graphs_saving_ms", "CUDA graphs could save (ms/iter, predicted)", "{:.3f}"),
+    ("cuda_graph_recoverable_us_per_iter", "host wait (ms/iter, uncalibrated bound)", "ms3"),
     ("launch_latency_p50_us", "launch→start p50 (µs)", "{:.1f}"),
     ("feed_ratio", "feed ratio", "{:.2f}"),
     ("short_kernel_share", "kernels <10µs", "{:.0%}"),
     ("unprofiled_utilization", "unprofiled util", "{:.2f}"),
 ]
+
+# The critical path of each run (tracekit analyze --critical-path): the modelled iteration and the
+# share of each part of its path, calibrated to the unprofiled latency where run.json has it.
+CRITICAL_PATH = [
+    ("run", "run", "{}"),
+    ("rank", "rank", "{:.0f}"),
+    ("cp_calibrated", "calibrated", "{}"),
+    ("cp_latency_us", "modelled iter (ms)", "ms3"),
+    ("cp_cpu_share", "host CPU", "{:.0%}"),
+    ("cp_launch_share", "launch calls", "{:.0%}"),
+    ("cp_launch_latency_share", "launch latency", "{:.0%}"),
+    ("cp_gpu_gap_share", "GPU gaps", "{:.0%}"),
+    ("cp_kernel_share", "kernels", "{:.0%}"),
+    ("cp_transfer_share", "transfers", "{:.0%}"),
+    ("cp_comm_share", "comm", "{:.0%}"),
+    ("cp_sync_share", "sync", "{:.0%}"),
+    ("cp_stream_wait_share", "stream waits", "{:.0%}"),
+    ("cp_rank_wait_share", "other ranks", "{:.0%}"),
+    ("cuda_graphs_predicted_ms", "CUDA graphs, predicted (ms)", "{:.3f}"),
+    ("cp_host_scale", "host time ×", "{:.2f}"),
+]
+CRITICAL_PATH_TEXT = ("Each iteration's critical path: the longest chain of dependent host and GPU work "
+                      "(host threads in order, launch → GPU op, stream order, cross-stream waits, syncs, "
+                      "collectives across ranks), its share of each part; calibrated: host time scaled so that "
+                      "the modelled iteration equals the unprofiled latency (run.json). CUDA graphs, predicted: "
+                      "the iteration re-timed as one graph replay (`tracekit whatif RUN --cuda-graphs`).")
 
 # The comparison (tracekit.analysis.compare): how much faster than the baseline, and why.
 SPEEDUP = [

@@ -253,3 +253,19 @@ def answers(comp: pd.DataFrame, runs: pd.DataFrame, baseline: str) -> list[tuple
                         f"({base['latency_median_ms']:.3f} -> {r['latency_median_ms']:.3f} ms){failed}",
                         _why(r, " -> ".join(dict.fromkeys(v)))))
     return out
+
+
+def critical_path_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs that have a critical path (``tracekit analyze --critical-path``), for the
+    CRITICAL_PATH table; empty when none was asked for or found."""
+    if "cp_latency_us" not in runs:
+        return runs.iloc[0:0]
+    return runs[runs["cp_latency_us"].notna()]
+
+
+def critical_path_notes(runs: pd.DataFrame) -> list[str]:
+    """``run: note`` for each run whose critical path is uncalibrated, incomplete or missing."""
+    if "critical_path_note" not in runs:
+        return []
+    return [f"{labelled(r)}: critical path: {r['critical_path_note']}" for r in records(runs)
+            if isinstance(r.get("critical_path_note"), str) and r["critical_path_note"]]

@@ -17,10 +17,10 @@ from tracekit.analysis import integrity
 from tracekit.analysis.tables import Tables
 from tracekit.analysis.trust import timer_gap_lines
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.columns import CPU_OPS, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
+from tracekit.report.columns import CPU_OPS, CRITICAL_PATH, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
 from tracekit.report.fit import Fit, Legend
-from tracekit.report.tables import (answers, comparison_view, cpu_op_view, evidence, finding_rows, gpu_runs,
-                                    headline, job_tables, notes, timing_view)
+from tracekit.report.tables import (answers, comparison_view, cpu_op_view, critical_path_notes, critical_path_runs,
+                                    evidence, finding_rows, gpu_runs, headline, job_tables, notes, timing_view)
 
 
 
@@ -58,6 +58,10 @@ def print_runs(t: Tables, console: Console, fit: Fit) -> None:
         for line in evidence(gpu):
             console.print(f"  {fit.legend.short(line.partition(': ')[0])}: {line.partition(': ')[2]}",
                           highlight=False)
+    if len(cp := critical_path_runs(analysis.runs)):
+        fit.print(console, "critical path: share of each part of an iteration's path", *headline(cp, CRITICAL_PATH))
+    for line in _grouped(critical_path_notes(analysis.runs)):
+        console.print(f"  {line}", highlight=False)
     for title, df, spec in job_tables(analysis):
         fit.print(console, title, *headline(df, spec))
     for line in analysis.table("jobs").get("finding", []):

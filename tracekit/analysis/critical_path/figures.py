@@ -1,0 +1,74 @@
+"""The critical path's figures for one trace's analysis (:func:`tracekit.analysis.pertrace.analyze_trace`).
+
+By default a trace whose run.json has the unprofiled latency gets its calibrated CUDA-graph
+prediction (``cuda_graphs_predicted_ms``, ``cuda_graphs_saving_ms``: what the reports' "CUDA
+graphs could save" shows); with ``full`` (``tracekit analyze --critical-path``) also the split
+of each iteration's critical path and what is on it, calibrated where it can be, as traced
+(and said so) where not.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis.critical_path import can_analyze, top
+from tracekit.analysis.critical_path.path import PARTS
+from tracekit.analysis.critical_path.predict import predict
+from tracekit.analysis.critical_path.whatif import Edit, default_replay
+from tracekit.trace.reader import EventTables
+
+NAN = float("nan")
+EMPTY = {"cuda_graphs_predicted_ms": NAN, "cuda_graphs_saving_ms": NAN, "cp_calibrated": False,
+         "cp_host_scale": NAN, "cp_gpu_scale": NAN}
+
+
+def _launches(tables: EventTables) -> int:
+    corr = tables.gpu_ops["correlation"].to_numpy()
+    return int(len(np.unique(corr[corr >= 0])))
+
+
+def trace_figures(tables: EventTables, latency_ms: float | None, host_ms: float | None = None,
+                  full: bool = False) -> tuple[dict, dict[str, pd.DataFrame]]:
+    """(row fields, tables) of the critical path of one trace.
+
+    Row: cuda_graphs_predicted_ms (the calibrated ``cuda-graphs`` what-if, ms; NaN without an
+    unprofiled latency to calibrate to, or with fewer than two launches), cuda_graphs_saving_ms
+    (the unprofiled latency less it, ms per iteration), cp_calibrated, cp_host_scale,
+    cp_gpu_scale; with ``full``: cp_latency_us (the modelled steady-state iteration, µs),
+    ``cp_<part>_share`` (each part's share of the critical path, :data:`PARTS`) and
+    critical_path_note (what the trace lacks, or why there is no path: "" when nothing).
+    Tables (``full``): critical_path (per iteration: step, latency_us and ``<part>_us``),
+    critical_path_top (the ten names with the most time on the path: part, name,
+    us_per_iter, share).
+    """
+    row, out = dict(EMPTY), {}
+    why = can_analyze([(0, tables)])
+    if why is None and _launches(tables) < 2:
+        why = "a single launch: no launch overhead to re-time"
+    calibratable = latency_ms is not None and math.isfinite(latency_ms) and latency_ms > 0
+    if why is not None or not (calibratable or full):
+        if full:
+            row["critical_path_note"] = f"no critical path: {why}" if why else ""
+        return row, out
+    result = predict(tables, [Edit("cuda-graphs")], latency_ms if calibratable else None,
+                     replay=default_replay([(0, tables)]), host_ms=host_ms)
+    cal = result.calibration
+    row.update(cp_calibrated=cal.calibrated, cp_host_scale=cal.host_scale, cp_gpu_scale=cal.gpu_scale)
+    if cal.calibrated:
+        row["cuda_graphs_predicted_ms"] = result.predicted_ms
+        row["cuda_graphs_saving_ms"] = latency_ms - result.predicted_ms
+    if full:
+        split = result.before.split
+        mean = result.split_per_iteration("before")
+        total = mean.get("latency_us", NAN)
+        row["cp_latency_us"] = result.modelled_ms * 1e3
+        row.update({f"cp_{p}_share": mean.get(f"{p}_us", NAN) / total if total else NAN for p in PARTS})
+        notes = ([] if cal.calibrated else ["uncalibrated: the profiled window as traced (no unprofiled latency)"]) \
+            + result.before.missing + result.before.problems
+        row["critical_path_note"] = "; ".join(notes)
+        out["critical_path"] = split.drop(columns=["rank"])
+        out["critical_path_top"] = top(result.before, "name")
+    return row, out
