@@ -83,6 +83,18 @@ def markdown(rows: list[dict], env: dict, big: dict | None) -> str:
                   f"CPU {big['cpu_s']:.1f} s, peak PSS of the tree **{big['pss_MB']:,.0f} MB** "
                   f"({big['pss_over_size']:.2f}x the trace), peak RSS sum {big['rss_MB']:,.0f} MB; load average "
                   f"{_load(big['load_start'])} at its start."]
+    if any("critical_path" in r for r in rows):
+        lines += ["", "## The critical path's cost (`--critical-path`, issue 30)", "",
+                  "`tracekit analyze FILE --json` and the same with `--critical-path`, each run in turn in fresh "
+                  "processes (the median wall time; the runs in brackets). Target: the critical path costs at most "
+                  "as much again as the analysis without it.", "",
+                  "| trace (MB) | analyze (s) | with --critical-path (s) | added | runs (s) |", "|---|---|---|---|---|"]
+        for r in rows:
+            if c := r.get("critical_path"):
+                lines.append(f"| {r['size_MB']} | {c['plain_s']:.2f} | {c['critical_path_s']:.2f} | "
+                             f"{c['critical_path_s'] / c['plain_s'] - 1:+.0%} | "
+                             f"{' '.join(f'{x:.2f}' for x in c['plain_runs_s'])} / "
+                             f"{' '.join(f'{x:.2f}' for x in c['critical_path_runs_s'])} |")
     lines += ["", "## Against the targets (issue 18)", ""] + verdicts(rows, env, big)
     return "\n".join(lines) + "\n"
 

@@ -257,6 +257,8 @@ def run(sizes_mb: list[int], fixture: Path, workdir: Path, report: Path, hta_siz
             row.update(hta_row(path))
         print("timing its phases ...", file=sys.stderr, flush=True)
         row["phases"] = phases(path, repeats=repeats)
+        print("timing it with --critical-path ...", file=sys.stderr, flush=True)
+        row["critical_path"] = critical_path_row(path, repeats)
         if before:
             row["before"] = phases(path, before, repeats=max(1, repeats // 2))
         rows.append(row)
@@ -268,6 +270,24 @@ def run(sizes_mb: list[int], fixture: Path, workdir: Path, report: Path, hta_siz
     report.write_text(text)
     report.with_suffix(".json").write_text(json.dumps({"env": env, "rows": rows}, indent=1))
     return text
+
+
+def critical_path_row(path: Path, repeats: int) -> dict:
+    """``tracekit analyze FILE --json`` and the same with ``--critical-path``, each ``repeats``
+    times, interleaved (so a change of the machine's speed touches both alike): the median wall
+    and CPU time of each, and how much the critical path adds (issue 30: at most as much again)."""
+    cmd = [sys.executable, "-m", "tracekit", "analyze", str(path), "--json", "--out", tempfile.mkdtemp()]
+    plain, with_cp = [], []
+    for _ in range(repeats):
+        plain.append(measure(cmd, memory=False))
+        with_cp.append(measure([*cmd, "--critical-path"], memory=False))
+    bad = [r for r in plain + with_cp if r["rc"] not in (0, 10)]
+    if bad:
+        raise RuntimeError(f"{path}: tracekit analyze exited {bad[0]['rc']}: {bad[0]['stderr'][-500:]}")
+    med = lambda runs, k: float(np.median([r[k] for r in runs]))  # noqa: E731
+    return {"plain_s": med(plain, "wall_s"), "critical_path_s": med(with_cp, "wall_s"),
+            "plain_cpu_s": med(plain, "cpu_s"), "critical_path_cpu_s": med(with_cp, "cpu_s"),
+            "plain_runs_s": [r["wall_s"] for r in plain], "critical_path_runs_s": [r["wall_s"] for r in with_cp]}
 
 
 def big_run(mb: int, fixture: Path, workdir: Path, out: Path) -> dict:
@@ -303,12 +323,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--before", type=Path, default=None,
                    help="a checkout of an earlier tracekit whose phases to time beside this one's")
     p.add_argument("--report", type=Path, default=ROOT / "reports" / "bench-analyze.md")
+    p.add_argument("--critical-path-only", action="store_true",
+                   help="instead: time analyze with and without --critical-path on each size, into REPORT's "
+                        "-critical-path.json (issue 30's target)")
     p.add_argument("--big", type=int, default=None, metavar="MB",
                    help="instead: analyze one MB-sized trace once, into REPORT's -10g.json (make bench-analyze-10g)")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     if a.big:
         print(json.dumps(big_run(a.big, a.fixture, a.workdir, a.report.with_name(a.report.stem + "-10g.json"))))
+        return
+    if a.critical_path_only:
+        rows = {mb: critical_path_row(_trace(mb, a.fixture, a.workdir)[0], a.repeats) for mb in map(int, a.sizes.split(","))}
+        out = a.report.with_name(a.report.stem + "-critical-path.json")
+        out.write_text(json.dumps({"load": os.getloadavg(), "cpu": _cpu(), "rows": rows}, indent=1))
+        print(json.dumps(rows, indent=1))
         return
     print(run([int(s) for s in a.sizes.split(",")], a.fixture, a.workdir, a.report,
               {int(s) for s in a.hta_sizes.split(",") if s}, a.before, a.repeats))

@@ -18,8 +18,10 @@ measurable; calibrated on the real H100 ViT traces in shared/fixtures/h100):
 The evidence shown with it: host-wait share of the span, utilization, the feed
 ratio (GPU work per launch over the interval between launches: below 1 the
 host cannot keep the GPU fed), and the share of kernels shorter than 10 µs.
-The most a CUDA graph could recover per iteration is the host-wait time per
-iteration: it removes the waiting for launches, not the kernels.
+The host-wait time per iteration bounds what a CUDA graph could recover, uncalibrated:
+the profiler stretches it (up to 38x the measured saving on the H200 predict suite,
+reports/h200/predict). The reports show the critical path's calibrated prediction instead
+(:mod:`tracekit.analysis.critical_path.figures`).
 
 The profiler slows the host (each op and launch is recorded), so a profiled
 window can look launch-bound when the run is not. When the unprofiled latency
@@ -144,7 +146,8 @@ def evidence_rows(row: dict) -> list[dict]:
         ("unprofiled_utilization", unprofiled, f">= {GPU_BOUND_UTILIZATION:.0%}: gpu-bound whatever the profiled "
          "window says (its host wait was the profiler's)", side(False, unprofiled >= GPU_BOUND_UTILIZATION)),
         ("cuda_graph_recoverable_us_per_iter", row.get("cuda_graph_recoverable_us_per_iter", math.nan),
-         "the most a CUDA graph could save per iteration: host wait per iteration", ""),
+         "host wait per profiled iteration: an uncalibrated bound on what a CUDA graph saves (the profiler "
+         "stretches it; the calibrated prediction is the critical path's, cuda_graphs_saving_ms)", ""),
     ]
     return [{"evidence": e, "value": v, "rule": r, "supports": s} for e, v, r, s in rows
             if not (isinstance(v, float) and math.isnan(v))]
