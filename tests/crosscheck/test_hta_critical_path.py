@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from tracekit.analysis import critical_path as cp
-from tracekit.analysis.critical_path.graph import GPU
+from tracekit.analysis.critical_path.kinds import GPU
 from tracekit.trace import load
 
 HERE = Path(__file__).parent

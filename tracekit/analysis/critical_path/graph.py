@@ -47,16 +47,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.critical_path.kinds import COMM, CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, SYNC, WAIT
+from tracekit.analysis.critical_path.ranks import collective_edges
+from tracekit.analysis.critical_path.syncs import SyncEdges
 from tracekit.analysis.idle import SYNC_CALLS
 from tracekit.analysis.kernels import kernel_class
 from tracekit.trace.reader import EventTables
 
-HOST, GPU = 0, 1
-# Edge kinds: start edges, then end edges.
-CPU, HANDOFF, LAUNCH, STREAM, WAIT, SYNC, COLLECTIVE = range(7)
-EDGE_KINDS = ("cpu", "handoff", "launch", "stream", "wait", "sync", "collective")
-DEVICE_SYNCS = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize"})
-COMM = "communication"   # the kernel class of collectives (tracekit.analysis.kernels)
 # An op starting this long before its launch call returns started during the call (more than
 # the host/GPU clock skew seen on the H100 fixtures, 0.4 µs).
 OUTLASTS_US = 1.0
@@ -111,7 +108,7 @@ def _median(values: np.ndarray, default: float) -> float:
     return float(np.median(values)) if len(values) else default
 
 
-class _Builder:
+class _Builder(SyncEdges):
     """Collects one rank's nodes and edges; :func:`build` joins the ranks."""
 
     def __init__(self, tables: EventTables, rank: int, offset: int, threads: int, streams: int):
@@ -213,46 +210,6 @@ class _Builder:
             self.add(lo_, b[handed], np.maximum(ts[b[handed]] - end[lo_], 0), HANDOFF)
 
     # --- GPU edges ----------------------------------------------------------------------------
-    def index_streams(self) -> None:
-        """Per stream its ops in the order of their launch calls (``stream_nodes``), the stream
-        number of each (device, stream), and the trace's cuda_sync events by correlation id."""
-        gpu, launch = self.gpu, self.launch_local
-        self.hts = self.host["ts"].to_numpy(float)
-        gts = np.where(launch >= 0, self.hts[np.maximum(launch, 0)], gpu["ts"].to_numpy(float))
-        self.stream_nodes = {}
-        for s, idx in pd.Series(np.arange(len(gpu))).groupby(self.stream).groups.items():
-            idx = np.asarray(idx)
-            o = np.argsort(gts[idx], kind="stable")
-            self.stream_nodes[s] = (gts[idx][o], idx[o])
-        self.stream_id = dict(zip(zip(gpu["device"].tolist(), gpu["stream"].tolist()), self.stream.tolist()))
-        syncs = self.t.syncs
-        self.sync_of = {int(corr): (name, int(dev), int(st), int(won_stream), int(won_corr))
-                        for name, dev, st, corr, won_stream, won_corr in zip(
-                            syncs["name"].astype(str), syncs["device"], syncs["stream"], syncs["correlation"],
-                            syncs["wait_on_stream"], syncs["wait_on_correlation"])}
-
-    def wait_pairs(self) -> tuple[np.ndarray, np.ndarray]:
-        """(src, dst) GPU ops (local indices) of each cross-stream wait (module docstring)."""
-        src, dst = [], []
-        for corr, (name, dev, st, won_stream, won_corr) in self.sync_of.items():
-            if name != "Stream Wait Event" or won_corr < 0:
-                continue
-            wait_call, record_call = self.call_of.get(corr), self.call_of.get(won_corr)
-            if wait_call is None or record_call is None:
-                continue
-            a = self._last_launched_before(self.stream_id.get((dev, won_stream), -1), self.hts[record_call])
-            waiting = self.stream_nodes.get(self.stream_id.get((dev, st), -1))
-            if a < 0 or waiting is None:
-                continue
-            k = np.searchsorted(waiting[0], self.hts[wait_call], side="right")
-            if k < len(waiting[1]):
-                src.append(a)
-                dst.append(int(waiting[1][k]))
-        if not self.sync_of and self.t.host_calls["name"].astype(str).isin(["cudaStreamWaitEvent"]).any():
-            self.missing.append("cudaStreamWaitEvent calls without cuda_sync events (the profiler's "
-                                "enable_cuda_sync_events): cross-stream waits are not in the graph")
-        return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
-
     def gpu_edges(self, waits: tuple[np.ndarray, np.ndarray]) -> None:
         """Launch, stream and cross-stream wait edges into each GPU op: the one that bound its
         start (the latest source end plus the typical lag of its kind) with its observed lag."""
@@ -299,65 +256,6 @@ class _Builder:
             self.missing.append(f"{int((~known).sum())} of {len(gpu)} GPU ops have no launch call in the "
                                 "trace (launched before the profiler started, or not recorded): they keep their "
                                 "observed start")
-
-    def _last_launched_before(self, stream: int, t: float) -> int:
-        """The GPU op (local index) of ``stream`` whose launch call began last before ``t``; -1."""
-        entry = self.stream_nodes.get(stream)
-        if entry is None:
-            return -1
-        launch_ts, ops = entry
-        k = np.searchsorted(launch_ts, t, side="left") - 1
-        return int(ops[k]) if k >= 0 else -1
-
-    def host_syncs(self) -> None:
-        """The end edges of synchronizing calls: from the GPU op(s) each waits for."""
-        host, gpu, n_host = self.host, self.gpu, self.n_host
-        stream_nodes, stream_id, sync_of, hts = self.stream_nodes, self.stream_id, self.sync_of, self.hts
-        names = host["name"].astype(str).to_numpy()
-        corr = host["correlation"].to_numpy()
-        end_host = host["end"].to_numpy(float)
-        end_gpu = gpu["end"].to_numpy(float)
-        # synchronous memcpys: a memcpy call that returned after its copy ended
-        copy_of = {}
-        for i, c in enumerate(gpu["correlation"].tolist()):
-            copy_of.setdefault(c, i)
-        src, dst = [], []
-        guessed = 0
-        memcpy = np.array(["emcpy" in nm for nm in names.tolist()], dtype=bool)
-        for i in np.flatnonzero(self.sync_call | memcpy).tolist():
-            if not self.sync_call[i]:
-                op = copy_of.get(int(corr[i]))
-                if op is not None and hts[i] < end_gpu[op] <= end_host[i]:
-                    src.append(op)
-                    dst.append(i)
-                continue
-            if names[i] in DEVICE_SYNCS:
-                streams = list(stream_nodes)
-            else:
-                known = sync_of.get(int(corr[i]))
-                if known and known[2] >= 0 and names[i].endswith("StreamSynchronize"):
-                    streams = [stream_id.get((known[1], known[2]), -1)]
-                elif known and known[4] >= 0 and known[3] >= 0:
-                    record = self.call_of.get(known[4])
-                    a = -1 if record is None else self._last_launched_before(
-                        stream_id.get((known[1], known[3]), -1), hts[record])
-                    if a >= 0:
-                        src.append(a)
-                        dst.append(i)
-                    continue
-                else:
-                    streams, guessed = list(stream_nodes), guessed + 1
-            for s in streams:
-                a = self._last_launched_before(s, hts[i])
-                if a >= 0:
-                    src.append(a)
-                    dst.append(i)
-        if guessed:
-            self.missing.append(f"{guessed} stream or event syncs without their cuda_sync event: taken to wait "
-                                "for every stream")
-        src, dst = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
-        self.sync_src, self.sync_dst = src + n_host, dst
-
 
 def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     """The dependency graph of one trace, or of a job's per-rank traces.
@@ -409,55 +307,10 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
         base[d] = min(base[d], own)
     edges.append((s_src, s_dst, s_lag, np.full(len(s_src), SYNC, np.int8), np.zeros(len(s_src), bool)))
     if len(ranks) > 1:
-        edges.append(_collectives(ranks, node, base, builders))
+        edges.append(collective_edges(ranks, node, base, builders))
     edges = [e for e in edges if len(e[0])]
     cat = [np.concatenate([e[i] for e in edges]) if edges else np.zeros(0) for i in range(5)]
     return Graph(**node, base=base, src=cat[0].astype(np.int64), dst=cat[1].astype(np.int64), lag=cat[2].astype(float),
                  edge_kind=cat[3].astype(np.int8), at_start=cat[4].astype(bool),
                  launch_lag_us=_median(np.array(lags["launch"]), 0.0),
                  stream_gap_us=_median(np.array(lags["stream"]), np.nan), sync_lag_us=sync_lag, missing=missing)
-
-
-def _collectives(ranks: list[tuple[int, EventTables]], node: dict, base: np.ndarray, builders: list) -> tuple:
-    """End edges between the ranks' kernels of each collective call matched across them
-    (:func:`tracekit.analysis.stragglers.match`, consistent matches only): a rank's kernel ends
-    no earlier than the start of the same call on the last rank to arrive plus the transfer (the
-    last rank's duration: it waits for no one). The edge from the last arrival keeps its observed
-    lag, the others the smaller of it and the transfer; an earlier rank's own duration (base)
-    becomes what it took after the last arrival, at most the transfer."""
-    from tracekit.analysis import collectives, stragglers
-
-    frames = []
-    for (rank, tables), b in zip(ranks, builders):
-        c = collectives.calls(tables)
-        c = c[c["where"] == "gpu"]
-        if c.empty:
-            continue
-        gts = tables.gpu_ops["ts"].to_numpy(float)
-        row = {(corr, ts): i for i, (corr, ts) in enumerate(zip(tables.gpu_ops["correlation"].tolist(), gts.tolist()))}
-        c = c.assign(rank=rank, call=np.arange(len(c)),
-                     node=[b.offset + b.n_host + row.get((corr, ts), -10**12) for corr, ts in zip(c["correlation"], c["ts"])])
-        frames.append(c[c["node"] >= 0])
-    if len(frames) < 2:
-        return (np.zeros(0, np.int64),) * 2 + (np.zeros(0), np.zeros(0, np.int8), np.zeros(0, bool))
-    per_call, _ = stragglers.match(pd.concat(frames, ignore_index=True))
-    per_call = per_call[per_call["counted"]]
-    src, dst, lag = [], [], []
-    for _, grp in per_call.groupby("key"):
-        nodes = grp["node"].to_numpy(np.int64)
-        last = nodes[np.argmax(node["ts"][nodes])]
-        transfer = float(node["dur"][last])
-        for v in nodes.tolist():
-            if node["end"][v] < node["ts"][last]:   # ended before the last rank arrived: it waited for no one
-                continue
-            if v != last:
-                base[v] = min(base[v], transfer, node["end"][v] - node["ts"][last])
-            for u in nodes.tolist():
-                if u != v:
-                    observed = node["end"][v] - node["ts"][u]
-                    src.append(u)
-                    dst.append(v)
-                    lag.append(observed if u == last else min(transfer, observed))
-    n = len(src)
-    return (np.array(src, np.int64), np.array(dst, np.int64), np.array(lag, float), np.full(n, COLLECTIVE, np.int8),
-            np.ones(n, bool))

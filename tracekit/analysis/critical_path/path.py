@@ -32,8 +32,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.critical_path.graph import (COLLECTIVE, COMM, CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, SYNC,
-                                                    WAIT, Graph)
+from tracekit.analysis.critical_path.graph import Graph
+from tracekit.analysis.critical_path.kinds import COLLECTIVE, COMM, CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, SYNC, WAIT
 from tracekit.analysis.critical_path.retime import Timing
 
 PARTS = ("cpu", "launch", "launch_latency", "gpu_gap", "kernel", "transfer", "comm", "sync", "stream_wait",

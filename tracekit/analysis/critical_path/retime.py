@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracekit.analysis.critical_path.graph import CPU, GPU, HANDOFF, HOST, Graph
+from tracekit.analysis.critical_path.graph import Graph
+from tracekit.analysis.critical_path.kinds import CPU, GPU, HANDOFF, HOST
 
 MAX_PASSES = 4
 

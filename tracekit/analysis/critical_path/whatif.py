@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.critical_path.graph import (COLLECTIVE, COMM, CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM,
-                                                    WAIT, Graph)
+from tracekit.analysis.critical_path.graph import Graph
+from tracekit.analysis.critical_path.kinds import COLLECTIVE, COMM, CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, WAIT
 from tracekit.analysis.critical_path.retime import weights
 
 KINDS = ("cuda-graphs", "faster", "host-faster", "overlap-comm", "balance-ranks")
