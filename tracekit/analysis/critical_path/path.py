@@ -141,27 +141,21 @@ def trace_back(g: Graph, tm: Timing, node: int, stop: float, lists: _Lists | Non
     x = lists or _Lists(g, tm)
     out, cur, at_end = [], node, True
     for _ in range(4 * len(x.kind) + 4):   # every node at most once each way: a bound, not a limit
-        if at_end:
-            e = x.bind_end[cur]
-            if e >= 0:
-                u = x.src[e]
-                t = x.start[u] if x.at_start[e] else x.end[u]
-                out.append((cur, _EDGE_PART[x.edge_kind[e]], "", max(t, stop), x.end[cur]))
-                if t <= stop:
-                    break
-                cur, at_end = u, not x.at_start[e]
-                continue
+        e, hi = (x.bind_end[cur], x.end[cur]) if at_end else (-1, x.start[cur])
+        if at_end and e < 0:   # the node's own time, then the edge that set its start
             part, klass = x.node_part(cur)
             out.append((cur, part, klass, max(x.start[cur], stop), x.end[cur]))
             if x.start[cur] <= stop:
                 break
-        e = x.bind_start[cur]
+            hi = x.start[cur]
         if e < 0:
-            out.append((cur, "untracked", "", stop, x.start[cur]))
-            break
+            e = x.bind_start[cur]
+            if e < 0:
+                out.append((cur, "untracked", "", stop, x.start[cur]))
+                break
         u = x.src[e]
         t = x.start[u] if x.at_start[e] else x.end[u]
-        out.append((cur, _EDGE_PART[x.edge_kind[e]], "", max(t, stop), x.start[cur]))
+        out.append((cur, _EDGE_PART[x.edge_kind[e]], "", max(t, stop), hi))
         if t <= stop:
             break
         cur, at_end = u, not x.at_start[e]
