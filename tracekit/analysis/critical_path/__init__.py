@@ -112,6 +112,14 @@ def analyze(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str 
     Raises:
         ValueError: the traces hold no GPU op or no host call (:func:`can_analyze` says why).
     """
+    g, step, markers, problems = prepare(ranks, annotation, graph)
+    return _retimed(g, step, markers, host_scale, gpu_scale, problems)
+
+
+def prepare(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str | None = None,
+            graph: Graph | None = None) -> tuple[Graph, np.ndarray, dict, list[str]]:
+    """(graph, each node's step, rank -> iteration markers, problems): what :func:`analyze` and a
+    prediction re-time. Raises ValueError as :func:`analyze` does."""
     if isinstance(ranks, EventTables):
         ranks = [(0, ranks)]
     if (why := can_analyze(ranks)) is not None:
@@ -123,8 +131,7 @@ def analyze(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str 
         raise ValueError(f"no CPU op or annotation named {annotation!r} in the trace")
     if all(m.empty for m in markers.values()):
         problems.append("no ProfilerStep markers: the whole trace is taken as one iteration")
-    step = path.steps(g, markers)
-    return _retimed(g, step, markers, host_scale, gpu_scale, problems)
+    return g, path.steps(g, markers), markers, problems
 
 
 def _retimed(g: Graph, step: np.ndarray, markers: dict, host_scale: float, gpu_scale: float,

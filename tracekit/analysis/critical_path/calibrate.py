@@ -99,8 +99,11 @@ def calibrate(g: Graph, step, markers: dict, measured_ms: float | None, host_ms:
     def model(h: float, k: float = 1.0) -> float:
         return modelled_ms(g, step, markers, h, k, order)
 
+    if measured_ms is None or not math.isfinite(measured_ms) or measured_ms <= 0:
+        return Calibration(1.0, 1.0, math.nan, math.nan, math.nan, False,
+                           "no unprofiled latency (run.json): modelled as traced, uncalibrated")
     traced = model(1.0)
-    if measured_ms is None or not math.isfinite(measured_ms) or measured_ms <= 0 or not math.isfinite(traced):
+    if not math.isfinite(traced):
         return Calibration(1.0, 1.0, traced, traced, math.nan, False,
                            "no unprofiled latency (run.json): modelled as traced, uncalibrated")
     if (high := model(HOST_SCALE_MAX)) < measured_ms:

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.critical_path import can_analyze, top
+from tracekit.analysis.critical_path import analyze, can_analyze, top
 from tracekit.analysis.critical_path.path import PARTS
 from tracekit.analysis.critical_path.predict import predict
 from tracekit.analysis.critical_path.whatif import Edit, default_replay
@@ -53,22 +53,24 @@ def trace_figures(tables: EventTables, latency_ms: float | None, host_ms: float 
         if full:
             row["critical_path_note"] = f"no critical path: {why}" if why else ""
         return row, out
-    result = predict(tables, [Edit("cuda-graphs")], latency_ms if calibratable else None,
-                     replay=default_replay([(0, tables)]), host_ms=host_ms)
-    cal = result.calibration
-    row.update(cp_calibrated=cal.calibrated, cp_host_scale=cal.host_scale, cp_gpu_scale=cal.gpu_scale)
-    if cal.calibrated:
-        row["cuda_graphs_predicted_ms"] = result.predicted_ms
-        row["cuda_graphs_saving_ms"] = latency_ms - result.predicted_ms
+    if calibratable:
+        result = predict(tables, [Edit("cuda-graphs")], latency_ms, replay=default_replay([(0, tables)]),
+                         host_ms=host_ms)
+        cal, path = result.calibration, result.before
+        row.update(cp_calibrated=True, cp_host_scale=cal.host_scale, cp_gpu_scale=cal.gpu_scale,
+                   cuda_graphs_predicted_ms=result.predicted_ms, cuda_graphs_saving_ms=latency_ms - result.predicted_ms)
+        notes = []
+    else:   # the profiled window as traced: one re-timing, no prediction
+        path = analyze(tables)
+        notes = ["uncalibrated: the profiled window as traced (no unprofiled latency)"]
     if full:
-        split = result.before.split
-        mean = result.split_per_iteration("before")
+        split = path.split
+        rows = split.iloc[1:] if len(split) >= 3 else split
+        mean = {c: float(rows[c].mean()) for c in rows.columns if c.endswith("_us")}
         total = mean.get("latency_us", NAN)
-        row["cp_latency_us"] = result.modelled_ms * 1e3
+        row["cp_latency_us"] = path.latency_us()
         row.update({f"cp_{p}_share": mean.get(f"{p}_us", NAN) / total if total else NAN for p in PARTS})
-        notes = ([] if cal.calibrated else ["uncalibrated: the profiled window as traced (no unprofiled latency)"]) \
-            + result.before.missing + result.before.problems
-        row["critical_path_note"] = "; ".join(notes)
+        row["critical_path_note"] = "; ".join(notes + path.missing + path.problems)
         out["critical_path"] = split.drop(columns=["rank"])
-        out["critical_path_top"] = top(result.before, "name")
+        out["critical_path_top"] = top(path, "name")
     return row, out

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.critical_path import CriticalPath, _retimed, analyze
+from tracekit.analysis.critical_path import CriticalPath, _retimed, prepare
 from tracekit.analysis.critical_path.calibrate import Calibration, calibrate
 from tracekit.analysis.critical_path.whatif import Edit, Names, Replay, apply, gpu_names
 from tracekit.trace.reader import EventTables
@@ -57,8 +57,7 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
     """
     if isinstance(ranks, EventTables):
         ranks = [(0, ranks)]
-    traced = analyze(ranks, annotation)
-    g, step, markers = traced.graph, traced.steps, traced.markers
+    g, step, markers, problems = prepare(ranks, annotation)
     cal = calibrate(g, step, markers, measured_ms, host_ms)
     names = None
     if any(e.kind == "faster" for e in edits):
@@ -66,8 +65,8 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
 
         names = gpu_names(g, {rank: attribute(t, attribution) for rank, t in ranks})
     edited = apply(g, step, edits, cal.host_scale, cal.gpu_scale, replay, names)
-    before = _retimed(g, step, markers, cal.host_scale, cal.gpu_scale, traced.problems)
-    after = _retimed(g, step, markers, cal.host_scale, cal.gpu_scale, traced.problems, edited)
+    before = _retimed(g, step, markers, cal.host_scale, cal.gpu_scale, problems)
+    after = _retimed(g, step, markers, cal.host_scale, cal.gpu_scale, problems, edited)
     notes = [cal.note] if cal.note else []
     balanced = "median" if any(e.kind == "balance-ranks" for e in edits) else "max"
     return WhatIf(cal, before, after, [str(e) for e in edits], after.latency_us(balanced) / 1e3,
