@@ -116,23 +116,19 @@ def marker_table(tables, annotation: str | None = None) -> pd.DataFrame:
 
 
 class _Lists:
-    """The arrays a path walk reads, as Python lists (a walk reads them one item at a time)."""
+    """The arrays a path walk reads, as Python lists (a walk reads them one item at a time), and
+    each node's part and kernel class when the path runs through its own time."""
 
     def __init__(self, g: Graph, tm: Timing):
         self.src, self.at_start, self.edge_kind = g.src.tolist(), g.at_start.tolist(), g.edge_kind.tolist()
         self.start, self.end = tm.start.tolist(), tm.end.tolist()
         self.bind_start, self.bind_end = tm.bind_start.tolist(), tm.bind_end.tolist()
-        self.kind, self.klass = g.kind.tolist(), g.klass.tolist()
-
-    def node_part(self, v: int) -> tuple[str, str]:
-        if self.kind[v] == HOST:
-            return _HOST_PART[self.klass[v]], ""
-        klass = self.klass[v]
-        if klass == COMM:
-            return "comm", ""
-        if klass == "memcpy/memset":
-            return "transfer", ""
-        return "kernel", klass
+        klass = g.klass.astype(object)
+        host = g.kind == HOST
+        part = np.where(klass == COMM, "comm", np.where(klass == "memcpy/memset", "transfer", "kernel")).astype(object)
+        part[host] = pd.Series(klass[host]).map(_HOST_PART).to_numpy()
+        self.part = part.tolist()
+        self.klass = np.where(part == "kernel", klass, "").tolist()
 
 
 def trace_back(g: Graph, tm: Timing, node: int, stop: float, lists: _Lists | None = None) -> list[tuple]:
@@ -140,14 +136,13 @@ def trace_back(g: Graph, tm: Timing, node: int, stop: float, lists: _Lists | Non
     (node, part, kernel class, lo, hi) latest first, clipped at ``stop``."""
     x = lists or _Lists(g, tm)
     out, cur, at_end = [], node, True
-    for _ in range(4 * len(x.kind) + 4):   # every node at most once each way: a bound, not a limit
+    for _ in range(4 * len(x.part) + 4):   # every node at most once each way: a bound, not a limit
         e, hi = (x.bind_end[cur], x.end[cur]) if at_end else (-1, x.start[cur])
         if at_end and e < 0:   # the node's own time, then the edge that set its start
-            part, klass = x.node_part(cur)
-            out.append((cur, part, klass, max(x.start[cur], stop), x.end[cur]))
-            if x.start[cur] <= stop:
-                break
             hi = x.start[cur]
+            out.append((cur, x.part[cur], x.klass[cur], hi if hi > stop else stop, x.end[cur]))
+            if hi <= stop:
+                break
         if e < 0:
             e = x.bind_start[cur]
             if e < 0:
@@ -155,7 +150,7 @@ def trace_back(g: Graph, tm: Timing, node: int, stop: float, lists: _Lists | Non
                 break
         u = x.src[e]
         t = x.start[u] if x.at_start[e] else x.end[u]
-        out.append((cur, _EDGE_PART[x.edge_kind[e]], "", max(t, stop), hi))
+        out.append((cur, _EDGE_PART[x.edge_kind[e]], "", t if t > stop else stop, hi))
         if t <= stop:
             break
         cur, at_end = u, not x.at_start[e]
