@@ -237,7 +237,8 @@ def test_a_cell_interrupted_says_so_and_leaves_no_temporary_files(tmp_path, monk
         bench.run_cell(p, bench.suite_traces(tmp_path / "traces", suite), on_stage=on_stage)
     m = json.loads((bench.suite_traces(tmp_path / "traces", suite) / p.name / "run.json").read_text())
     assert (m["status"], m["reason"]) == (
-        "interrupted", "the bench was interrupted (Ctrl-C or SIGTERM) during timing (1000000 iterations)")
+        "interrupted", "the bench was interrupted (Ctrl-C or SIGTERM) during timing (1000000 iterations, "
+                       "interleaved with a synchronised wall clock)")
     assert len(seen[-1]) == 1 and os.listdir(tmp_path / "tmp") == []   # the cell's scratch folder, then none
 
 

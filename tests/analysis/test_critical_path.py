@@ -301,3 +301,25 @@ def test_the_committed_h200_runs_predict_their_cuda_graphs_within_ten_percent(wo
     predicted = from_run(ranks, manifest, [Edit("cuda-graphs")]).predicted_ms
     measured = Manifest.read(cells / "cudagraphs").latency("median")
     assert predicted == pytest.approx(measured, rel=0.10)
+
+
+def test_the_ops_and_modules_on_a_gpu_bound_path_are_named(tmp_path):
+    """ResNet-18, batch 64, eager on the H200 (committed): the path runs through the kernels, so
+    its ops and modules are those of the kernels: convolutions first, the stem's conv1 the module
+    with the most time (its 7x7 convolution on 224x224 inputs), kernels before any host call."""
+    import shutil
+    from pathlib import Path
+
+    from tracekit.api import analyze as api_analyze
+
+    cell = Path(__file__).resolve().parents[2] / "reports" / "h200" / "predict-h200" / "traces" / \
+        "torchvision-resnet18-b64" / "eager"
+    shutil.copytree(cell, tmp_path / "r18" / "eager")
+    result = api_analyze(tmp_path, critical_path=True)
+    top = result["critical_path_top"]
+    first = {by: rows.iloc[0] for by, rows in top[top["key"] != ""].groupby("by")}
+    assert first["op"]["key"] == "convolution" and first["op"]["share"] > 0.5
+    assert first["module"]["key"] == "conv1"
+    assert first["name"]["part"] == "kernel"
+    for by, rows in top.groupby("by"):   # shares of the path, largest first
+        assert rows["share"].is_monotonic_decreasing and rows["share"].sum() <= 1 + 1e-9

@@ -144,8 +144,13 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
     host = s.run("modules", lambda: modules.scope_times(tables), None)
     gaps = s.run("idle", lambda: idle.gaps(tables), None)
 
+    gpu_attribution = None   # each GPU op's module and op, kept for the critical path's names
+
     def attribution_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+        nonlocal gpu_attribution
         attributed = attribute(tables, attribution)
+        if critical_path:
+            gpu_attribution = attributed[["module", "op"]]
         tables.forget("nest")  # attribute is the last analysis on the CPU-op nest: its memory back before the sums
         attributed = modules.attributed_ops(tables, gaps=gaps, att=attributed)
         return modules.long_table(attributed), modules.per_iteration(attributed)
@@ -176,8 +181,8 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
     row.update(s.run("communication", lambda: communication.breakdown(tables), {}))
     calls = s.run("collectives", lambda: collectives.calls(tables), pd.DataFrame(columns=collectives.CALL_COLUMNS))
     row["collectives"] = float("nan") if s.failed("collectives") else len(calls)
-    cp_row, cp_tables = s.run("critical_path", lambda: trace_figures(tables, latency_ms, host_ms, critical_path),
-                              (dict(CP_EMPTY), {}))
+    cp_row, cp_tables = s.run("critical_path", lambda: trace_figures(tables, latency_ms, host_ms, critical_path,
+                                                                     gpu_attribution), (dict(CP_EMPTY), {}))
     row.update(cp_row)
 
     if len(per_iter):

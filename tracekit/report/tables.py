@@ -269,3 +269,29 @@ def critical_path_notes(runs: pd.DataFrame) -> list[str]:
         return []
     return [f"{labelled(r)}: critical path: {r['critical_path_note']}" for r in records(runs)
             if isinstance(r.get("critical_path_note"), str) and r["critical_path_note"]]
+
+
+def _clip(name: str, width: int = 48) -> str:
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+def critical_path_lines(analysis: Analysis, n: int = 3) -> list[str]:
+    """One line per run with a critical path: what is on it most, by op, module and name
+    (kernels by their short name): ``run: on the path most: op convolution 64%, ...``."""
+    from tracekit.analysis.kernels import short_name
+
+    t = analysis.table("critical_path_top")
+    if t.empty:
+        return []
+    out = []
+    for (run, trace), rows in t.groupby(["run", "trace"], sort=False):
+        parts = []
+        for by in ("op", "module", "name"):
+            top = rows[(rows["by"] == by) & (rows["key"].astype(str) != "")].head(n)
+            if len(top):
+                keys = [_clip(short_name(k)) if by == "name" else k for k in top["key"].astype(str)]
+                parts.append(f"{by if by != 'name' else 'kernel or call'} " + ", ".join(
+                    f"{k} {share:.0%}" for k, share in zip(keys, top["share"])))
+        if parts:
+            out.append(f"{run}: on the critical path most: " + "; ".join(parts))
+    return out

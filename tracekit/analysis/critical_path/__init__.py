@@ -37,6 +37,7 @@ import pandas as pd
 
 from tracekit.analysis.critical_path import path
 from tracekit.analysis.critical_path.graph import Graph, build
+from tracekit.analysis.critical_path.kinds import GPU
 from tracekit.analysis.critical_path.retime import Timing, retime, visit_order, weights
 from tracekit.trace.reader import EventTables
 
@@ -153,15 +154,46 @@ def _retimed(g: Graph, step: np.ndarray, markers: dict, host_scale: float, gpu_s
                         list(g.missing), problems)
 
 
-def top(cp: CriticalPath, by: str = "name", n: int = 10) -> pd.DataFrame:
-    """What is on the critical path most: per part and ``by`` ("name": the call, kernel or op
-    of each segment; "class": kernel classes), the time on the path per iteration (us_per_iter)
-    and its share of the path, the ``n`` largest."""
+def name_segments(cp: CriticalPath, gpu_attribution: dict[int, pd.DataFrame]) -> None:
+    """Add ``op`` and ``module`` to ``cp.segments`` (in place): a GPU op's from its attribution
+    (``gpu_attribution``: rank -> :func:`tracekit.analysis.attribution.attribute`'s frame, rows
+    aligned with that rank's gpu_ops), a host call's from the GPU op it launches (host time
+    before a launch is the dispatch of that op); "" where unknown."""
+    g, segs = cp.graph, cp.segments
+    op = np.full(len(g), "", dtype=object)
+    module = np.full(len(g), "", dtype=object)
+    for rank, att in gpu_attribution.items():
+        rows = np.flatnonzero((g.rank == rank) & (g.kind == GPU))
+        if len(att) != len(rows):
+            continue
+        op[rows] = att["op"].astype(str).to_numpy()[g.row[rows]]
+        module[rows] = att["module"].astype(str).to_numpy()[g.row[rows]]
+    launched = np.flatnonzero((g.kind == GPU) & (g.launch >= 0))
+    op[g.launch[launched][::-1]] = op[launched][::-1]        # a call's first op (reversed: the first wins)
+    module[g.launch[launched][::-1]] = module[launched][::-1]
+    node = segs["node"].to_numpy(dtype=np.int64)
+    segs["op"], segs["module"] = op[node], module[node]
+
+
+def top(cp: CriticalPath, n: int = 10) -> pd.DataFrame:
+    """What is on the critical path most, by each of: ``name`` (the call, kernel or memcpy of
+    each segment; part: the part where it has the most time, as a launch call's time is host
+    CPU and launch latency), ``op`` and ``module`` (where :func:`name_segments` added them; ""
+    for unknown): by, part ("" but for names), key, us_per_iter (µs on the path per iteration)
+    and share (of the path), the ``n`` largest of each."""
     segs = cp.segments
+    cols = ["by", "part", "key", "us_per_iter", "share"]
     if segs.empty:
-        return pd.DataFrame(columns=["part", by, "us_per_iter", "share"])
-    iters = max(len(cp.iterations), 1)
-    out = segs.groupby(["part", by], as_index=False)["dur_us"].sum()
-    out["us_per_iter"] = out.pop("dur_us") / iters
-    out["share"] = out["us_per_iter"] / out["us_per_iter"].sum()
-    return out.sort_values("us_per_iter", ascending=False).head(n).reset_index(drop=True)
+        return pd.DataFrame(columns=cols)
+    iters, total = max(len(cp.iterations), 1), float(segs["dur_us"].sum()) or 1.0
+    out = []
+    for by in ("name", "op", "module"):
+        if by not in segs or (by != "name" and not (segs[by] != "").any()):
+            continue
+        t = segs.groupby([by, "part"], as_index=False)["dur_us"].sum().sort_values("dur_us", ascending=False)
+        t = t.groupby(by, as_index=False, sort=False).agg(dur_us=("dur_us", "sum"), part=("part", "first"))
+        t = t.rename(columns={by: "key"}).assign(by=by, us_per_iter=t["dur_us"] / iters, share=t["dur_us"] / total)
+        if by != "name":
+            t["part"] = ""
+        out.append(t.sort_values("us_per_iter", ascending=False).head(n)[cols])
+    return pd.concat(out, ignore_index=True)

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.critical_path import analyze, can_analyze, top
+from tracekit.analysis.critical_path import analyze, can_analyze, name_segments, top
 from tracekit.analysis.critical_path.path import PARTS
 from tracekit.analysis.critical_path.predict import predict
 from tracekit.analysis.critical_path.whatif import Edit, default_replay
@@ -31,7 +31,7 @@ def _launches(tables: EventTables) -> int:
 
 
 def trace_figures(tables: EventTables, latency_ms: float | None, host_ms: float | None = None,
-                  full: bool = False) -> tuple[dict, dict[str, pd.DataFrame]]:
+                  full: bool = False, gpu_attribution: pd.DataFrame | None = None) -> tuple[dict, dict[str, pd.DataFrame]]:
     """(row fields, tables) of the critical path of one trace.
 
     Row: cuda_graphs_predicted_ms (the calibrated ``cuda-graphs`` what-if, ms; NaN without an
@@ -41,8 +41,9 @@ def trace_figures(tables: EventTables, latency_ms: float | None, host_ms: float 
     ``cp_<part>_share`` (each part's share of the critical path, :data:`PARTS`) and
     critical_path_note (what the trace lacks, or why there is no path: "" when nothing).
     Tables (``full``): critical_path (per iteration: step, latency_us and ``<part>_us``),
-    critical_path_top (the ten names with the most time on the path: part, name,
-    us_per_iter, share).
+    critical_path_top (what has the most time on the path, by name, op and module:
+    :func:`tracekit.analysis.critical_path.top`; ops and modules from ``gpu_attribution``, the
+    trace's :func:`tracekit.analysis.attribution.attribute` frame, where given).
     """
     row, out = dict(EMPTY), {}
     why = can_analyze([(0, tables)])
@@ -72,5 +73,7 @@ def trace_figures(tables: EventTables, latency_ms: float | None, host_ms: float 
         row.update({f"cp_{p}_share": mean.get(f"{p}_us", NAN) / total if total else NAN for p in PARTS})
         row["critical_path_note"] = "; ".join(notes + path.missing + path.problems)
         out["critical_path"] = split.drop(columns=["rank"])
-        out["critical_path_top"] = top(path, "name")
+        if gpu_attribution is not None:
+            name_segments(path, {0: gpu_attribution})
+        out["critical_path_top"] = top(path)
     return row, out

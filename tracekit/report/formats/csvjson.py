@@ -3,7 +3,8 @@ plus the profiler-overhead columns), ``comparison.csv`` (the comparison with the
 baseline), ``modules.csv`` (each mode against the baseline, module by module, when
 runs have attribution rows; else an earlier report's modules.csv in the folder is removed),
 ``critical_path.csv`` (each iteration's critical path, part by part, with ``--critical-path``;
-likewise removed without one) and ``runs.json`` (every table)."""
+likewise removed without one), ``critical_path_top.csv`` (what is on it most, by kernel or
+call, op and module; likewise) and ``runs.json`` (every table)."""
 
 from __future__ import annotations
 
@@ -33,11 +34,12 @@ class CsvJson(Renderer):
         files = [write_atomic(out / "runs.csv", runs.to_csv(index=False)),
                  write_atomic(out / "comparison.csv", t.comparison.to_csv(index=False)),
                  write_json(out / "runs.json", data)]
-        split = t.analysis.table("critical_path")
-        if len(split):   # tracekit analyze --critical-path: each iteration's path, part by part
-            files.append(write_atomic(out / "critical_path.csv", split.to_csv(index=False)))
-        else:
-            (out / "critical_path.csv").unlink(missing_ok=True)
+        for name in ("critical_path", "critical_path_top"):   # tracekit analyze --critical-path
+            table = t.analysis.table(name)
+            if len(table):
+                files.append(write_atomic(out / f"{name}.csv", table.to_csv(index=False)))
+            else:
+                (out / f"{name}.csv").unlink(missing_ok=True)
         if len(t.modules):
             files.append(write_atomic(out / "modules.csv", t.modules.to_csv(index=False)))
         else:  # no module rows: an earlier report's modules.csv would pass for this one's

@@ -25,8 +25,8 @@ from tracekit.report.base import Renderer, Report, register
 from tracekit.report.columns import (CPU_OPS, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, HEADLINE, IDLE, MODULE_DIFF,
                                      OVERHEAD, PROFILED, SPEEDUP, TIMING)
 from tracekit.report.tables import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view,
-                                    critical_path_notes, critical_path_runs, evidence, finding_rows, gpu_runs, headline,
-                                    job_tables, module_rows, notes, overhead_view, timing_view, trace_links)
+                                    critical_path_lines, critical_path_notes, critical_path_runs, evidence, finding_rows,
+                                    gpu_runs, headline, job_tables, module_rows, notes, overhead_view, timing_view, trace_links)
 
 
 WRAP_CHARS = 60  # a text column with a longer cell wraps (CSS white-space: normal) instead of widening the table
@@ -94,7 +94,7 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path, 
         "critical_path": _table(critical_path_runs(a.runs), CRITICAL_PATH, "Critical path")
         if len(critical_path_runs(a.runs)) else None,
         "critical_path_text": CRITICAL_PATH_TEXT,
-        "critical_path_notes": critical_path_notes(a.runs),
+        "critical_path_notes": critical_path_lines(a) + critical_path_notes(a.runs),
         "jobs": [_table(df, spec, title) for title, df, spec in job_tables(a)],
         "job_lines": list(a.table("jobs").get("finding", [])),
         "integrity": integrity.lines(a.runs),

@@ -18,8 +18,8 @@ from tracekit.report.base import Renderer, Report, register
 from tracekit.report.columns import (CPU_OPS, CPU_OPS_SHOWN, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, IDLE,
                                      MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP, TIMING)
 from tracekit.report.tables import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view,
-                                    critical_path_notes, critical_path_runs, evidence, finding_rows, gpu_runs, headline,
-                                    job_tables, markdown_table, module_rows, notes, overhead_view, timing_view,
+                                    critical_path_lines, critical_path_notes, critical_path_runs, evidence, finding_rows,
+                                    gpu_runs, headline, job_tables, markdown_table, module_rows, notes, overhead_view, timing_view,
                                     trace_links)
 
 
@@ -99,7 +99,7 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
         parts += [f"- {line}" for line in evidence(gpu)]
     if len(cp := critical_path_runs(a.runs)):
         parts += ["\n## Critical path\n", CRITICAL_PATH_TEXT + "\n", markdown_table(*headline(cp, CRITICAL_PATH))]
-        parts += [f"- {line}" for line in critical_path_notes(a.runs)]
+        parts += [f"- {line}" for line in critical_path_lines(a) + critical_path_notes(a.runs)]
     if jobs := job_tables(a):
         parts.append("\n## Distributed jobs\n")
         parts += [f"- {line}" for line in a.table("jobs")["finding"]]

@@ -19,7 +19,8 @@ from tracekit.analysis.trust import timer_gap_lines
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.columns import CPU_OPS, CRITICAL_PATH, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
 from tracekit.report.fit import Fit, Legend
-from tracekit.report.tables import (answers, comparison_view, cpu_op_view, critical_path_notes, critical_path_runs,
+from tracekit.report.tables import (answers, comparison_view, cpu_op_view, critical_path_lines, critical_path_notes,
+                                    critical_path_runs,
                                     evidence, finding_rows, gpu_runs, headline, job_tables, notes, timing_view)
 
 
@@ -60,6 +61,8 @@ def print_runs(t: Tables, console: Console, fit: Fit) -> None:
                           highlight=False)
     if len(cp := critical_path_runs(analysis.runs)):
         fit.print(console, "critical path: share of each part of an iteration's path", *headline(cp, CRITICAL_PATH))
+    for line in critical_path_lines(analysis):
+        console.print(f"  {line}", highlight=False)
     for line in _grouped(critical_path_notes(analysis.runs)):
         console.print(f"  {line}", highlight=False)
     for title, df, spec in job_tables(analysis):
