@@ -12,7 +12,7 @@ from __future__ import annotations
 import queue
 import signal
 
-from tracekit.trace.chunks import MMAP_AFTER_READING, mmap_threshold
+from tracekit.trace.malloc import MMAP_AFTER_READING, mmap_threshold
 from tracekit.trace.columns import Chunk, build_chunk
 from tracekit.trace.decode import StreamError
 

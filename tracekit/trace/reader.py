@@ -14,9 +14,9 @@ import msgspec
 
 from tracekit.errors import ExitCode
 from tracekit.trace import decode, ort, stream
-from tracekit.trace.chunks import (MMAP_AFTER_READING, MMAP_WHILE_READING, BadCut, Chunks, mmap_threshold,
-                                   read_parallel, read_serial, release_freed, workers_for)
+from tracekit.trace.chunks import BadCut, Chunks, read_parallel, read_serial, workers_for
 from tracekit.trace.decode import StreamError
+from tracekit.trace.malloc import MMAP_AFTER_READING, MMAP_WHILE_READING, mmap_threshold, release_freed
 from tracekit.trace.schema import Trace
 
 if TYPE_CHECKING:  # pandas is imported when the tables are made, after the workers have started
