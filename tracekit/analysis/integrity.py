@@ -6,7 +6,7 @@ status is ``ok``, ``warning`` (figures stand, something was left out) or
 ``undetermined`` with the reason). Checks:
 
 * events dropped by the reader, and why (no numeric ts, negative dur, exact
-  duplicates, ts/dur far outside the trace's time range: ``tracekit.trace.tables``);
+  duplicates, ts/dur far outside the trace's time range: ``tracekit.trace.dataframes``);
   failed when more than ``DROPPED_MAX_SHARE`` of the events were dropped;
 * GPU ops without a correlation id (no ``correlation`` arg): their launches
   cannot be counted; failed when no GPU op has one (launches unknown);

@@ -7,7 +7,7 @@ What the tracks show is computed elsewhere (:mod:`tracekit.analysis.annotate`) a
 here as tables; this module knows only the format.
 
 The extra events are complete events (``ph: "X"``) of category ``"tracekit"``, which no
-reader routes to a table (:data:`tracekit.trace.columns.ROUTES`; TensorBoard's profiler
+reader routes to a table (:data:`tracekit.trace.event_columns.ROUTES`; TensorBoard's profiler
 plugin and HolisticTraceAnalysis leave unknown categories out too), with no ``stream``,
 ``device`` or ``correlation`` arg (HTA takes any event with a ``stream`` arg as GPU work).
 They sit in a process of their own (:data:`PID`, named "tracekit" by ``M`` metadata

@@ -203,7 +203,7 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
 def _tables(path: Path, read: Chunks) -> EventTables:
     import pandas as pd
 
-    from tracekit.trace.tables import TableBuilder, depth, markers
+    from tracekit.trace.dataframes import TableBuilder, depth, markers
 
     builder = TableBuilder()
     for chunk in read.chunks:

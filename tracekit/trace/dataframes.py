@@ -13,7 +13,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from tracekit.trace.columns import COMM_TEXT, ITERATION_MARKER, MARKER_COLUMNS, TABLES, Chunk
+from tracekit.trace.event_columns import COMM_TEXT, ITERATION_MARKER, MARKER_COLUMNS, TABLES, Chunk
 from tracekit.trace.values import Strings
 
 # Two events equal on these (numeric, so cheap to hash) columns are one event
@@ -35,10 +35,10 @@ _BLOCK = 1 << 18  # positions per step of depth's key and count loops: scratch a
 
 
 class TableBuilder:
-    """Collect the :class:`~tracekit.trace.columns.Chunk` s of one file; :meth:`table` makes each table.
+    """Collect the :class:`~tracekit.trace.event_columns.Chunk` s of one file; :meth:`table` makes each table.
 
     ``problems`` counts damaged events (problem -> count; see
-    :mod:`tracekit.trace.columns`), plus exact duplicates of an event (same
+    :mod:`tracekit.trace.event_columns`), plus exact duplicates of an event (same
     table key, see ``DEDUP_KEYS``), which are dropped.
     """
 

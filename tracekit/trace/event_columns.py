@@ -114,7 +114,7 @@ def tabulate(events: list[Event]) -> Chunk:
     Each field is pulled from every event once; an event's table, label, pid and
     tid come from factorizing its (cat, ph, pid, tid), which takes few distinct
     values. Rows keep the events' order in the file; tables are sorted later,
-    once (:mod:`tracekit.trace.tables`).
+    once (:mod:`tracekit.trace.dataframes`).
     """
     chunk = Chunk(events=len(events))
     if not events:
