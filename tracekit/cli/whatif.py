@@ -6,7 +6,7 @@ import json
 
 import click
 
-from tracekit.cli import UserError, main
+from tracekit.cli.group import UserError, main
 from tracekit.errors import ExitCode
 
 
