@@ -6,7 +6,8 @@ import math
 import pytest
 from tracebuilder import TraceBuilder
 
-from tracekit.analysis import collectives, communication, idle
+from tracekit.analysis import collectives, communication
+from tracekit.analysis.metrics import idle
 from tracekit.trace import load
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.tracebuilder import TraceBuilder, add_cpu_range, write_run
-from tracekit.analysis import summary
+from tracekit.analysis.metrics import summary
 from tracekit.analysis.rundiff import diff_runs
 from tracekit.cli import main
 from tracekit.trace import load

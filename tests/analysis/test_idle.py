@@ -4,7 +4,7 @@ import pytest
 from owndata import h100_trace
 from tracebuilder import TraceBuilder, add_gpu_sync, add_sync_call
 
-from tracekit.analysis import idle
+from tracekit.analysis.metrics import idle
 from tracekit.trace import load
 
 
@@ -194,7 +194,7 @@ def test_real_eager_vit_is_mostly_host_wait():
                                   "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
                                   "trace_filter/sampled_rank-0.json.gz", "trace_filter/sampled_rank-1.json.gz"])
 def test_idle_causes_sum_to_idle_on_real_traces(fixtures, path):
-    from tracekit.analysis.summary import summarize
+    from tracekit.analysis.metrics.summary import summarize
     tables = load(fixtures / "hta" / path)
     b = idle.breakdown(idle.gaps(tables)).iloc[0]
     assert sum(b[f"idle_{c}_us"] for c in idle.CAUSES) == pytest.approx(b["idle_us"])

@@ -2,7 +2,7 @@ import pytest
 from owndata import H100_RUNS, h100_trace
 from tracebuilder import TraceBuilder
 
-from tracekit.analysis import kernels
+from tracekit.analysis.metrics import kernels
 from tracekit.trace import load
 
 

@@ -3,7 +3,7 @@ import math
 import pytest
 from tracebuilder import TraceBuilder, add_sync_call
 
-from tracekit.analysis import launches
+from tracekit.analysis.metrics import launches
 from tracekit.trace import load
 
 

@@ -1,9 +1,9 @@
-"""CPU ops as nested ranges (tracekit.analysis.nest)."""
+"""CPU ops as nested ranges (tracekit.analysis.metrics.nest)."""
 
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.nest import Nest
+from tracekit.analysis.metrics.nest import Nest
 
 
 def test_innermost_and_ancestors():

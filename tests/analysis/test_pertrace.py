@@ -4,7 +4,7 @@ iterations each, run.json beside them)."""
 import pytest
 from owndata import H100_STUDY as STUDY
 
-from tracekit.analysis import idle
+from tracekit.analysis.metrics import idle
 from tracekit.analysis.runs import analyze
 
 

@@ -5,8 +5,8 @@ import pytest
 from owndata import h100_trace
 from tracebuilder import TraceBuilder
 
-from tracekit.analysis.intervals import union
-from tracekit.analysis.summary import per_device, per_iteration, summarize
+from tracekit.analysis.metrics.intervals import union
+from tracekit.analysis.metrics.summary import per_device, per_iteration, summarize
 from tracekit.trace import load
 
 

@@ -1,7 +1,7 @@
 import pytest
 from tracebuilder import TraceBuilder, add_sync_call
 
-from tracekit.analysis.timeline import CPU_LANE, iteration_timeline, pick_step
+from tracekit.analysis.metrics.timeline import CPU_LANE, iteration_timeline, pick_step
 from tracekit.trace import load
 
 

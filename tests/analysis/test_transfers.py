@@ -4,7 +4,7 @@ import json
 import pytest
 from tracebuilder import TraceBuilder
 
-from tracekit.analysis import transfers
+from tracekit.analysis.metrics import transfers
 from tracekit.analysis.runs import analyze
 from tracekit.trace import load
 

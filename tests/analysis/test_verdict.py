@@ -4,7 +4,8 @@ import pytest
 from owndata import H100_STUDY, h100_trace
 from tracebuilder import TraceBuilder
 
-from tracekit.analysis import pertrace, verdict
+from tracekit.analysis import pertrace
+from tracekit.analysis.metrics import verdict
 from tracekit.trace import load
 
 

@@ -16,7 +16,7 @@ which Perfetto, TensorBoard and HolisticTraceAnalysis open as they open the orig
   go on a further track, ``critical path (2)``...; ``critical path: iterations`` has one
   slice per iteration with its ``latency_us`` and the time of each part (``<part>_us``).
 * ``GPU idle (device D)`` (:func:`idle_tracks`): each idle gap of the device
-  (:func:`tracekit.analysis.idle.gaps`), named by its cause (host_wait, launch_latency,
+  (:func:`tracekit.analysis.metrics.idle.gaps`), named by its cause (host_wait, launch_latency,
   sync, other), args ``gap_us``, ``iteration`` and ``next_correlation`` (the op after it).
 * ``modules (device D, stream S)`` (:func:`module_tracks`): the module of each GPU op of
   the stream (:func:`tracekit.analysis.attribution.attribute`): a slice per run of
@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import critical_path, idle
+from tracekit.analysis import critical_path
+from tracekit.analysis.metrics import idle
 from tracekit.analysis.attribution import attribute
 from tracekit.analysis.critical_path.path import PARTS
 from tracekit.trace import TraceError, discover, load
@@ -71,7 +72,7 @@ def critical_path_tracks(cp: critical_path.CriticalPath) -> dict[str, pd.DataFra
 
 
 def idle_tracks(gaps: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The ``GPU idle (device D)`` tracks of :func:`tracekit.analysis.idle.gaps`' table (device gaps)."""
+    """The ``GPU idle (device D)`` tracks of :func:`tracekit.analysis.metrics.idle.gaps`' table (device gaps)."""
     return {f"GPU idle (device {d})": pd.DataFrame({
         "name": g["cause"], "start_us": g["start"], "end_us": g["end"], "gap_us": g["gap_us"],
         "iteration": g["iteration"], "next_correlation": g["next_correlation"]})

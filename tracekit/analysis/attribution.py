@@ -47,10 +47,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import coded
-from tracekit.analysis.idle import launch_index, op_iterations
-from tracekit.analysis.kernels import short_name
-from tracekit.analysis.nest import Nest
+from tracekit.analysis.metrics import categorical
+from tracekit.analysis.metrics.idle import launch_index, op_iterations
+from tracekit.analysis.metrics.kernels import short_name
+from tracekit.analysis.metrics.nest import Nest
 from tracekit.analysis.opnames import SCOPE_PREFIX, kernel_ops, normalize_op
 from tracekit.trace.reader import EventTables
 
@@ -110,15 +110,15 @@ def _graph_module(by_name: dict[str, list]) -> str:
 def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) -> pd.DataFrame:
     """Rules 3-4 for launch calls (rows of ``tables.host_calls``).
 
-    Returns one row per call (same index), categorical columns (:mod:`tracekit.analysis.coded`):
+    Returns one row per call (same index), categorical columns (:mod:`tracekit.analysis.metrics.categorical`):
     module (missing when not found), op, rule, graph (the FX graph key of the ``## Call
     CompiledFxGraph`` range around it, "" if none), region ("0/0": the ``Torch-Compiled
     Region`` around it, "" if none).
     """
     n = len(calls)
-    out = pd.DataFrame({"module": coded.constant(n, None), "op": coded.constant(n, ""),
-                        "rule": coded.constant(n, "none: outside module scopes"), "graph": coded.constant(n, ""),
-                        "region": coded.constant(n, "")}, index=calls.index)
+    out = pd.DataFrame({"module": categorical.constant(n, None), "op": categorical.constant(n, ""),
+                        "rule": categorical.constant(n, "none: outside module scopes"), "graph": categorical.constant(n, ""),
+                        "region": categorical.constant(n, "")}, index=calls.index)
     if calls.empty or tables.cpu_ops.empty:
         return out
     nest = Nest.of(tables)
@@ -135,7 +135,7 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
     normalized = nest.by_name(normalize_op, object)
     out["op"] = nest.coded_at(aten, normalized, "")
     out["module"] = nest.coded_at(scope, paths, None)                                  # rule 4
-    out["rule"] = coded.assign(out["rule"].array, scope >= 0, "module scope")
+    out["rule"] = categorical.assign(out["rule"].array, scope >= 0, "module scope")
     keys = nest.by_name(lambda n: m.group(1) if (m := GRAPH_CALL.match(n)) else None, object)
     call, site_of, has_key = np.full(n, -1), {}, pd.notna(keys)
     if has_key.any():
@@ -156,7 +156,7 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
     if len(hits):
         _rule3(out, hits, call[hits], site_of, nest.at(scope[hits], paths, ""), _sites(record))
     outside = (out["region"] != "").to_numpy() & (call < 0) & (scope < 0)
-    out["rule"] = coded.assign(out["rule"].array, outside, "none: compiled region, outside its generated code")
+    out["rule"] = categorical.assign(out["rule"].array, outside, "none: compiled region, outside its generated code")
     return out
 
 
@@ -188,10 +188,10 @@ def _rule3(out: pd.DataFrame, hits: np.ndarray, calls: np.ndarray, site_of: dict
             ops.append("+".join(sorted({normalize_op(o) for o in names})))
         module.append(m)
         rule.append(r)
-    out["module"] = coded.assign(out["module"].array, hits, module)
-    out["rule"] = coded.assign(out["rule"].array, hits, rule)
+    out["module"] = categorical.assign(out["module"].array, hits, module)
+    out["rule"] = categorical.assign(out["rule"].array, hits, rule)
     if op_at:
-        out["op"] = coded.assign(out["op"].array, np.array(op_at), ops)
+        out["op"] = categorical.assign(out["op"].array, np.array(op_at), ops)
 
 
 def captured_launches(tables: EventTables, record: dict | None) -> list[dict]:
@@ -242,16 +242,16 @@ def attribute(tables: EventTables, record: dict | None = None) -> pd.DataFrame:
         rule, region (compiled region id, "" if none), replay (True for an op
         replayed by a CUDA graph), correlation, device, stream, ts, dur (µs),
         iteration (ProfilerStep, -1 outside). module, op, kernel, rule and region
-        are categorical (:mod:`tracekit.analysis.coded`).
+        are categorical (:mod:`tracekit.analysis.metrics.categorical`).
     """
     ops = tables.gpu_ops
     calls = launch_index(tables)[["name", "pid", "tid", "ts"]]   # what the rules read: a smaller copy
     calls = calls[calls.index.isin(ops["correlation"])]
     rules = launch_rules(tables, calls, record)
     call = calls.index.get_indexer(ops["correlation"])  # each op's launch call (row of calls), -1 if none
-    att = pd.DataFrame({"kernel": coded.per_value(ops["name"], short_name), "kind": ops["kind"]}, index=ops.index)
+    att = pd.DataFrame({"kernel": categorical.per_value(ops["name"], short_name), "kind": ops["kind"]}, index=ops.index)
     for col, default in (("module", None), ("op", ""), ("rule", "none: no launch call in the trace"), ("region", "")):
-        att[col] = coded.take(rules[col].array, call, default)
+        att[col] = categorical.take(rules[col].array, call, default)
     known = call >= 0
     att["replay"] = np.where(known, calls["name"].isin(GRAPH_LAUNCHES).to_numpy()[np.maximum(call, 0)], False) \
         if len(calls) else False
@@ -259,13 +259,13 @@ def attribute(tables: EventTables, record: dict | None = None) -> pd.DataFrame:
                      dur=ops["dur"])[["module", "op", "kernel", "kind", "rule", "region", "replay", "correlation",
                                       "device", "stream", "ts", "dur"]]
     if att["replay"].any():
-        _replays(att, pd.Series(coded.take(rules["graph"].array, call, ""), index=att.index), record)
+        _replays(att, pd.Series(categorical.take(rules["graph"].array, call, ""), index=att.index), record)
     named = (att["op"] == "").to_numpy()
     if named.any():  # no aten op known: the ops a Triton kernel's name lists
         kernel = att["kernel"].array
-        ops_of = coded.remap(kernel.codes[named], ["+".join(kernel_ops(k)) for k in kernel.categories])
-        att["op"] = coded.assign(att["op"].array, named, ops_of)
-    att["module"] = coded.assign(att["module"].array, att["module"].isna().to_numpy(), UNATTRIBUTED)
+        ops_of = categorical.remap(kernel.codes[named], ["+".join(kernel_ops(k)) for k in kernel.categories])
+        att["op"] = categorical.assign(att["op"].array, named, ops_of)
+    att["module"] = categorical.assign(att["module"].array, att["module"].isna().to_numpy(), UNATTRIBUTED)
     att["iteration"] = op_iterations(tables, ops)
     return att
 
@@ -299,4 +299,4 @@ def _replays(att: pd.DataFrame, graph: pd.Series, record: dict | None) -> None:
             found.append((None, "", "none: CUDA graph replay without a recorded capture"))
     at = att.index.get_indexer(replay.index)
     for col, values in zip(("module", "op", "rule"), zip(*found)):
-        att[col] = coded.assign(att[col].array, at, list(values))
+        att[col] = categorical.assign(att[col].array, at, list(values))

@@ -2,7 +2,7 @@
 
 A *collective call* is one execution of a collective on this rank:
 
-* an NCCL/RCCL kernel (class ``communication`` of :mod:`tracekit.analysis.kernels`:
+* an NCCL/RCCL kernel (class ``communication`` of :mod:`tracekit.analysis.metrics.kernels`:
   ``ncclKernel_*``, ``ncclDevKernel_*``, RCCL's): the GPU runs the collective and
   *arrives* at it when the kernel starts (HolisticTraceAnalysis' straggler analysis
   also takes comm kernels' start times, hta/analyzers/straggler.py);
@@ -28,8 +28,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.idle import iteration_of
-from tracekit.analysis.kernels import kernel_class
+from tracekit.analysis.metrics.idle import iteration_of
+from tracekit.analysis.metrics.kernels import kernel_class
 from tracekit.trace.reader import EventTables
 
 CALL_COLUMNS = ["where", "collective", "name", "process_group", "seq", "group_size", "dtype", "in_msg_nelems",

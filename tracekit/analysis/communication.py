@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis import collectives
-from tracekit.analysis.intervals import union
+from tracekit.analysis.metrics.intervals import union
 from tracekit.trace.reader import EventTables
 
 
@@ -91,7 +91,7 @@ def idle_in_calls(gaps: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     """The pieces of GPU idle gaps that fall inside collective calls.
 
     Args:
-        gaps: device gaps of :func:`tracekit.analysis.idle.gaps` (start, end, cause).
+        gaps: device gaps of :func:`tracekit.analysis.metrics.idle.gaps` (start, end, cause).
         calls: :func:`tracekit.analysis.collectives.calls` of the same trace.
 
     Returns:

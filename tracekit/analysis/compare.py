@@ -17,7 +17,7 @@ the baseline mode (``eager`` unless told otherwise):
   CUDA graphs remove, syncs): ``idle_est_ms`` = unprofiled latency - GPU busy
   per profiled iteration. Kernel times barely change under the profiler while
   host-side costs grow, so this estimates the *unprofiled* idle time (the rule
-  of :mod:`tracekit.analysis.verdict`). The larger of |Δ busy| and |Δ idle|
+  of :mod:`tracekit.analysis.metrics.verdict`). The larger of |Δ busy| and |Δ idle|
   *dominates* the speedup.
 * the same split of the *profiled* iteration time (mean ``ProfilerStep``
   length), exact there: Δ busy + Δ idle inside the GPU's active span (by
@@ -34,7 +34,7 @@ the baseline mode (``eager`` unless told otherwise):
   other thread counts, processes spread, a profiled iteration shorter than the
   unprofiled one) is said in ``warning``: :mod:`tracekit.analysis.trust`.
 * CPU-only runs have no GPU time to split: their finding is made from their
-  ops instead (:mod:`tracekit.analysis.cpu_ops`: Δ self time and Δ calls per
+  ops instead (:mod:`tracekit.analysis.metrics.cpu_ops`: Δ self time and Δ calls per
   iteration, op by op): :class:`tracekit.analysis.tables.Tables` adds them.
 
 Profiler overhead (:func:`profiler_overhead`): the profiler slows the host, so
@@ -50,14 +50,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import cpu_ops as ops_analysis
+from tracekit.analysis.metrics import cpu_ops as ops_analysis
 from tracekit.analysis import trust
-from tracekit.analysis.idle import CAUSES
+from tracekit.analysis.metrics.idle import CAUSES
 from tracekit.analysis.trust import numeric as _num
 
 WORKLOAD_KEYS = ("model", "batch", "seq", "dtype", "phase", "parallel", "device", "device_name")
 PROFILER_OVERHEAD_FLAG = trust.PROFILER_OVERHEAD_FLAG
-# Readable names of the idle causes of tracekit.analysis.idle, for tables and plots.
+# Readable names of the idle causes of tracekit.analysis.metrics.idle, for tables and plots.
 CAUSE_LABELS = {"host_wait": "host wait", "launch_latency": "launch latency", "sync": "sync", "other": "other idle"}
 
 
@@ -183,7 +183,7 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
 
     Args:
         runs: ``Analysis.runs``. Per-cause idle columns ``idle_<cause>_us``
-            (:data:`tracekit.analysis.idle.CAUSES`) are used where present.
+            (:data:`tracekit.analysis.metrics.idle.CAUSES`) are used where present.
         baseline: the mode each run is compared with.
 
     Returns:

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis import stragglers
-from tracekit.analysis.idle import CAUSES
+from tracekit.analysis.metrics.idle import CAUSES
 
 RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.I)
 CAUSES_IN_JOB = (*CAUSES, "rank_wait")

@@ -3,9 +3,9 @@
 From the per-op attribution of :func:`tracekit.analysis.attribution.attribute`:
 
 * GPU busy time is split exactly among ops: time when k ops run at once (several
-  streams) counts 1/k for each (:func:`tracekit.analysis.intervals.busy_shares`),
+  streams) counts 1/k for each (:func:`tracekit.analysis.metrics.intervals.busy_shares`),
   so module busy times sum to the run's ``gpu_busy_us``.
-* An idle gap of the device (:func:`tracekit.analysis.idle.gaps`, streams merged)
+* An idle gap of the device (:func:`tracekit.analysis.metrics.idle.gaps`, streams merged)
   belongs to the op that ends it (the GPU was waiting to run it), with its cause,
   so module idle times sum to the run's ``idle_<cause>_us``.
 * A launch (a correlation id of GPU ops) counts once, for the innermost module holding all the
@@ -25,11 +25,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import coded, idle
+from tracekit.analysis.metrics import categorical, idle
 from tracekit.analysis.attribution import UNATTRIBUTED, attribute, common_module
-from tracekit.analysis.nest import Nest
+from tracekit.analysis.metrics.nest import Nest
 from tracekit.analysis.opnames import SCOPE_PREFIX
-from tracekit.analysis.intervals import busy_shares
+from tracekit.analysis.metrics.intervals import busy_shares
 from tracekit.trace.reader import EventTables
 
 KEYS = ["module", "op", "kernel", "rule"]
@@ -91,7 +91,7 @@ def attributed_ops(tables: EventTables, record: dict | None = None, gaps: pd.Dat
         launcher = pd.Series(correlation[at]).map(calls["name"]).astype(object)  # the reader's names are categorical
         for col, values in (("launch_module", pd.Series(correlation[at]).map(holder).to_numpy(dtype=object).tolist()),
                             ("launch_op", ""), ("launch_kernel", launcher.fillna("launch").tolist())):
-            att[col] = coded.assign(att[col].array, at, values)
+            att[col] = categorical.assign(att[col].array, at, values)
     return att
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import (collectives, communication, cpu_ops, idle, integrity, kernels, launches, modules,
-                               summary, timeline, transfers, verdict)
+from tracekit.analysis import collectives, communication, modules
+from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.analysis.attribution import attribute
 from tracekit.analysis.critical_path.figures import EMPTY as CP_EMPTY
 from tracekit.analysis.critical_path.figures import trace_figures
@@ -101,7 +101,7 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         * kernel_quantiles: kernel duration (µs) at quantiles 0, 0.01, ... 1.
         * transfers: memcpy/memset bytes and GB/s by direction (H2D, D2H, D2D,
           memset, ...), per run and per iteration; transfer_iterations: the
-          same per marked iteration (:mod:`tracekit.analysis.transfers`).
+          same per marked iteration (:mod:`tracekit.analysis.metrics.transfers`).
         * timeline: one marked iteration's GPU ops per stream and CUDA API calls
           (:func:`timeline.iteration_timeline`).
         * integrity: what keeps the trace's figures from being trusted

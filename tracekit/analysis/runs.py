@@ -113,7 +113,8 @@ def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | Non
     except Exception as exc:  # noqa: BLE001 - a bug in the reader loses this file only
         return _internal_error(exc)
     try:
-        from tracekit.analysis import integrity, job
+        from tracekit.analysis.metrics import integrity
+        from tracekit.analysis import job
         from tracekit.analysis.pertrace import analyze_trace
 
         result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from tracekit.analysis import cpu_ops as ops_analysis
+from tracekit.analysis.metrics import cpu_ops as ops_analysis
 from tracekit.analysis.compare import compare, profiler_overhead
 from tracekit.analysis.runs import Analysis
 
@@ -17,7 +17,7 @@ from tracekit.analysis.runs import Analysis
 class Tables:
     """What every report of an analysis shows: the analysis, its comparison with
     ``baseline`` (:func:`compare`), each run's profiler overhead (:func:`profiler_overhead`),
-    the CPU runs' op-by-op changes (:func:`tracekit.analysis.cpu_ops.changes`), each run
+    the CPU runs' op-by-op changes (:func:`tracekit.analysis.metrics.cpu_ops.changes`), each run
     against its baseline module by module (``modules``:
     :func:`tracekit.analysis.rundiff.versus_baseline`) and busy time per kind of module
     per run (``module_busy``: :func:`tracekit.analysis.rundiff.busy_by_kind`)."""

@@ -134,7 +134,7 @@ TIMING = [
     ("timing_warning", "doubts", "{}"),
 ]
 
-# CPU-only runs: what changed op by op against the baseline (tracekit.analysis.cpu_ops.changes).
+# CPU-only runs: what changed op by op against the baseline (tracekit.analysis.metrics.cpu_ops.changes).
 CPU_OPS = [
     ("workload", "workload", "{}"),
     ("mode", "mode", "{}"),

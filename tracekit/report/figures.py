@@ -27,7 +27,7 @@ from matplotlib.patches import Patch
 from PIL import Image
 
 from tracekit.analysis.attribution import module_label
-from tracekit.analysis.timeline import CPU_LANE
+from tracekit.analysis.metrics.timeline import CPU_LANE
 from tracekit.io import write_atomic
 
 DPI = 100

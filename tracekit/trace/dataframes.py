@@ -167,7 +167,7 @@ def _column(parts: list, order: np.ndarray | None):
 def depth(cpu: dict) -> tuple[np.ndarray, np.ndarray]:
     """Nesting depth of each CPU op within its thread: how many ops of the same
     thread are open when it starts (CPU ops of one thread nest properly); and the
-    order it found them in, which the CPU-op nest reuses (:class:`tracekit.analysis.nest.Nest`).
+    order it found them in, which the CPU-op nest reuses (:class:`tracekit.analysis.metrics.nest.Nest`).
 
     ``cpu``: the cpu table's columns (pid, tid categorical; ts, dur, end), sorted by
     ts. With ops ordered by (thread, start, longer

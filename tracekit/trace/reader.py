@@ -231,7 +231,7 @@ def _tables(path: Path, read: Chunks) -> EventTables:
                          syncs=syncs, markers=markers(cpu_ops),
                          devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),
                          meta=meta, comms=builder.table("comms"))
-    if nest_order:  # the CPU ops by (thread, start, longer first), for the nest (tracekit.analysis.nest)
+    if nest_order:  # the CPU ops by (thread, start, longer first), for the nest (tracekit.analysis.metrics.nest)
         tables.derived["nest_order"] = (cpu_ops, nest_order[0])
     meta["problem_counts"] = {what: n for what, n in sorted(builder.problems.items()) if n}
     meta["problems"] = [f"{n} {what}" for what, n in meta["problem_counts"].items()]

@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.idle import SYNC_CALLS
-from tracekit.analysis.kernels import kernel_class
+from tracekit.analysis.metrics.idle import SYNC_CALLS
+from tracekit.analysis.metrics.kernels import kernel_class
 from tracekit.trace.reader import EventTables
 
 HOST, GPU = 0, 1
@@ -56,7 +56,7 @@ HOST, GPU = 0, 1
 CPU, HANDOFF, LAUNCH, STREAM, WAIT, SYNC, COLLECTIVE = range(7)
 EDGE_KINDS = ("cpu", "handoff", "launch", "stream", "wait", "sync", "collective")
 DEVICE_SYNCS = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize"})
-COMM = "communication"   # the kernel class of collectives (tracekit.analysis.kernels)
+COMM = "communication"   # the kernel class of collectives (tracekit.analysis.metrics.kernels)
 # An op starting this long before its launch call returns started during the call (more than
 # the host/GPU clock skew seen on the H100 fixtures, 0.4 µs).
 OUTLASTS_US = 1.0
@@ -69,7 +69,7 @@ class Graph:
 
     Node arrays (length n: host calls first, then GPU ops, rank by rank): ``kind`` (HOST or
     GPU), ``rank``, ``ts``, ``dur``, ``end`` (observed µs), ``name``, ``klass`` (a GPU op's
-    class: :func:`tracekit.analysis.kernels.kernel_class`, "communication" for collectives; "launch",
+    class: :func:`tracekit.analysis.metrics.kernels.kernel_class`, "communication" for collectives; "launch",
     "sync" or "api" for host calls), ``thread`` (host: a number per (rank, pid, tid); GPU:
     -1), ``stream`` (GPU: a number per (rank, device, stream); host: -1), ``launch`` (GPU:
     the node of its launch call, -1 when the trace lacks it), ``row`` (the row in its

@@ -17,7 +17,7 @@ from pathlib import Path
 import jinja2
 
 from tracekit import __version__
-from tracekit.analysis import integrity
+from tracekit.analysis.metrics import integrity
 from tracekit.analysis.tables import Tables
 from tracekit.analysis.trust import timer_gap_lines
 from tracekit.io import write_atomic

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tracekit.analysis import integrity
+from tracekit.analysis.metrics import integrity
 from tracekit.analysis.tables import Tables
 from tracekit.analysis.trust import timer_gap_lines
 from tracekit.io import write_atomic

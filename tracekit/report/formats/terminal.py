@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from tracekit.analysis import integrity
+from tracekit.analysis.metrics import integrity
 from tracekit.analysis.tables import Tables
 from tracekit.analysis.trust import timer_gap_lines
 from tracekit.report.base import Renderer, Report, register

@@ -65,7 +65,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.intervals import union
+from tracekit.analysis.metrics.intervals import union
 from tracekit.trace.reader import EventTables
 
 # HTA's default consecutive_kernel_delay (hta/trace_analysis.py, get_idle_time_breakdown).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.idle import SYNC_CALLS, op_iterations
+from tracekit.analysis.metrics.idle import SYNC_CALLS, op_iterations
 from tracekit.trace.reader import EventTables
 
 COLUMNS = ["step", "lane", "kind", "name", "start_us", "dur_us"]
@@ -31,7 +31,7 @@ def iteration_timeline(tables: EventTables, step: int | None = None) -> pd.DataF
 
     A GPU op belongs to the iteration in which its launch call ran (by
     correlation id; an op without one, to the iteration its start falls in):
-    the rule of :func:`tracekit.analysis.summary.per_iteration`.
+    the rule of :func:`tracekit.analysis.metrics.summary.per_iteration`.
 
     Args:
         tables: a trace's event tables.

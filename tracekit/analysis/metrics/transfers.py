@@ -18,7 +18,7 @@ import math
 
 import pandas as pd
 
-from tracekit.analysis.idle import op_iterations
+from tracekit.analysis.metrics.idle import op_iterations
 from tracekit.trace.reader import EventTables
 
 _DIRECTION = {"HtoD": "H2D", "DtoH": "D2H", "DtoD": "D2D", "HtoH": "H2H", "PtoP": "P2P"}

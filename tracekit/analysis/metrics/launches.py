@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.idle import SYNC_CALLS, launch_index
-from tracekit.analysis.intervals import union
+from tracekit.analysis.metrics.idle import SYNC_CALLS, launch_index
+from tracekit.analysis.metrics.intervals import union
 from tracekit.trace.reader import EventTables
 
 # A "short kernel" runs for less time than it takes the host to launch one: the

@@ -24,7 +24,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.nest import Nest
+from tracekit.analysis.metrics.nest import Nest
 from tracekit.trace.reader import EventTables
 
 OP_COLUMNS = ["op", "kind", "calls", "calls_per_iter", "self_us", "self_per_iter_us", "self_share", "total_us"]

@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.intervals import busy_and_gaps, union
+from tracekit.analysis.metrics.intervals import busy_and_gaps, union
 from tracekit.trace.reader import EventTables
 
 NO_GPU_NOTE = "no GPU activity in this trace (CPU ops only)"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tracekit.analysis.idle import launch_index
+from tracekit.analysis.metrics.idle import launch_index
 from tracekit.io import records
 from tracekit.trace.reader import EventTables
 

@@ -4,7 +4,7 @@ Rule (thresholds are ours, set so that each verdict promises something
 measurable; calibrated on the real H100 ViT traces in shared/fixtures/h100):
 
 * ``launch-bound``: the GPU waits for the host (idle host wait, see
-  :mod:`tracekit.analysis.idle`) for at least ``LAUNCH_BOUND_HOST_WAIT`` of its
+  :mod:`tracekit.analysis.metrics.idle`) for at least ``LAUNCH_BOUND_HOST_WAIT`` of its
   active span. Removing launch overhead (CUDA graphs) can then shorten the
   profiled iteration by at least that share.
 * ``gpu-bound``: utilization is at least ``GPU_BOUND_UTILIZATION`` and host
@@ -54,7 +54,7 @@ def verdict(row: dict, latency_ms: float | None = None) -> dict:
             short_kernel_share, iterations (NaN when unknown), busy_per_iter_us,
             host_launches, has_gpu; iteration_busy_us (median busy of marked
             iterations) when the trace has markers; integrity and
-            integrity_detail (:mod:`tracekit.analysis.integrity`): a failed
+            integrity_detail (:mod:`tracekit.analysis.metrics.integrity`): a failed
             integrity makes the verdict ``undetermined``, the reason its evidence.
         latency_ms: the unprofiled iteration latency (median, ms), if measured.
 
@@ -65,7 +65,7 @@ def verdict(row: dict, latency_ms: float | None = None) -> dict:
          "cuda_graph_recoverable_us_per_iter": float,
          "evidence": one line with the figures behind it}.
     """
-    if row.get("integrity") == "failed":  # tracekit.analysis.integrity: a figure the rule needs is unknown
+    if row.get("integrity") == "failed":  # tracekit.analysis.metrics.integrity: a figure the rule needs is unknown
         return undetermined(f"trace integrity failed: {row.get('integrity_detail', '')}")
     if not row.get("has_gpu"):
         return {"verdict": "no GPU activity", "verdict_profiled": "no GPU activity", "host_wait_share": math.nan,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import coded
+from tracekit.analysis.metrics import categorical
 from tracekit.trace.reader import EventTables
 
 
@@ -83,8 +83,8 @@ class Nest:
         return np.where(pos >= 0, values[self.codes[np.maximum(pos, 0)]], default)
 
     def coded_at(self, pos: np.ndarray, values: np.ndarray, default) -> pd.Categorical:
-        """:meth:`at` as a Categorical (:mod:`tracekit.analysis.coded`): no string per position."""
-        return coded.remap(np.where(pos >= 0, self.codes[np.maximum(pos, 0)], -1), values, default)
+        """:meth:`at` as a Categorical (:mod:`tracekit.analysis.metrics.categorical`): no string per position."""
+        return categorical.remap(np.where(pos >= 0, self.codes[np.maximum(pos, 0)], -1), values, default)
 
     def innermost(self, threads: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Position of the innermost op around each (thread, ts) point, -1 where none."""
