@@ -287,7 +287,7 @@ def diff(a: Path | str, b: Path | str | None = None, depth: int = 3, iterations:
         iterations: iterations of a trace with neither markers nor run.json.
 
     Returns:
-        For two runs a :class:`tracekit.analysis.rundiff.RunDiff` (``modules`` and ``ops``
+        For two runs a :class:`tracekit.analysis.attribution.run_diff.RunDiff` (``modules`` and ``ops``
         DataFrames, ``totals``, ``coverage_a``/``coverage_b``); for a folder, one per pair of
         modes of each workload (a list).
 
@@ -295,7 +295,7 @@ def diff(a: Path | str, b: Path | str | None = None, depth: int = 3, iterations:
         tracekit.trace.TraceError: a path is missing or unreadable.
         ValueError: a run path holds no trace or several.
     """
-    from tracekit.analysis.rundiff import diff_pairs, diff_runs
+    from tracekit.analysis.attribution.run_diff import diff_pairs, diff_runs
 
     return diff_pairs(a, depth, iterations) if b is None else diff_runs(a, b, depth, iterations)
 

@@ -1,12 +1,12 @@
-"""Attribution rules (tracekit.analysis.attribution), each on a hand-made trace with a known answer."""
+"""Attribution rules (tracekit.analysis.attribution.gpu_ops), each on a hand-made trace with a known answer."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.tracebuilder import TID, TraceBuilder, add_cpu_range, add_graph_launch, add_host_call
-from tracekit.analysis.attribution import UNATTRIBUTED, attribute, captured_launches, common_module
-from tracekit.analysis.opnames import kernel_ops, normalize_op
+from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED, attribute, captured_launches, common_module
+from tracekit.analysis.attribution.opnames import kernel_ops, normalize_op
 from tracekit.trace import load
 
 KEY = "fxkey1"

@@ -1,4 +1,4 @@
-"""Two runs diffed by module (tracekit.analysis.diff, tracekit diff): known answers, exact sums."""
+"""Two runs diffed by module (tracekit.analysis.attribution.module_diff, tracekit diff): known answers, exact sums."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from tests.tracebuilder import TraceBuilder, add_cpu_range, write_run
 from tracekit.analysis.metrics import summary
-from tracekit.analysis.rundiff import diff_runs
+from tracekit.analysis.attribution.run_diff import diff_runs
 from tracekit.cli import main
 from tracekit.trace import load
 

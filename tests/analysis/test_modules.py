@@ -1,4 +1,4 @@
-"""Attribution tables (tracekit.analysis.modules): exact splits of busy time, idle time and launches."""
+"""Attribution tables (tracekit.analysis.attribution.modules): exact splits of busy time, idle time and launches."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from tests.analysis.test_attribution import KEY, PROVENANCE, eager_scopes, replayed
 from tests.tracebuilder import TraceBuilder, add_cpu_range
 from tracekit.analysis.metrics import idle, summary
-from tracekit.analysis import modules
-from tracekit.analysis.attribution import UNATTRIBUTED
+from tracekit.analysis.attribution import modules
+from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED
 from tracekit.analysis.metrics.intervals import busy_shares
 from tracekit.trace import load
 

@@ -19,7 +19,7 @@ which Perfetto, TensorBoard and HolisticTraceAnalysis open as they open the orig
   (:func:`tracekit.analysis.metrics.idle.gaps`), named by its cause (host_wait, launch_latency,
   sync, other), args ``gap_us``, ``iteration`` and ``next_correlation`` (the op after it).
 * ``modules (device D, stream S)`` (:func:`module_tracks`): the module of each GPU op of
-  the stream (:func:`tracekit.analysis.attribution.attribute`): a slice per run of
+  the stream (:func:`tracekit.analysis.attribution.gpu_ops.attribute`): a slice per run of
   consecutive ops of one module, nested by module path (``blocks`` > ``blocks.0`` >
   ``blocks.0.mlp``; ``(model)`` for the model's own ops), the ops' aten op as the innermost
   slice (args ``module``, ``op``, ``gpu_ops``, ``rule``). A track under the stream rather than
@@ -37,7 +37,7 @@ import pandas as pd
 
 from tracekit.analysis import critical_path
 from tracekit.analysis.metrics import idle
-from tracekit.analysis.attribution import attribute
+from tracekit.analysis.attribution.gpu_ops import attribute
 from tracekit.analysis.critical_path.path import PARTS
 from tracekit.trace import TraceError, discover, load
 from tracekit.trace.annotate import annotated_path, write
@@ -95,7 +95,7 @@ def _runs(key: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def module_tracks(att: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The ``modules (device D, stream S)`` tracks of :func:`tracekit.analysis.attribution.attribute`'s table."""
+    """The ``modules (device D, stream S)`` tracks of :func:`tracekit.analysis.attribution.gpu_ops.attribute`'s table."""
     out = {}
     for (device, stream), ops in att.sort_values("ts", kind="stable").groupby(["device", "stream"], sort=True):
         ts, dur = ops["ts"].to_numpy(float), ops["dur"].to_numpy(float)

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import collectives, communication, modules
+from tracekit.analysis import collectives, communication
+from tracekit.analysis.attribution import modules
 from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
-from tracekit.analysis.attribution import attribute
+from tracekit.analysis.attribution.gpu_ops import attribute
 from tracekit.analysis.critical_path.figures import EMPTY as CP_EMPTY
 from tracekit.analysis.critical_path.figures import trace_figures
 from tracekit.trace.reader import EventTables
@@ -76,7 +77,7 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         latency_ms: the run's unprofiled latency (median, ms) from run.json,
             to check the verdict against the profiler's overhead.
         attribution: run.json's ``attribution`` (module scopes, Inductor
-            provenance, CUDA-graph captures), for :mod:`tracekit.analysis.attribution`.
+            provenance, CUDA-graph captures), for :mod:`tracekit.analysis.attribution.gpu_ops`.
         host_ms: the run's unprofiled host time per call (run.json ``host_ms`` median),
             for the critical path's calibration of a GPU-bound run.
         critical_path: also the critical path of each iteration (tables critical_path,
@@ -117,7 +118,7 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
           op, kernel, rule) (:func:`modules.long_table`); attribution_modules,
           attribution_ops: the same per module (and op) at depth
           ``modules.DEFAULT_DEPTH``; attribution_iterations: attributed share per
-          iteration (:mod:`tracekit.analysis.modules`).
+          iteration (:mod:`tracekit.analysis.attribution.modules`).
 
         * critical_path, critical_path_top (with ``critical_path``): each iteration's
           critical path split into its parts, and what is on it most.

@@ -19,8 +19,8 @@ class Tables:
     ``baseline`` (:func:`compare`), each run's profiler overhead (:func:`profiler_overhead`),
     the CPU runs' op-by-op changes (:func:`tracekit.analysis.metrics.cpu_ops.changes`), each run
     against its baseline module by module (``modules``:
-    :func:`tracekit.analysis.rundiff.versus_baseline`) and busy time per kind of module
-    per run (``module_busy``: :func:`tracekit.analysis.rundiff.busy_by_kind`)."""
+    :func:`tracekit.analysis.attribution.run_diff.versus_baseline`) and busy time per kind of module
+    per run (``module_busy``: :func:`tracekit.analysis.attribution.run_diff.busy_by_kind`)."""
 
     analysis: Analysis
     comparison: pd.DataFrame
@@ -34,7 +34,7 @@ class Tables:
     def of(cls, analysis: Analysis, baseline: str = "eager") -> "Tables":
         """The tables of ``analysis``; the comparison's findings name the modules that
         contribute most to each run's Δ busy (``top_modules``)."""
-        from tracekit.analysis.rundiff import busy_by_kind, top_modules, versus_baseline
+        from tracekit.analysis.attribution.run_diff import busy_by_kind, top_modules, versus_baseline
 
         ops = analysis.table("cpu_ops")
         comparison = compare(analysis.runs, baseline)

@@ -220,7 +220,7 @@ STRAGGLERS = [
 ]
 
 
-# Each mode against the baseline, module by module (tracekit.analysis.rundiff.versus_baseline).
+# Each mode against the baseline, module by module (tracekit.analysis.attribution.run_diff.versus_baseline).
 MODULE_DIFF = [
     ("workload", "workload", "{}"),
     ("mode", "mode", "{}"),

@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from PIL import Image
 
-from tracekit.analysis.attribution import module_label
+from tracekit.analysis.attribution.gpu_ops import module_label
 from tracekit.analysis.metrics.timeline import CPU_LANE
 from tracekit.io import write_atomic
 

@@ -12,7 +12,7 @@ Edits (each a change of node durations or edge lags; several apply in order):
   pattern (shell-style, ``fnmatch``) matches a kernel class or a part of one, in any case
   (``gemm`` for "GEMM/conv": :mod:`tracekit.analysis.metrics.kernels`), a kernel's name or
   short name (``*sgemm*``), an op (``mm``, ``aten::mm``) or a module and its submodules
-  (``blocks.*.mlp``), from :mod:`tracekit.analysis.attribution`. Host time is unchanged.
+  (``blocks.*.mlp``), from :mod:`tracekit.analysis.attribution.gpu_ops`. Host time is unchanged.
 * ``host-faster FACTOR``: every host call and the CPU time between calls 1/FACTOR as long.
 * ``overlap-comm``: collective kernels hold nothing back on their streams (compute after a
   collective no longer waits for it); an iteration still ends after its collectives.

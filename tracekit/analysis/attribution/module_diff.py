@@ -4,7 +4,7 @@ Runs are aligned by module path (cut to a depth) and, in the op table, by aten o
 too, never by kernel name: a compiled run's kernels have other names than eager's.
 Per module, per iteration, B minus A: Δ busy, Δ kernels, Δ launches, Δ idle time,
 and which kernels appeared, vanished or were fused. Every figure is a sum of the
-runs' attribution rows (:mod:`tracekit.analysis.modules`), which split each run's
+runs' attribution rows (:mod:`tracekit.analysis.attribution.modules`), which split each run's
 busy time, idle time and launches exactly, unattributed work included as its own
 row; so the rows of a diff sum exactly to the runs' Δ busy, Δ idle and Δ launches
 per iteration. Rows are sorted by contribution: |Δ busy|, then |Δ launches|.
@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.modules import DEFAULT_DEPTH, SUMS, cut
+from tracekit.analysis.attribution.modules import DEFAULT_DEPTH, SUMS, cut
 
 PER_ITER = ["busy_us", "kernels", "launches", "launch_cpu_us", "idle_us", "idle_host_wait_us"]
 
@@ -34,7 +34,7 @@ def diff(long_a: pd.DataFrame, long_b: pd.DataFrame, iterations_a: float | None,
     """Per module (or per module and op, ``by=("module", "op")``) of two runs.
 
     Args:
-        long_a, long_b: the runs' attribution rows (:func:`tracekit.analysis.modules.long_table`,
+        long_a, long_b: the runs' attribution rows (:func:`tracekit.analysis.attribution.modules.long_table`,
             the ``attribution`` table of an analysis).
         iterations_a, iterations_b: profiled iterations of each run (figures are per
             iteration; None or NaN: per trace).

@@ -36,7 +36,7 @@ Triton kernel's name lists: Inductor names kernels after the original aten ops
 they compute, torch/_inductor/codegen/triton.py). Nothing is dropped. A module
 found by rules 1-3 inside a module scope (a compiled submodule in an eager model) is
 prefixed with that scope's path. Op names lose the ``aten::`` prefix, and a few
-implementation ops take the name of the public op they serve (:data:`tracekit.analysis.opnames.OP_ALIASES`), so
+implementation ops take the name of the public op they serve (:data:`tracekit.analysis.attribution.opnames.OP_ALIASES`), so
 eager and compiled runs name the same work alike.
 """
 
@@ -51,7 +51,7 @@ from tracekit.analysis.metrics import categorical
 from tracekit.analysis.metrics.idle import launch_index, op_iterations
 from tracekit.analysis.metrics.kernels import short_name
 from tracekit.analysis.metrics.nest import Nest
-from tracekit.analysis.opnames import SCOPE_PREFIX, kernel_ops, normalize_op
+from tracekit.analysis.attribution.opnames import SCOPE_PREFIX, kernel_ops, normalize_op
 from tracekit.trace.reader import EventTables
 
 REGION_PREFIX = "Torch-Compiled Region: "

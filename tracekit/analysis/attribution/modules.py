@@ -1,6 +1,6 @@
 """Attribution tables: what each module and op costs the GPU (issue 20).
 
-From the per-op attribution of :func:`tracekit.analysis.attribution.attribute`:
+From the per-op attribution of :func:`tracekit.analysis.attribution.gpu_ops.attribute`:
 
 * GPU busy time is split exactly among ops: time when k ops run at once (several
   streams) counts 1/k for each (:func:`tracekit.analysis.metrics.intervals.busy_shares`),
@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.metrics import categorical, idle
-from tracekit.analysis.attribution import UNATTRIBUTED, attribute, common_module
+from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED, attribute, common_module
 from tracekit.analysis.metrics.nest import Nest
-from tracekit.analysis.opnames import SCOPE_PREFIX
+from tracekit.analysis.attribution.opnames import SCOPE_PREFIX
 from tracekit.analysis.metrics.intervals import busy_shares
 from tracekit.trace.reader import EventTables
 

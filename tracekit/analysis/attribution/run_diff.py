@@ -1,6 +1,7 @@
 """Diffs of analyzed runs (issue 20): ``tracekit diff`` of two runs or of every pair of
 modes of each workload under a folder, and each mode against its baseline for the
-reports of ``tracekit analyze``. The per-module arithmetic is :func:`tracekit.analysis.diff.diff`.
+reports of ``tracekit analyze``. The per-module arithmetic is
+:func:`tracekit.analysis.attribution.module_diff.diff`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracekit.analysis.attribution import UNATTRIBUTED, module_label
-from tracekit.analysis.diff import diff, totals
-from tracekit.analysis.modules import DEFAULT_DEPTH, KEYS, SUMS, cut
+from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED, module_label
+from tracekit.analysis.attribution.module_diff import diff, totals
+from tracekit.analysis.attribution.modules import DEFAULT_DEPTH, KEYS, SUMS, cut
 from tracekit.trace import TraceError
 
 CHECKED = ("d_busy_us", "d_kernels", "d_launches", "d_idle_us")
