@@ -12,7 +12,8 @@ from owndata import h100_trace
 from tracebuilder import TraceBuilder, eager_trace
 
 import tracekit
-from tracekit.analysis import collectives, communication, job, pertrace, runs
+from tracekit.analysis.distributed import collectives, communication, job
+from tracekit.analysis import pertrace, runs
 from tracekit.analysis.attribution import modules
 from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.cli import main

@@ -6,7 +6,7 @@ import math
 import pytest
 from tracebuilder import TraceBuilder
 
-from tracekit.analysis import collectives, communication
+from tracekit.analysis.distributed import collectives, communication
 from tracekit.analysis.metrics import idle
 from tracekit.trace import load
 

@@ -6,7 +6,7 @@ import math
 import pytest
 from tracebuilder import TraceBuilder, write_run
 
-from tracekit.analysis.job import rank_of
+from tracekit.analysis.distributed.job import rank_of
 from tracekit.analysis.runs import analyze
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from tracekit.analysis import stragglers
+from tracekit.analysis.distributed import stragglers
 
 
 def _calls(rows):

@@ -3,7 +3,7 @@
 HolisticTraceAnalysis' ``get_temporal_breakdown`` and ``get_comm_comp_overlap`` run
 (through hta_job_run.py) on the folder of the real 2-rank NCCL job in
 ``../shared/fixtures/dist/``; ours (:func:`tracekit.analysis.metrics.summary.summarize`,
-:func:`tracekit.analysis.communication.breakdown`) on each rank's trace. The
+:func:`tracekit.analysis.distributed.communication.breakdown`) on each rank's trace. The
 differences, each accounted for here:
 
 * HTA leaves out the last ProfilerStep iteration (hta/common/trace.py,
@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tracekit.analysis import communication
+from tracekit.analysis.distributed import communication
 from tracekit.analysis.metrics import kernels
 from tracekit.analysis.metrics.summary import summarize
 from tracekit.trace import load

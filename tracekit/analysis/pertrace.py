@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import collectives, communication
+from tracekit.analysis.distributed import collectives, communication
 from tracekit.analysis.attribution import modules
 from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.analysis.attribution.gpu_ops import attribute

@@ -53,7 +53,7 @@ class Analysis:
              (no run/trace columns), launch_vs_fusion
              (:func:`tracekit.analysis.backends.launch_vs_fusion`); and per
              job of two ranks or more (a ``job`` column): jobs, ranks,
-             collective_calls, stragglers (:mod:`tracekit.analysis.job`).
+             collective_calls, stragglers (:mod:`tracekit.analysis.distributed.job`).
     errors:  (path, problem, exit code) for each file that could not be read or
              analyzed (``internal error: ...``, code 70: a bug in tracekit; the other
              files are analyzed all the same).
@@ -114,7 +114,7 @@ def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | Non
         return _internal_error(exc)
     try:
         from tracekit.analysis.metrics import integrity
-        from tracekit.analysis import job
+        from tracekit.analysis.distributed import job
         from tracekit.analysis.pertrace import analyze_trace
 
         result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution,
@@ -139,7 +139,7 @@ def _internal_error(exc: BaseException, analysis: str = "trace") -> _FileResult:
 
 def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_FileResult], result: Analysis,
              scanned: bool) -> None:
-    from tracekit.analysis import job
+    from tracekit.analysis.distributed import job
 
     base = {"run": run.name, **manifest_fields(manifest)}
     if run.problem:
@@ -278,7 +278,8 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
         _collect(run, manifest, base, files, result, scanned)
     import pandas as pd
 
-    from tracekit.analysis import job, trust
+    from tracekit.analysis.distributed import job
+    from tracekit.analysis import trust
     from tracekit.analysis.backends import launch_vs_fusion
     from tracekit.analysis.pertrace import Sections
 

@@ -164,7 +164,7 @@ OVERHEAD = [
 ]
 
 
-# Distributed jobs (tracekit.analysis.job): the jobs, their ranks, balance and stragglers.
+# Distributed jobs (tracekit.analysis.distributed.job): the jobs, their ranks, balance and stragglers.
 JOBS = [
     ("job", "job", "{}"),
     ("ranks", "ranks", "{:.0f}"),

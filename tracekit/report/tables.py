@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from tracekit.analysis.attribution.gpu_ops import module_label
-from tracekit.analysis.job import labelled
+from tracekit.analysis.distributed.job import labelled
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.trust import speedup_text
 from tracekit.io import records

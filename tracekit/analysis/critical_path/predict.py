@@ -95,7 +95,7 @@ def run_inputs(path) -> tuple[list[tuple[int, EventTables]], "object | None"]:
     """
     from pathlib import Path
 
-    from tracekit.analysis import job
+    from tracekit.analysis.distributed import job
     from tracekit.errors import ExitCode
     from tracekit.manifest import Manifest
     from tracekit.trace import TraceError, load

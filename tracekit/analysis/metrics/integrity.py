@@ -115,7 +115,7 @@ def lines(runs: pd.DataFrame) -> list[str]:
     ``run: integrity ok`` (``run (rank N): ...`` for a rank of a job), or its warnings / FAILED with the details (every check is a row of
     the ``integrity`` table); then, for a trace where an analysis raised, ``run: <analysis>
     failed: <reason>`` (its ``failed_analyses``: a bug in tracekit, the other figures stand)."""
-    from tracekit.analysis.job import labelled
+    from tracekit.analysis.distributed.job import labelled
 
     out = []
     for r in records(runs):

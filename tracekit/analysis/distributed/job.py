@@ -8,7 +8,7 @@ ranked traces of one folder. Per-rank figures are the per-trace analyses
 
 * ``ranks``: per rank, span, busy, idle by cause with *rank wait* as a cause of its own
   (GPU idle while the rank waited in a collective for a later rank, taken out of the
-  cause the trace alone gave it, :func:`tracekit.analysis.stragglers.rank_wait_idle`),
+  cause the trace alone gave it, :func:`tracekit.analysis.distributed.stragglers.rank_wait_idle`),
   computation, communication, overlap, exposed communication, the time its collectives
   waited for later ranks, a verdict and what each remedy could save;
 * ``jobs``: per job, its ranks, the straggler, the job's verdict and remedies, and
@@ -16,7 +16,7 @@ ranked traces of one folder. Per-rank figures are the per-trace analyses
   ``job_balance``: per job and rank figure (span, busy, idle and each idle cause,
   computation, communication, exposed communication, rank wait), the median and
   maximum over the ranks and their imbalance (max / median);
-* ``collective_calls`` and ``stragglers``: :mod:`tracekit.analysis.stragglers`.
+* ``collective_calls`` and ``stragglers``: :mod:`tracekit.analysis.distributed.stragglers`.
 
 Verdict of a rank: whichever is largest of computation, exposed communication and
 host wait (idle, the GPU waiting for launches) is what bounds it: ``compute-bound``,
@@ -36,7 +36,7 @@ from pathlib import Path, PurePath
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import stragglers
+from tracekit.analysis.distributed import stragglers
 from tracekit.analysis.metrics.idle import CAUSES
 
 RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.I)
@@ -82,8 +82,8 @@ def rank_table(rows: pd.DataFrame, per_call: pd.DataFrame, idle_waits: pd.DataFr
 
     Args:
         rows: the job's run rows (Analysis.runs), one per rank.
-        per_call: :func:`tracekit.analysis.stragglers.match`'s first table.
-        idle_waits: :func:`tracekit.analysis.stragglers.rank_wait_idle`.
+        per_call: :func:`tracekit.analysis.distributed.stragglers.match`'s first table.
+        idle_waits: :func:`tracekit.analysis.distributed.stragglers.rank_wait_idle`.
     """
     r = rows.sort_values("rank").reset_index(drop=True)
     out = pd.DataFrame({"rank": r["rank"].astype(np.int64), "trace": r["trace"], "iterations": r["iterations"],

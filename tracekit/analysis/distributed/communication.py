@@ -7,7 +7,7 @@ Definitions follow HolisticTraceAnalysis (hta/analyzers/breakdown_analysis.py,
 * computation: the union of the intervals of computation kernels (every kernel that
   is not communication; memcpy and memset are neither, as HTA's MEMORY type);
 * communication: the union of the intervals of communication GPU ops (NCCL/RCCL
-  kernels, :mod:`tracekit.analysis.collectives`), and, beyond HTA, of the device
+  kernels, :mod:`tracekit.analysis.distributed.collectives`), and, beyond HTA, of the device
   copies and host-side runs (``gloo:*`` annotations) of gloo collectives, which HTA
   does not see; on an NCCL trace the two agree;
 * overlap: the time both run at once; ``comm_comp_overlap`` = overlap / communication
@@ -34,7 +34,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis import collectives
+from tracekit.analysis.distributed import collectives
 from tracekit.analysis.metrics.intervals import union
 from tracekit.trace.reader import EventTables
 
@@ -92,12 +92,12 @@ def idle_in_calls(gaps: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
 
     Args:
         gaps: device gaps of :func:`tracekit.analysis.metrics.idle.gaps` (start, end, cause).
-        calls: :func:`tracekit.analysis.collectives.calls` of the same trace.
+        calls: :func:`tracekit.analysis.distributed.collectives.calls` of the same trace.
 
     Returns:
         One row per (call, gap) that overlap: call (row of ``calls``), start, end (µs,
         the gap clipped to the call), cause (the gap's). The job analysis keeps the part
-        during which the call waited for another rank (:mod:`tracekit.analysis.stragglers`).
+        during which the call waited for another rank (:mod:`tracekit.analysis.distributed.stragglers`).
     """
     cols = ["call", "start", "end", "cause"]
     if gaps.empty or calls.empty:

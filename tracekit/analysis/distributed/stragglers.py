@@ -9,7 +9,7 @@ every peer), so a rank that arrives early waits for the last one. Per matched ca
   its order among the calls of the same process group and collective on that rank
   (ranks issue a group's collectives in one order; restricting to one collective keeps
   the match right when the group is unknown and several groups interleave);
-* arrival: the call's start on each rank (:mod:`tracekit.analysis.collectives`);
+* arrival: the call's start on each rank (:mod:`tracekit.analysis.distributed.collectives`);
   skew = last arrival - first arrival;
 * each rank's wait = last arrival - its own arrival, at most the call's own duration
   (the wait happens inside the call; the bound also keeps clock offsets between hosts
@@ -71,7 +71,7 @@ def match(calls: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Match the collective calls of a job's ranks.
 
     Args:
-        calls: the calls of every rank (:func:`tracekit.analysis.collectives.calls`
+        calls: the calls of every rank (:func:`tracekit.analysis.distributed.collectives.calls`
             plus ``rank`` and ``call``, the row within its rank's table).
 
     Returns:
@@ -114,7 +114,7 @@ def rank_wait_idle(per_call: pd.DataFrame, pieces: pd.DataFrame) -> pd.DataFrame
 
     Args:
         per_call: :func:`match`'s first table (rank, call, ts, wait_us).
-        pieces: idle pieces inside calls (:func:`tracekit.analysis.communication.idle_in_calls`
+        pieces: idle pieces inside calls (:func:`tracekit.analysis.distributed.communication.idle_in_calls`
             plus ``rank``).
 
     Returns:
