@@ -52,9 +52,9 @@ class Result:
                 d_latency_ms = d_busy_per_iter_ms + d_idle_est_ms (ms per
                 iteration, run minus baseline), kernels_ratio, launches_ratio,
                 dominant ("busy" or "idle"), finding and warning
-                (:func:`tracekit.analysis.compare.compare`).
+                (:func:`tracekit.analysis.comparison.compare.compare`).
     overhead:   profiled vs unprofiled iteration time of each run
-                (:func:`tracekit.analysis.compare.profiler_overhead`).
+                (:func:`tracekit.analysis.comparison.compare.profiler_overhead`).
     tables:     the per-trace tables by name: iterations, kernels, kernel_classes,
                 idle_histogram, launch_apis, streams, transfers, timeline,
                 collectives...; and of distributed jobs: jobs, ranks, job_balance,

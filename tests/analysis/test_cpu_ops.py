@@ -4,7 +4,7 @@ import pytest
 from tracebuilder import TraceBuilder, write_run
 
 from tracekit.analysis.metrics import cpu_ops
-from tracekit.analysis.compare import compare
+from tracekit.analysis.comparison.compare import compare
 from tracekit.analysis.runs import analyze
 from tracekit.analysis.tables import Tables
 from tracekit.report.columns import SPEEDUP

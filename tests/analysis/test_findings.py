@@ -3,8 +3,8 @@ import math
 import pandas as pd
 import pytest
 
-from tracekit.analysis.findings import suite_findings
-from tracekit.analysis.suite import check_claims, comparison
+from tracekit.analysis.comparison.findings import suite_findings
+from tracekit.analysis.comparison.suite import check_claims, comparison
 
 H100 = "NVIDIA H100 80GB HBM3"
 

@@ -5,7 +5,7 @@ import math
 import pytest
 from tracebuilder import eager_trace, graph_trace, write_run
 
-from tracekit.analysis.compare import compare
+from tracekit.analysis.comparison.compare import compare
 from tracekit.analysis.tables import Tables
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
@@ -84,8 +84,8 @@ def test_timing_doubts_and_thread_counts_are_warnings(tmp_path):
 
 
 def test_suite_findings_count_inconclusive_speedups_apart(tmp_path):
-    from tracekit.analysis.findings import suite_findings
-    from tracekit.analysis.suite import comparison
+    from tracekit.analysis.comparison.findings import suite_findings
+    from tracekit.analysis.comparison.suite import comparison
     write_run(tmp_path / "a" / "eager", eager_trace(), mode="eager", latency_ms=(0.08, 0.07, 0.09))
     write_run(tmp_path / "a" / "default", eager_trace(), mode="default", latency_ms=(0.04, 0.035, 0.05))
     write_run(tmp_path / "b" / "eager", eager_trace(), mode="eager", latency_ms=(0.08, 0.07, 0.09), batch=1)
@@ -117,7 +117,7 @@ def test_timers_that_contradict_make_an_inconclusive_speedup(tmp_path):
     c = compare(_pair(tmp_path / "2", base=(0.09, 0.085, 0.095), other=(0.14, 0.135, 0.145), **extra).runs)
     assert not c.set_index("mode").loc["reduce-overhead", "inconclusive"]
     # the suite's comparison: the same rule
-    from tracekit.analysis.suite import comparison
+    from tracekit.analysis.comparison.suite import comparison
     s = comparison(a.runs).set_index("mode").loc["reduce-overhead"]
     assert s["speedup_inconclusive"] and s["wall_speedup_vs_eager"] == pytest.approx(1.25)
     assert s["speedup_text"] == "inconclusive (0.59-0.70x; wall clock 1.25x)"
@@ -160,7 +160,7 @@ def test_timers_apart_by_the_gpu_tail_are_said_once_per_report(tmp_path):
     # The same gap in blocks of 10 calls is 10x the tail a block can add: no known reason, each run named.
     b = _two_workloads(tmp_path / "10", _wall(0.09, 0.085, 0.095, 10), _wall(0.05, 0.045, 0.055, 10))
     assert list(b.runs["timer_gap"]) == ["no known reason"] * 4
-    from tracekit.analysis.trust import timer_gap_lines
+    from tracekit.analysis.comparison.trust import timer_gap_lines
     assert timer_gap_lines(compare(b.runs)) == ["On 4 runs the two timers are more than 5% apart for no known reason: "
                                                 "b1/eager (+12%), b1/ro (+25%), b8/eager (+12%), b8/ro (+25%)."]
 
@@ -175,7 +175,7 @@ def test_a_row_warns_of_its_timers_where_they_reach_different_verdicts(tmp_path)
                 "clock inconclusive (1.07x, 0.78-1.50)")
     assert list(ro["warning"]) == [sentence] * 2 and not ro["inconclusive"].any()
     assert (c[c["mode"] == "eager"]["warning"] == "").all()
-    from tracekit.analysis.suite import comparison
+    from tracekit.analysis.comparison.suite import comparison
     s = comparison(a.runs).set_index("run")
     assert s.loc["b1/ro", "timing_warning"] == sentence and s.loc["b1/eager", "timing_warning"] == ""
     assert s.loc["b1/ro", "speedup_text"] == "2.00x (1.40-2.57)"

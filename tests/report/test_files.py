@@ -5,7 +5,7 @@ import re
 import pandas as pd
 from tracebuilder import TraceBuilder, eager_trace, write_run
 
-from tracekit.analysis.compare import compare
+from tracekit.analysis.comparison.compare import compare
 from tracekit.analysis.tables import Tables
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports

@@ -11,7 +11,7 @@ from tracebuilder import eager_trace, graph_trace, write_run
 
 from tracekit.analysis.runs import analyze
 from tracekit.analysis.tables import Tables
-from tracekit.analysis.trust import speedup_text
+from tracekit.analysis.comparison.trust import speedup_text
 from tracekit.cli import main
 from tracekit.report.fit import Fit, Legend
 

@@ -39,7 +39,7 @@ class Analysis:
              (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff; and how far
              the timing can be trusted: wall_median_ms, wall_p10_ms,
              wall_p90_ms, wall_calls_per_block, timer_agreement, timer_gap
-             (:func:`tracekit.analysis.trust.timer_gap`), host_load_start/end
+             (:func:`tracekit.analysis.comparison.trust.timer_gap`), host_load_start/end
              (1-minute load), host_cpus, threads, processes, process_spread,
              timing_warning: :mod:`tracekit.timing`) and the
              trace metrics of :func:`tracekit.analysis.pertrace.analyze_trace`
@@ -51,7 +51,7 @@ class Analysis:
              collectives, collective_idle (see
              :func:`tracekit.analysis.pertrace.analyze_trace`); across runs
              (no run/trace columns), launch_vs_fusion
-             (:func:`tracekit.analysis.backends.launch_vs_fusion`); and per
+             (:func:`tracekit.analysis.comparison.launch_removal.launch_vs_fusion`); and per
              job of two ranks or more (a ``job`` column): jobs, ranks,
              collective_calls, stragglers (:mod:`tracekit.analysis.distributed.job`).
     errors:  (path, problem, exit code) for each file that could not be read or
@@ -279,8 +279,8 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
     import pandas as pd
 
     from tracekit.analysis.distributed import job
-    from tracekit.analysis import trust
-    from tracekit.analysis.backends import launch_vs_fusion
+    from tracekit.analysis.comparison import trust
+    from tracekit.analysis.comparison.launch_removal import launch_vs_fusion
     from tracekit.analysis.pertrace import Sections
 
     result.runs = _ordered(pd.DataFrame(result.runs))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from tracekit.analysis.metrics import cpu_ops as ops_analysis
-from tracekit.analysis.compare import compare, profiler_overhead
+from tracekit.analysis.comparison.compare import compare, profiler_overhead
 from tracekit.analysis.runs import Analysis
 
 

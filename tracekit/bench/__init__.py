@@ -28,7 +28,7 @@ from rich.console import Console
 from tracekit.analysis.tables import Tables
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.runs import analyze as run_analysis
-from tracekit.analysis.suite import SuiteTables
+from tracekit.analysis.comparison.suite import SuiteTables
 from tracekit.bench.cells import run_cell
 from tracekit.bench.plan import FINAL, Planned, grid_table, plan, plan_all, suite_traces
 from tracekit.bench.progress import run_planned
@@ -99,7 +99,7 @@ def write_suite_report(suite: Suite, planned: list[Planned], manifests: dict[str
                        ran: list[str] | None = None, rewritten_by: str = "",
                        report_options: dict | None = None) -> SuiteResult:
     """Analyze the suite's runs and write its report folder; return the :class:`SuiteResult`.
-    (``command``, ``rewritten_by``: see :class:`tracekit.analysis.suite.SuiteTables`;
+    (``command``, ``rewritten_by``: see :class:`tracekit.analysis.comparison.suite.SuiteTables`;
     ``report_options``: see :func:`tracekit.report.write_reports`.)"""
     root = suite_traces(traces, suite)
     root.mkdir(parents=True, exist_ok=True)

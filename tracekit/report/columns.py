@@ -69,7 +69,7 @@ CRITICAL_PATH_TEXT = ("Each iteration's critical path: the longest chain of depe
                       "the modelled iteration equals the unprofiled latency (run.json). CUDA graphs, predicted: "
                       "the iteration re-timed as one graph replay (`tracekit whatif RUN --cuda-graphs`).")
 
-# The comparison (tracekit.analysis.compare): how much faster than the baseline, and why.
+# The comparison (tracekit.analysis.comparison.compare): how much faster than the baseline, and why.
 SPEEDUP = [
     ("workload", "workload", "{}"),
     ("mode", "mode", "{}"),
@@ -118,7 +118,7 @@ DETAILS = [
     ("cpu_ops_per_iter", "op calls/iter", "{:.0f}"),
 ]
 
-# How far each run's timing can be trusted (tracekit.timing, tracekit.analysis.trust).
+# How far each run's timing can be trusted (tracekit.timing, tracekit.analysis.comparison.trust).
 TIMING = [
     ("workload", "workload", "{}"),
     ("mode", "mode", "{}"),

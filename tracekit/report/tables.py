@@ -14,7 +14,7 @@ import pandas as pd
 from tracekit.analysis.attribution.gpu_ops import module_label
 from tracekit.analysis.distributed.job import labelled
 from tracekit.analysis.runs import Analysis
-from tracekit.analysis.trust import speedup_text
+from tracekit.analysis.comparison.trust import speedup_text
 from tracekit.io import records
 from tracekit.report.columns import BALANCE, CPU_OPS_SHOWN, GPU_ONLY, HEADLINE, JOBS, RANKS, STRAGGLERS
 
@@ -168,7 +168,7 @@ def trace_links(analysis: Analysis, out: Path) -> dict[str, str]:
 
 def finding_rows(comp: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     """(workload, mode, finding, warning) of each row of a comparison
-    (:func:`tracekit.analysis.compare.compare`) with a finding or a warning."""
+    (:func:`tracekit.analysis.comparison.compare.compare`) with a finding or a warning."""
     return [(r["workload"], r["mode"], r["finding"], r["warning"]) for r in comp.to_dict("records")
             if r["finding"] or r["warning"]]
 
@@ -213,7 +213,7 @@ def _why(row: dict, verdicts: str) -> str:
 
 
 def answers(comp: pd.DataFrame, runs: pd.DataFrame, baseline: str) -> list[tuple[str, str]]:
-    """The answer for each workload of a comparison (:func:`tracekit.analysis.compare.compare`),
+    """The answer for each workload of a comparison (:func:`tracekit.analysis.comparison.compare.compare`),
     in one or two lines: (its fastest mode whose speedup is conclusive, that speedup with its
     p10-p90 range and the latencies; "why: " Δ GPU busy + Δ idle per iteration, which dominates
     and the verdicts of baseline and mode, or for CPU-only runs the time in CPU ops), "" as

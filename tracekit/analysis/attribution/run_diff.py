@@ -146,7 +146,7 @@ def diff_pairs(path: Path | str, depth: int = DEFAULT_DEPTH, iterations: int | N
     Raises:
         TraceError: ``path`` does not exist.
     """
-    from tracekit.analysis.compare import compare
+    from tracekit.analysis.comparison.compare import compare
     from tracekit.analysis.runs import analyze
 
     analysis = analyze(path, iterations=iterations)
@@ -174,7 +174,7 @@ def versus_baseline(attribution: pd.DataFrame, comparison: pd.DataFrame, iterati
     Args:
         attribution: ``Analysis.table("attribution")`` (rows tagged with run and trace;
             a run's first trace is used).
-        comparison: :func:`tracekit.analysis.compare.compare`'s table (workload, mode,
+        comparison: :func:`tracekit.analysis.comparison.compare.compare`'s table (workload, mode,
             run, baseline_run).
         iterations: run -> profiled iterations.
 

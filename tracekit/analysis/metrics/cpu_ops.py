@@ -120,7 +120,7 @@ def changes(ops: pd.DataFrame, comparison: pd.DataFrame) -> pd.DataFrame:
             Of a run with several traces (ONNX Runtime's own profile beside the
             torch trace, whose iterations spend their time in no torch op) the
             one with the most op self time is taken: :func:`main_traces`.
-        comparison: :func:`tracekit.analysis.compare.compare` rows (workload, mode,
+        comparison: :func:`tracekit.analysis.comparison.compare.compare` rows (workload, mode,
             run, baseline_run, has_gpu, baseline_has_gpu).
 
     Returns:

@@ -19,7 +19,7 @@ import jinja2
 from tracekit import __version__
 from tracekit.analysis.metrics import integrity
 from tracekit.analysis.tables import Tables
-from tracekit.analysis.trust import timer_gap_lines
+from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.columns import (CPU_OPS, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, HEADLINE, IDLE, MODULE_DIFF,

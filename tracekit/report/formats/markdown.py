@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tracekit.analysis.metrics import integrity
 from tracekit.analysis.tables import Tables
-from tracekit.analysis.trust import timer_gap_lines
+from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.columns import (CPU_OPS, CPU_OPS_SHOWN, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, IDLE,

@@ -36,7 +36,7 @@ def write_plots(comp: pd.DataFrame, quantiles: pd.DataFrame, timeline: pd.DataFr
     """Every plot of a report as PNG files under ``out``.
 
     Args:
-        comp: :func:`tracekit.analysis.compare.compare`'s table.
+        comp: :func:`tracekit.analysis.comparison.compare.compare`'s table.
         quantiles: ``Analysis.table("kernel_quantiles")`` (run, quantile, dur_us).
         timeline: ``Analysis.table("timeline")`` (run, lane, kind, start_us, dur_us...).
         out: the plots folder.

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from tracekit.analysis.metrics import integrity
 from tracekit.analysis.tables import Tables
-from tracekit.analysis.trust import timer_gap_lines
+from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.columns import CPU_OPS, CRITICAL_PATH, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
 from tracekit.report.fit import Fit, Legend

@@ -21,7 +21,7 @@ def _span(values: pd.Series, spec: str = ".3g") -> str:
 def suite_findings(cmp: pd.DataFrame) -> list[str]:
     """Bullet sentences on speedups, launches vs kernels, where the time went, rates,
     memory, accuracy and failures, each computed from ``cmp``
-    (:func:`tracekit.analysis.suite.comparison`: one row per run with its eager figures)."""
+    (:func:`tracekit.analysis.comparison.suite.comparison`: one row per run with its eager figures)."""
     if cmp.empty:
         return ["No runs have results yet."]
     out: list[str] = []
@@ -38,7 +38,7 @@ def suite_findings(cmp: pd.DataFrame) -> list[str]:
 def _speedups(ok: pd.DataFrame) -> list[str]:
     """Per contender: where it is faster and slower than eager; speedups whose p10-p90
     latency ranges overlap, or whose two timers contradict, count as inconclusive, neither faster
-    nor slower (:func:`tracekit.analysis.trust.inconclusive`)."""
+    nor slower (:func:`tracekit.analysis.comparison.trust.inconclusive`)."""
     out = []
     others = ok[ok["contender"] != "eager"].dropna(subset=["speedup_vs_eager"])
     for contender, g in others.groupby("contender", sort=False):
@@ -88,7 +88,7 @@ def _by_size(ok: pd.DataFrame) -> list[str]:
     """Where the answer changes with size: per contender and kind of workload (same phase, dtype and
     device; workloads that differ in batch or sequence length are kinds apart; kinds and sizes as
     :func:`_size_axis` reads them), the verdict vs eager (faster, slower, no clear difference:
-    :data:`SLOWER` and :func:`tracekit.analysis.trust.inconclusive`) at
+    :data:`SLOWER` and :func:`tracekit.analysis.comparison.trust.inconclusive`) at
     each size, smallest first, when it is not the same at all sizes. Returns one sentence per
     such kind."""
     rows = ok[ok["contender"] != "eager"].dropna(subset=["speedup_vs_eager"])

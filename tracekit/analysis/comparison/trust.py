@@ -1,7 +1,7 @@
 """How far a comparison's figures can be trusted on a noisy host (issue 17).
 
 * **Inconclusive speedups.** A speedup is given with the range of the two
-  runs' p10-p90 latencies (:mod:`tracekit.analysis.compare`). Where those
+  runs' p10-p90 latencies (:mod:`tracekit.analysis.comparison.compare`). Where those
   ranges overlap (speedup_low <= 1 <= speedup_high) the difference is inside
   the runs' own spread: the speedup is *inconclusive* and shown as that word
   with its range, never as a number alone. So is a speedup the run's two timers
@@ -70,7 +70,7 @@ def timer_gap(rows: pd.DataFrame) -> pd.Series:
     host's time before the GPU starts its first kernel, shorter still. Older runs timed
     ``wall_calls_per_block`` calls a block as well (``blocked_autorange``'s block), so the
     rule reads them alike. busy_per_iter is the profiled window's: kernels barely change
-    under the profiler (:mod:`tracekit.analysis.compare`). No GPU time (a CPU run), no tail:
+    under the profiler (:mod:`tracekit.analysis.comparison.compare`). No GPU time (a CPU run), no tail:
     a gap there has no known reason.
     """
     latency, wall = numeric(rows, "latency_median_ms"), numeric(rows, "wall_median_ms")
@@ -175,7 +175,7 @@ def unreliable_unprofiled(overhead: pd.Series) -> pd.Series:
 
 
 def warnings(row: dict) -> list[str]:
-    """The timing doubts of one comparison row (:func:`tracekit.analysis.compare.compare`
+    """The timing doubts of one comparison row (:func:`tracekit.analysis.comparison.compare.compare`
     columns: timer_verdicts (:func:`differing_verdicts`), timing_warning, threads, baseline_threads, ran_on, processes,
     process_spread, overhead, profiled_iter_ms, latency_median_ms, baseline_mode,
     baseline_unreliable), one sentence each."""

@@ -32,7 +32,7 @@ the baseline mode (``eager`` unless told otherwise):
   round: ``wall_speedup``), is *inconclusive*, and a run
   whose timing is doubtful (timers reaching different verdicts, a busy host,
   other thread counts, processes spread, a profiled iteration shorter than the
-  unprofiled one) is said in ``warning``: :mod:`tracekit.analysis.trust`.
+  unprofiled one) is said in ``warning``: :mod:`tracekit.analysis.comparison.trust`.
 * CPU-only runs have no GPU time to split: their finding is made from their
   ops instead (:mod:`tracekit.analysis.metrics.cpu_ops`: Δ self time and Δ calls per
   iteration, op by op): :class:`tracekit.analysis.tables.Tables` adds them.
@@ -51,9 +51,9 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.metrics import cpu_ops as ops_analysis
-from tracekit.analysis import trust
+from tracekit.analysis.comparison import trust
 from tracekit.analysis.metrics.idle import CAUSES
-from tracekit.analysis.trust import numeric as _num
+from tracekit.analysis.comparison.trust import numeric as _num
 
 WORKLOAD_KEYS = ("model", "batch", "seq", "dtype", "phase", "parallel", "device", "device_name")
 PROFILER_OVERHEAD_FLAG = trust.PROFILER_OVERHEAD_FLAG
@@ -198,11 +198,11 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
         peak_memory_MB, max_abs_diff; inconclusive (the p10-p90 latency ranges
         of run and baseline overlap, or speedup and wall_speedup, the baseline's
         wall-clock median over the run's, lie on either side of 1:
-        :func:`tracekit.analysis.trust.inconclusive`);
+        :func:`tracekit.analysis.comparison.trust.inconclusive`);
         how far the timing can be trusted (wall_median_ms, wall_p10_ms, wall_p90_ms,
         wall_calls_per_block, timer_agreement, timer_gap, latency_timer, threads,
         processes, process_spread, timing_warning: the run rows'; timer_verdicts:
-        :func:`tracekit.analysis.trust.differing_verdicts`);
+        :func:`tracekit.analysis.comparison.trust.differing_verdicts`);
         has_gpu and baseline_has_gpu (the trace
         holds GPU ops); cpu_op_per_iter_ms (time any CPU op ran, profiled) and
         cpu_ops_per_iter, with d_cpu_op_per_iter_ms; the decompositions (ms per iteration, run

@@ -4,7 +4,7 @@ suite's published claims checked against the numbers.
 Input: the rows of :func:`tracekit.analysis.runs.analyze` (one per run). Speedups
 compare each run with the eager run of the same workload: same op (a variant such
 as ``softmax4096-triton`` computes the op ``softmax4096``), batch, dtype, device
-and phase (the baseline join of :func:`tracekit.analysis.compare.baseline_rows`).
+and phase (the baseline join of :func:`tracekit.analysis.comparison.compare.baseline_rows`).
 Achieved rates are the analysis' (``achieved_TFLOPs``, ``achieved_GBps``: a call's
 minimum work over its median latency, against :mod:`tracekit.peaks`).
 """
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tracekit.analysis import trust
-from tracekit.analysis.compare import baseline_rows
-from tracekit.analysis.findings import SLOWER, suite_findings
+from tracekit.analysis.comparison import trust
+from tracekit.analysis.comparison.compare import baseline_rows
+from tracekit.analysis.comparison.findings import SLOWER, suite_findings
 from tracekit.manifest import Manifest
 from tracekit.peaks import SOURCES, key
 from tracekit.suite import Suite
@@ -33,9 +33,9 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     ``speedup_vs_eager`` (eager median latency / this one), ``wall_speedup_vs_eager`` (the
     same by the synchronised wall clock), ``speedup_inconclusive`` (the p10-p90 latency
     ranges of run and eager overlap, or the two speedups lie on either side of 1:
-    :func:`tracekit.analysis.trust.inconclusive`) and ``speedup_text`` (the speedup
+    :func:`tracekit.analysis.comparison.trust.inconclusive`) and ``speedup_text`` (the speedup
     as shown: "1.38x (1.37-1.39)" or "inconclusive (0.95-1.08x)"), ``timing_warning`` (the
-    run's, after the sentence of :func:`tracekit.analysis.trust.differing_verdicts` where the
+    run's, after the sentence of :func:`tracekit.analysis.comparison.trust.differing_verdicts` where the
     timers reach different verdicts against eager), ``host_wait_per_iter_us``
     (GPU idle waiting on the host, per profiled iteration) and ``eager_<x>`` for
     the eager run's figures. GPU figures of a trace without GPU activity, and
@@ -143,12 +143,12 @@ class SuiteTables:
     command that wrote the report from runs made earlier: ``--report-only``);
     results: :func:`comparison`, in grid order;
     ranked: the runs other than eager with a speedup, fastest first, ``regression``
-        "slower than eager" below :data:`tracekit.analysis.findings.SLOWER` (not
+        "slower than eager" below :data:`tracekit.analysis.comparison.findings.SLOWER` (not
         where the speedup is inconclusive);
     idle: the results with GPU activity; rated: those with achieved rates;
     peak_sources: the documents of the peaks the rates are held to;
     claims: :func:`check_claims` of the suite's claims (empty when it states none);
-    findings: :func:`tracekit.analysis.findings.suite_findings`.
+    findings: :func:`tracekit.analysis.comparison.findings.suite_findings`.
     """
 
     suite: Suite
