@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from tracebuilder import TraceBuilder, eager_trace
 
-from tracekit.analysis.pertrace import analyze_trace
+from tracekit.analysis.trace_analysis import analyze_trace
 from tracekit.analysis.runs import analyze
 from tracekit.cli import main
 from tracekit.errors import ExitCode

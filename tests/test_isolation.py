@@ -13,7 +13,7 @@ from tracebuilder import TraceBuilder, eager_trace
 
 import tracekit
 from tracekit.analysis.distributed import collectives, communication, job
-from tracekit.analysis import pertrace, runs
+from tracekit.analysis import trace_analysis, runs
 from tracekit.analysis.attribution import modules
 from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.cli import main
@@ -45,7 +45,7 @@ def _analyze(path, tmp_path, *extra, debug=False):
 
 
 # (module, function, the analysis named in failed_analyses)
-ANALYSES = [(collectives, "calls", "collectives"), (pertrace, "attribute", "attribution"),
+ANALYSES = [(collectives, "calls", "collectives"), (trace_analysis, "attribute", "attribution"),
             (integrity, "checks", "integrity"), (modules, "scope_times", "modules"), (cpu_ops, "by_op", "cpu_ops"),
             (idle, "gaps", "idle"), (launches, "launch_table", "launches"), (communication, "breakdown",
                                                                                 "communication"),
@@ -57,10 +57,10 @@ ANALYSES = [(collectives, "calls", "collectives"), (pertrace, "attribute", "attr
 @pytest.mark.parametrize("module, function, name", ANALYSES, ids=[a[2] + "." + a[1] for a in ANALYSES])
 def test_an_analysis_that_raises_loses_only_its_own_figures(tmp_path, monkeypatch, module, function, name):
     path = _nccl_trace().write(tmp_path / "t.json")
-    good = pertrace.analyze_trace(load(path))
+    good = trace_analysis.analyze_trace(load(path))
     assert good.row["failed_analyses"] == "" and good.failures == []
     monkeypatch.setattr(module, function, _boom)
-    r = pertrace.analyze_trace(load(path))
+    r = trace_analysis.analyze_trace(load(path))
     assert r.row["failed_analyses"] == f"{name} failed: RuntimeError: boom"
     assert [f["analysis"] for f in r.failures] == [name] and "_boom" in r.failures[0]["traceback"]
     for key in ("kernels", "host_launches", "gpu_busy_us", "active_span_us", "iterations"):
@@ -126,7 +126,7 @@ def test_a_file_tracekit_fails_on_loses_only_that_file(tmp_path, monkeypatch):
     assert r.exit_code == ExitCode.INTERNAL
     out = json.loads(r.stdout)
     assert [row["trace"] for row in out["runs"]] == ["good.pt.trace.json"]
-    alone = pertrace.analyze_trace(load(folder / "good.pt.trace.json")).row
+    alone = trace_analysis.analyze_trace(load(folder / "good.pt.trace.json")).row
     assert out["runs"][0]["gpu_busy_us"] == alone["gpu_busy_us"] and out["runs"][0]["verdict"] == alone["verdict"]
     errors = {e["path"].rsplit("/", 1)[1]: (e["problem"], e["code"]) for e in out["errors"]}
     assert errors == {"poison.pt.trace.json": ("internal error: KeyError: 'poison'", ExitCode.INTERNAL),
@@ -182,7 +182,7 @@ def test_hta_shaped_traces_and_a_good_one_in_a_folder(tmp_path):
     r = _analyze(folder, tmp_path, "--json")
     assert r.exit_code == 0, r.output
     rows = {row["trace"]: row for row in json.loads(r.stdout)["runs"]}
-    alone = pertrace.analyze_trace(load(good)).row
+    alone = trace_analysis.analyze_trace(load(good)).row
     for key in ("kernels", "host_launches", "gpu_busy_us", "idle_us", "idle_host_wait_us", "verdict"):
         assert rows[good.name][key] == alone[key], key
     assert rows["nccl.pt.trace.json"]["collectives"] == 2

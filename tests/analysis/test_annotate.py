@@ -22,7 +22,7 @@ from tests.analysis.test_attribution import eager_scopes
 from tests.tracebuilder import TraceBuilder, add_cpu_range, eager_trace
 from tracekit.analysis import critical_path
 from tracekit.analysis.annotate import annotate
-from tracekit.analysis.pertrace import analyze_trace
+from tracekit.analysis.trace_analysis import analyze_trace
 from tracekit.cli import main
 from tracekit.trace import load
 from tracekit.trace.annotate import PID

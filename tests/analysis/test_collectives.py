@@ -142,7 +142,7 @@ def test_a_kernel_launched_before_the_trace_began(tmp_path):
     It is counted, attributed to no launch, and the integrity line says so."""
     from click.testing import CliRunner
 
-    from tracekit.analysis.pertrace import analyze_trace
+    from tracekit.analysis.trace_analysis import analyze_trace
     from tracekit.cli import main
 
     t = TraceBuilder()

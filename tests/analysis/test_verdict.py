@@ -4,7 +4,7 @@ import pytest
 from owndata import H100_STUDY, h100_trace
 from tracebuilder import TraceBuilder
 
-from tracekit.analysis import pertrace
+from tracekit.analysis import trace_analysis
 from tracekit.analysis.metrics import verdict
 from tracekit.trace import load
 
@@ -51,7 +51,7 @@ def test_one_launch_is_undetermined(tmp_path):
     """One launch cannot show host wait, however busy its kernels keep the GPU."""
     t = TraceBuilder()
     t.graph_launch(at=0, kernels=[(10 + 6.0 * i, 6) for i in range(20)])
-    row = pertrace.analyze_trace(load(t.write(tmp_path / "one.json"))).row
+    row = trace_analysis.analyze_trace(load(t.write(tmp_path / "one.json"))).row
     assert row["utilization"] == 1.0 and row["verdict"] == "undetermined"
     assert "1 host launch" in row["evidence"]
 
@@ -63,7 +63,7 @@ def test_unprofiled_check_uses_a_typical_marked_iteration(tmp_path):
     for i in range(3):
         t.step(i + 1, 100.0 * i, 100)
         t.kernel("k", start=100.0 * i + 60, dur=20, launch_at=100.0 * i + 10)
-    row = pertrace.analyze_trace(load(t.write(tmp_path / "steps.json")), latency_ms=0.025).row
+    row = trace_analysis.analyze_trace(load(t.write(tmp_path / "steps.json")), latency_ms=0.025).row
     assert row["iteration_busy_us"] == pytest.approx(20.0)
     assert row["busy_per_iter_us"] == pytest.approx(110 / 3)
     assert row["unprofiled_utilization"] == pytest.approx(20 / 25)
@@ -77,7 +77,7 @@ def test_hand_made_launch_bound_and_gpu_bound_traces(tmp_path):
     fast.graph_launch(at=0, kernels=[(10 + 6.0 * i, 6) for i in range(20)])
     fast.graph_launch(at=20, kernels=[(131 + 6.0 * i, 6) for i in range(20)])
     for t, label in ((slow_host, "launch-bound"), (fast, "gpu-bound")):
-        row = pertrace.analyze_trace(load(t.write(tmp_path / f"{label}.json"))).row
+        row = trace_analysis.analyze_trace(load(t.write(tmp_path / f"{label}.json"))).row
         assert row["verdict"] == label, row["evidence"]
 
 
@@ -86,7 +86,7 @@ def test_hand_made_launch_bound_and_gpu_bound_traces(tmp_path):
 def test_real_h100_traces(mode, label, launches):
     """Acceptance, on the profiled window alone (no unprofiled latency given): eager ViT
     launch-bound, reduce-overhead about 2 launches an iteration and not launch-bound."""
-    result = pertrace.analyze_trace(load(h100_trace(f"vit16x6x384/{mode}")))
+    result = trace_analysis.analyze_trace(load(h100_trace(f"vit16x6x384/{mode}")))
     row = result.row
     assert row["verdict"] == label
     assert row["host_launches"] == launches

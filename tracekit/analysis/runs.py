@@ -42,14 +42,14 @@ class Analysis:
              (:func:`tracekit.analysis.comparison.trust.timer_gap`), host_load_start/end
              (1-minute load), host_cpus, threads, processes, process_spread,
              timing_warning: :mod:`tracekit.timing`) and the
-             trace metrics of :func:`tracekit.analysis.pertrace.analyze_trace`
+             trace metrics of :func:`tracekit.analysis.trace_analysis.analyze_trace`
              (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
     tables:  name -> one DataFrame over all traces, each row tagged with its
              run, trace and rank: iterations, devices, streams, idle_histogram,
              verdict_evidence, launch_apis, kernels, kernel_classes,
              kernel_quantiles, transfers, transfer_iterations, timeline,
              collectives, collective_idle (see
-             :func:`tracekit.analysis.pertrace.analyze_trace`); across runs
+             :func:`tracekit.analysis.trace_analysis.analyze_trace`); across runs
              (no run/trace columns), launch_vs_fusion
              (:func:`tracekit.analysis.comparison.launch_removal.launch_vs_fusion`); and per
              job of two ranks or more (a ``job`` column): jobs, ranks,
@@ -58,7 +58,7 @@ class Analysis:
              analyzed (``internal error: ...``, code 70: a bug in tracekit; the other
              files are analyzed all the same).
     failures: (path, analysis, reason, traceback) of each analysis that raised: a
-             trace's (:class:`tracekit.analysis.pertrace.Sections`; its run row says
+             trace's (:class:`tracekit.analysis.trace_analysis.Sections`; its run row says
              so in ``failed_analyses``, its other figures stand), a whole file's
              (analysis ``trace``, also in ``errors``) or a job's (``jobs``).
     skipped: (path, why) for JSON files found in a folder that are not
@@ -100,7 +100,7 @@ class _FileResult:
     not_a_trace: bool = False
     rank: int | None = None                 # distributedInfo.rank, else from the file name
     distributed: dict = field(default_factory=dict)   # Kineto's distributedInfo
-    failures: list[dict] = field(default_factory=list)  # analyses that raised (pertrace.Sections)
+    failures: list[dict] = field(default_factory=list)  # analyses that raised (trace_analysis.Sections)
 
 
 def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None, attribution: dict | None,
@@ -115,7 +115,7 @@ def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | Non
     try:
         from tracekit.analysis.metrics import integrity
         from tracekit.analysis.distributed import job
-        from tracekit.analysis.pertrace import analyze_trace
+        from tracekit.analysis.trace_analysis import analyze_trace
 
         result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution,
                                host_ms=host_ms, critical_path=critical_path)
@@ -202,7 +202,7 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations
         import multiprocessing  # here, not at start-up: a single trace never needs it
         from concurrent.futures import ProcessPoolExecutor
 
-        import tracekit.analysis.pertrace  # noqa: F401 - once, before the workers fork
+        import tracekit.analysis.trace_analysis  # noqa: F401 - once, before the workers fork
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             futures = [pool.submit(_analyze_file, *job, 1) for job in jobs]
             flat = [_outcome(f) for f in futures]
@@ -281,7 +281,7 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
     from tracekit.analysis.distributed import job
     from tracekit.analysis.comparison import trust
     from tracekit.analysis.comparison.launch_removal import launch_vs_fusion
-    from tracekit.analysis.pertrace import Sections
+    from tracekit.analysis.trace_analysis import Sections
 
     result.runs = _ordered(pd.DataFrame(result.runs))
     if len(result.runs):

@@ -4,7 +4,7 @@ Each trace's rank comes from Kineto's ``distributedInfo.rank``, else from its fi
 (``rank-3``, ``rank_3``, ``rank3``, ``worker3``). The ranks of a job are the traces of
 one run folder with a ``run.json`` (``tracekit trace --nproc``), or, without one, the
 ranked traces of one folder. Per-rank figures are the per-trace analyses
-(:mod:`tracekit.analysis.pertrace`); here they are put side by side:
+(:mod:`tracekit.analysis.trace_analysis`); here they are put side by side:
 
 * ``ranks``: per rank, span, busy, idle by cause with *rank wait* as a cause of its own
   (GPU idle while the rank waited in a collective for a later rank, taken out of the
