@@ -142,7 +142,7 @@ def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", it
             traces (4), or no file in it could be read (the first file's problem
             and code; the others are in its message). A folder where some files
             are unreadable is analyzed, and they are in ``errors``.
-        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or
+        tracekit.analysis.dask_cluster.ClusterError: ``dask`` given, and dask is missing or
             its scheduler unreachable.
     """
     analysis = run_analysis(list(path) if isinstance(path, (list, tuple)) else path, only=only,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit.analysis.cluster import on_dask
+from tracekit.analysis.dask_cluster import on_dask
 from tracekit.analysis.manifest_fields import manifest_fields
 from tracekit.errors import ExitCode
 from tracekit.io import records
@@ -188,7 +188,7 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations
     results are the same.
 
     Raises:
-        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or its
+        tracekit.analysis.dask_cluster.ClusterError: ``dask`` given, and dask is missing or its
             scheduler unreachable.
     """
     jobs = [(p.absolute(), ((m and m.profile) or {}).get("iterations", iterations),
@@ -257,7 +257,7 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
 
     Raises:
         TraceError: ``path`` does not exist.
-        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or its
+        tracekit.analysis.dask_cluster.ClusterError: ``dask`` given, and dask is missing or its
             scheduler unreachable.
     """
     paths = [Path(p) for p in path] if isinstance(path, (list, tuple)) else [Path(path)]

@@ -113,7 +113,7 @@ def compare(paths, baseline, out, html_plots, link_traces, wide) -> None:
 def _analysis(path, iterations, dask=None, as_json: bool = False, critical_path: bool = False):
     """Analyze PATH (or several) for analyze/compare; bad input becomes a UserError (with
     ``as_json``, the errors are also printed as JSON on stdout: ``{"runs": [], "errors": [...]}``)."""
-    from tracekit.analysis.cluster import ClusterError
+    from tracekit.analysis.dask_cluster import ClusterError
     from tracekit.analysis.runs import analyze as run_analysis
     from tracekit.trace import TraceError
 
