@@ -264,7 +264,7 @@ def annotate(path: Path | str, out: Path | str | None = None) -> pd.DataFrame:
     """``tracekit analyze --annotate`` as Python: write beside each trace under ``path`` (or
     under ``out``, in the same folders) ``<name>.annotated.pt.trace.json.gz``, a copy with
     tracks of the critical path, GPU idle by cause and the module of each GPU op
-    (:mod:`tracekit.analysis.annotate`), which Perfetto, TensorBoard and HTA open.
+    (:mod:`tracekit.analysis.annotation_tracks`), which Perfetto, TensorBoard and HTA open.
 
     Returns:
         One row per trace: trace, annotated (the copy's path, None where none was written),
@@ -273,7 +273,7 @@ def annotate(path: Path | str, out: Path | str | None = None) -> pd.DataFrame:
     Raises:
         tracekit.trace.TraceError: ``path`` does not exist.
     """
-    from tracekit.analysis.annotate import annotate as annotate_path
+    from tracekit.analysis.annotation_tracks import annotate as annotate_path
 
     return annotate_path(path, out)
 

@@ -3,7 +3,7 @@
 Writing a trace is the trace layer's work, like reading one: the copy holds the original
 file's bytes unchanged (a stream copy, in bounded memory, whatever the trace's size) with
 extra Chrome Trace Event Format events put at the front of its ``traceEvents`` array.
-What the tracks show is computed elsewhere (:mod:`tracekit.analysis.annotate`) and given
+What the tracks show is computed elsewhere (:mod:`tracekit.analysis.annotation_tracks`) and given
 here as tables; this module knows only the format.
 
 The extra events are complete events (``ph: "X"``) of category ``"tracekit"``, which no

@@ -1,4 +1,4 @@
-"""The tracks of ``tracekit analyze --annotate`` (tracekit.analysis.annotate): hand-made traces
+"""The tracks of ``tracekit analyze --annotate`` (tracekit.analysis.annotation_tracks): hand-made traces
 with known answers, and our real H100 traces, whose annotated copies tracekit reads with the
 same figures as the originals. The CLI's option is tested here too (tests/test_cli.py is
 shared with other work in progress)."""
@@ -21,7 +21,7 @@ from tests.owndata import h100_trace
 from tests.analysis.test_attribution import eager_scopes
 from tests.tracebuilder import TraceBuilder, add_cpu_range, eager_trace
 from tracekit.analysis import critical_path
-from tracekit.analysis.annotate import annotate
+from tracekit.analysis.annotation_tracks import annotate
 from tracekit.analysis.trace_analysis import analyze_trace
 from tracekit.cli import main
 from tracekit.trace import load
