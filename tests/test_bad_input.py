@@ -188,7 +188,7 @@ def test_reports_keep_the_umask_mode(tmp_path, monkeypatch, umask, mode):
     import os
     from tracebuilder import eager_trace, write_run
 
-    from tracekit.analysis.tables import Tables
+    from tracekit.analysis.result import Tables
     from tracekit.analysis.runs import analyze
     from tracekit.report import write_reports
     old = os.umask(umask)

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.runs import analyze as run_analysis
 from tracekit.errors import ExitCode

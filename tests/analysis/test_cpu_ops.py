@@ -6,7 +6,7 @@ from tracebuilder import TraceBuilder, write_run
 from tracekit.analysis.metrics import cpu_ops
 from tracekit.analysis.comparison.compare import compare
 from tracekit.analysis.runs import analyze
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.report.columns import SPEEDUP
 from tracekit.report.tables import comparison_view, headline
 from tracekit.trace import load

@@ -6,7 +6,7 @@ import pytest
 from tracebuilder import eager_trace, graph_trace, write_run
 
 from tracekit.analysis.comparison.compare import compare
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 from tracekit.report.columns import OVERHEAD, SPEEDUP

@@ -13,7 +13,7 @@ import pytest
 from chromium import Chromium, find_browser
 from owndata import H100_STUDY as STUDY
 
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 

@@ -3,7 +3,7 @@ import json
 import pandas as pd
 import pytest
 
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.analysis.runs import analyze
 from tracekit.report import RENDERERS, Report
 

@@ -9,7 +9,7 @@ from matplotlib.text import Text
 from owndata import CPU_RUNS, H100_STUDY
 
 from tracekit.analysis.runs import analyze
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.report import figures
 
 LONG = "hf:llama?layers=16&hidden=2048&heads=32&kv_heads=8&ffn=8192 b1 s512 bf16 cuda"

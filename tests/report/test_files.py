@@ -6,7 +6,7 @@ import pandas as pd
 from tracebuilder import TraceBuilder, eager_trace, write_run
 
 from tracekit.analysis.comparison.compare import compare
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 from tracekit.report.figures import busy_idle_axes, new_figure

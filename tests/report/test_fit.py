@@ -10,7 +10,7 @@ from owndata import CPU_RUNS, H100_STUDY
 from tracebuilder import eager_trace, graph_trace, write_run
 
 from tracekit.analysis.runs import analyze
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.analysis.comparison.trust import speedup_text
 from tracekit.cli import main
 from tracekit.report.fit import Fit, Legend

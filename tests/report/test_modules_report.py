@@ -9,7 +9,7 @@ import pandas as pd
 
 from tests.analysis.test_diff import RECORD, compiled_mlp, eager_mlp
 from tests.tracebuilder import add_cpu_range, write_run
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 

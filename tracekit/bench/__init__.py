@@ -25,7 +25,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.runs import analyze as run_analysis
 from tracekit.analysis.comparison.suite import SuiteTables

@@ -56,7 +56,7 @@ def analyze(path, out, as_json, iterations, baseline, dask_address, annotate, cr
     OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
     """
     result = _analysis(path, iterations, dask_address, as_json, critical_path)  # first: it starts reading before pandas is imported
-    from tracekit.analysis.tables import Tables
+    from tracekit.analysis.result import Tables
     from tracekit.io import jsonable
     from tracekit.report import print_reports, write_reports
 
@@ -98,7 +98,7 @@ def compare(paths, baseline, out, html_plots, link_traces, wide) -> None:
     \b
     Example: tracekit compare traces/vit16x6x384/eager traces/vit16x6x384/reduce-overhead
     """
-    from tracekit.analysis.tables import Tables
+    from tracekit.analysis.result import Tables
     from tracekit.report import print_reports, write_reports
 
     tables = Tables.of(_analysis(list(paths), None), baseline)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.io import records, write_atomic, write_json
 from tracekit.report.base import Renderer, Report, register
 

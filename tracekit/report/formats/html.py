@@ -18,7 +18,7 @@ import jinja2
 
 from tracekit import __version__
 from tracekit.analysis.metrics import integrity
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from tracekit.analysis.metrics import integrity
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.report.base import Renderer, Report, register
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from tracekit.analysis.metrics import integrity
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Tables
 from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.columns import CPU_OPS, CRITICAL_PATH, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
