@@ -18,7 +18,7 @@ from tracekit.analysis.attribution import modules
 from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.cli import main
 from tracekit.errors import ExitCode
-from tracekit.trace import load
+from tracekit.trace import TraceError, load
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
@@ -141,6 +141,13 @@ def test_a_file_tracekit_fails_on_loses_only_that_file(tmp_path, monkeypatch):
     # compare: the same isolation
     r = CliRunner().invoke(main, ["compare", str(folder / "good.pt.trace.json"), str(folder / "poison.pt.trace.json")])
     assert r.exit_code == ExitCode.INTERNAL and "Traceback" not in r.output and "poison" in r.output
+    # no file readable: the CLI and the API say so by one rule, and a bug in tracekit wins over bad input
+    (folder / "good.pt.trace.json").unlink()
+    r = _analyze(folder, tmp_path / "none")
+    with pytest.raises(TraceError) as err:
+        tracekit.analyze(folder)
+    assert r.exit_code == err.value.code == ExitCode.INTERNAL and r.output == f"Error: {err.value}\n"
+    assert "cut.pt.trace.json: truncated JSON" in r.output and "poison.pt.trace.json: internal error" in r.output
 
 
 def test_the_job_analysis_failing_keeps_the_ranks(tmp_path, monkeypatch):

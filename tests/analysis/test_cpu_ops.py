@@ -6,7 +6,7 @@ from tracebuilder import TraceBuilder, write_run
 from tracekit.analysis.metrics import cpu_ops
 from tracekit.analysis.comparison.compare import compare
 from tracekit.analysis.runs import analyze
-from tracekit.analysis.result import Tables
+from tracekit.analysis.result import Result
 from tracekit.report.columns import SPEEDUP
 from tracekit.report.tables import comparison_view, headline
 from tracekit.trace import load
@@ -74,7 +74,7 @@ def _cpu_study(tmp_path):
 
 def test_a_cpu_speedup_is_explained_op_by_op(tmp_path):
     a = _cpu_study(tmp_path)
-    t = Tables.of(a)
+    t = Result.of(a)
     ch = t.cpu_op_changes.set_index("op")
     # by |Δ| (ties by name): gelu -30, addmm -18, the graph call +12, outside ops -10, the region +10, linear -4
     assert list(t.cpu_op_changes["op"]) == ["aten::gelu", "aten::addmm", "## Call CompiledFxGraph abc ##",
@@ -106,7 +106,7 @@ def test_kernels_and_launches_of_a_cpu_run_read_na_not_0(tmp_path):
 
 def test_gpu_runs_get_no_op_changes(study):
     """GPU runs are explained by busy and idle time; their op table is there, their changes are not."""
-    t = Tables.of(analyze(study))
+    t = Result.of(analyze(study))
     assert t.cpu_op_changes.empty and len(t.analysis.table("cpu_ops"))
 
 
@@ -120,7 +120,7 @@ def test_our_cpu_runs_say_why(tmp_path):
     for trace, one in ops.groupby("trace"):
         if runs.loc[trace, "source"] == "pytorch":   # ORT's profile has no time outside its model_run ranges
             assert one["self_per_iter_us"].sum() == pytest.approx(runs.loc[trace, "iteration_ms"] * 1e3, rel=1e-6)
-    t = Tables.of(a)
+    t = Result.of(a)
     comp = t.comparison.set_index("mode")
     assert comp.loc["onnx", "speedup"] > 1.5 and comp.loc["default", "speedup"] > 1
     ch = {mode: one.set_index("op") for mode, one in t.cpu_op_changes.groupby("mode")}

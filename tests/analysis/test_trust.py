@@ -6,7 +6,7 @@ import pytest
 from tracebuilder import eager_trace, graph_trace, write_run
 
 from tracekit.analysis.comparison.compare import compare
-from tracekit.analysis.result import Tables
+from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 from tracekit.report.columns import OVERHEAD, SPEEDUP
@@ -43,7 +43,7 @@ def test_separate_ranges_give_a_number(tmp_path):
 def test_a_profiled_iteration_faster_than_the_unprofiled_one_is_an_unreliable_timing(tmp_path):
     """eager_trace's profiled iterations take 0.1 ms; an unprofiled latency of 0.55 ms cannot be
     right (the profiler only adds work): no "profiler overhead -82%"."""
-    t = Tables.of(_pair(tmp_path, base=(0.55, 0.5, 0.6)))
+    t = Result.of(_pair(tmp_path, base=(0.55, 0.5, 0.6)))
     o = t.overhead.set_index("run")
     assert o.loc["w/eager", "unreliable_unprofiled"] and not o.loc["w/eager", "flagged"]
     assert o.loc["w/eager", "profiler_overhead"] == pytest.approx(0.1 / 0.55 - 1)   # kept in the data
@@ -74,7 +74,7 @@ def test_timing_doubts_and_thread_counts_are_warnings(tmp_path):
         "the 3 processes' latency medians spread by 12%")
     assert c.loc["reduce-overhead", "timer_agreement"] == pytest.approx(0.041 / 0.04 - 1)
     assert math.isnan(c.loc["eager", "process_spread"]) and c.loc["eager", "processes"] == 1
-    write_reports(Tables.of(a), tmp_path / "r", source="t")
+    write_reports(Result.of(a), tmp_path / "r", source="t")
     summary = (tmp_path / "r" / "summary.md").read_text()
     assert "## How far the timing can be trusted" in summary
     assert "| vit16x6x384 b8 fp32 cpu | reduce-overhead | 0.040 | 0.035-0.050 | 0.041 | +2.5% |  | 3 | 12.0% | 2 |" \
@@ -144,7 +144,7 @@ def test_timers_apart_by_the_gpu_tail_are_said_once_per_report(tmp_path):
     a synchronised block waits for (0.02 ms of GPU work an iteration). Both timers say faster: no row warns."""
     a = _two_workloads(tmp_path, _wall(0.09, 0.085, 0.095), _wall(0.05, 0.045, 0.055))
     assert list(a.runs["timer_gap"]) == ["GPU tail"] * 4
-    t = Tables.of(a)
+    t = Result.of(a)
     assert not t.comparison["warning"].str.contains("timer").any()
     write_reports(t, tmp_path / "r", source="t")
     summary = (tmp_path / "r" / "summary.md").read_text()
@@ -194,7 +194,7 @@ def test_runs_timed_before_interleaving_still_analyze(tmp_path):
     assert Manifest.read(tmp_path / "w" / "eager").interleaving is None
     a = analyze(tmp_path)
     assert dict(zip(a.runs["mode"], a.runs["timer_gap"])) == {"eager": "GPU tail", "reduce-overhead": ""}
-    t = Tables.of(a)
+    t = Result.of(a)
     assert t.comparison.set_index("mode").loc["reduce-overhead", "speedup"] == pytest.approx(2.0)
     write_reports(t, tmp_path / "r", source="t")
     assert "On 1 run the synchronised wall clock reads 12% more" in (tmp_path / "r" / "summary.md").read_text()

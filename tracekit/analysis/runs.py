@@ -79,6 +79,25 @@ class Analysis:
 
         return self.tables.get(name, pd.DataFrame())
 
+    def nothing_to_report(self, path) -> TraceError | None:
+        """Why nothing under ``path`` could be analyzed, or None where some run was: the one
+        rule of :func:`tracekit.analyze` and ``tracekit analyze``/``compare``.
+
+        Returns:
+            None where ``runs`` has a row; else a :class:`TraceError`: no trace under ``path``
+            (exit code NO_TRACES), or the first unreadable file's path and problem with the
+            others' after it (``; path: problem``) and its exit code, INTERNAL where
+            tracekit failed on any file (a bug in tracekit is never hidden behind bad input).
+        """
+        if len(self.runs):
+            return None
+        if not self.errors:
+            return TraceError(path, "no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)
+        first, problem, code = self.errors[0]
+        if any(c == ExitCode.INTERNAL for *_, c in self.errors):
+            code = ExitCode.INTERNAL
+        return TraceError(first, problem + "".join(f"; {p}: {e}" for p, e, _ in self.errors[1:]), code)
+
     def to_dict(self) -> dict:
         """All tables as lists of records (JSON-ready after :func:`tracekit.io.jsonable`)."""
         return {"runs": records(self.runs), **{name: records(df) for name, df in self.tables.items()},

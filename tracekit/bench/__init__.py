@@ -25,7 +25,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tracekit.analysis.result import Tables
+from tracekit.analysis.result import Result
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.runs import analyze as run_analysis
 from tracekit.analysis.comparison.suite import SuiteTables
@@ -49,7 +49,7 @@ class SuiteResult:
     suite: Suite
     planned: list[Planned]
     manifests: dict[str, Manifest]
-    tables: Tables
+    tables: Result
     report_dir: Path
     elapsed_s: float = 0.0
     ran: list[str] = field(default_factory=list)
@@ -103,7 +103,7 @@ def write_suite_report(suite: Suite, planned: list[Planned], manifests: dict[str
     ``report_options``: see :func:`tracekit.report.write_reports`.)"""
     root = suite_traces(traces, suite)
     root.mkdir(parents=True, exist_ok=True)
-    tables = Tables.of(run_analysis(root, only={p.name for p in planned if p.name in manifests}))
+    tables = Result.of(run_analysis(root, only={p.name for p in planned if p.name in manifests}))
     out = Path(reports) / suite.name
     write_reports(tables, out, source=str(root), **(report_options or {}))
     write_reports(SuiteTables.of(suite, [p.name for p in planned], manifests, tables.analysis.runs, command,

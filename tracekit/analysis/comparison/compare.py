@@ -35,7 +35,7 @@ the baseline mode (``eager`` unless told otherwise):
   unprofiled one) is said in ``warning``: :mod:`tracekit.analysis.comparison.trust`.
 * CPU-only runs have no GPU time to split: their finding is made from their
   ops instead (:mod:`tracekit.analysis.metrics.cpu_ops`: Δ self time and Δ calls per
-  iteration, op by op): :class:`tracekit.analysis.result.Tables` adds them.
+  iteration, op by op): :class:`tracekit.analysis.result.Result` adds them.
 
 Profiler overhead (:func:`profiler_overhead`): the profiler slows the host, so
 a profiled iteration is longer than an unprofiled one; runs where it is longer

@@ -18,7 +18,7 @@ import jinja2
 
 from tracekit import __version__
 from tracekit.analysis.metrics import integrity
-from tracekit.analysis.result import Tables
+from tracekit.analysis.result import Result
 from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
@@ -57,7 +57,7 @@ def _markdown_bold(text: str) -> str:
     return text.replace("**", "").replace("`", "")
 
 
-def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path, inline: bool = True,
+def index_html(t: Result, source: str, plots: dict[str, list[Path]], out: Path, inline: bool = True,
                link_traces: bool = True) -> str:
     """The page: the comparison tables and findings, the plots (``inline`` or linked),
     profiler overhead, and every run (with a link to its trace file if ``link_traces``)."""
@@ -108,7 +108,7 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path, 
 @register
 class Html(Renderer):
     name = "index.html"
-    takes = Tables
+    takes = Result
     order = 20
 
     def write(self, report: Report) -> list[Path]:

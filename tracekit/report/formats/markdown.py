@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from tracekit.analysis.metrics import integrity
-from tracekit.analysis.result import Tables
+from tracekit.analysis.result import Result
 from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
@@ -41,7 +41,7 @@ def _linked(headers: list[str], rows: list[list[str]], links: dict[str, str]) ->
     return [r[:i] + [f"[{r[i]}]({links[r[i]]})" if r[i] in links else r[i]] + r[i + 1:] for r in rows]
 
 
-def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None = None,
+def summary_markdown(t: Result, source: str, plots: dict[str, list[Path]] | None = None,
                      out: Path | None = None, link_traces: bool = True) -> str:
     """summary.md: the comparison, profiler overhead, plots, every run, the distributed
     jobs and each trace's integrity, as GitHub markdown."""
@@ -125,7 +125,7 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
 @register
 class Summary(Renderer):
     name = "summary.md"
-    takes = Tables
+    takes = Result
     order = 10  # the pages first among the files
 
     def write(self, report: Report) -> list[Path]:
