@@ -5,7 +5,8 @@ import pytest
 from owndata import H100_STUDY
 from tracebuilder import TraceBuilder, eager_trace, graph_trace, write_run
 
-from tracekit.analysis.comparison.compare import compare, profiler_overhead, workloads
+from tracekit.analysis.comparison.compare import compare, profiler_overhead
+from tracekit.analysis.comparison.workloads import workloads
 from tracekit.analysis.runs import analyze
 
 

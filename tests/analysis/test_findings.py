@@ -3,6 +3,7 @@ import math
 import pandas as pd
 import pytest
 
+from tracekit.analysis.comparison.compare import compare
 from tracekit.analysis.comparison.findings import suite_findings
 from tracekit.analysis.comparison.suite import check_claims, comparison
 
@@ -45,6 +46,19 @@ def test_speedups_compare_with_the_eager_run_of_the_same_workload():
     assert cmp.loc["smt/eager", "speedup_vs_eager"] == pytest.approx(0.1 / 0.08)
     assert math.isnan(cmp.loc["big/eager", "speedup_vs_eager"])  # batch 64 has no eager result
     assert cmp.loc["fb/eager", "workload"] == "matmul4096 b8 fp16 cuda forward-backward"
+
+
+def test_a_suite_takes_its_speedups_from_the_comparison_engine():
+    """One engine: a suite's speedups, ranges and baselines are compare()'s, its workloads those of the op.
+    Runs without p10-p90 latencies (older run.json files) get the engine's range of ±1 standard deviation
+    (5% each side here: 1.25x * (1 -+ hypot(0.05, 0.05)) = 1.16-1.34), where a suite showed none."""
+    runs = RUNS.assign(latency_std_ms=RUNS["latency_median_ms"] * 0.05)
+    cmp = comparison(runs).set_index("run")
+    engine = compare(runs, "eager", of_op=True).set_index("run")
+    assert engine.loc["smt/eager", "baseline_run"] == "sm/eager"  # the Triton variant against the op's eager
+    assert cmp.loc["smt/eager", "speedup_vs_eager"] == engine.loc["smt/eager", "speedup"] == pytest.approx(0.1 / 0.08)
+    assert cmp.loc["vit/reduce-overhead", "speedup_text"] == "1.25x (1.16-1.34)"
+    assert engine.loc["vit/reduce-overhead", ["speedup_low", "speedup_high"]].round(2).tolist() == [1.16, 1.34]
 
 
 def test_rates_of_a_forward_call_only():

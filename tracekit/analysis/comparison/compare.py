@@ -1,10 +1,10 @@
-"""Compare each mode with a baseline mode on the same workload: how much faster, and why.
+"""The comparison engine: each run against the baseline run of its workload, how much faster,
+and why. ``tracekit analyze``/``compare``, every report and a study suite's report
+(:mod:`tracekit.analysis.comparison.suite`) take their figures from it.
 
-A *workload* is the set of runs that share model, batch, seq, dtype, phase, ranks and
-parallelism (``parallel``: "ddp x2"; "" for one process) and the requested device
-(type and name), read from the run rows (``run.json``),
-never from file names. In each workload every run is compared with the run of
-the baseline mode (``eager`` unless told otherwise):
+In each workload (:mod:`tracekit.analysis.comparison.workloads`: runs of one model, or of
+one op for a suite) every run is compared with the run of the baseline mode (``eager``
+unless told otherwise):
 
 * **speedup** = baseline latency / latency, from the unprofiled timed
   iterations (median); its spread is the range
@@ -46,66 +46,18 @@ shorter by as much means an unreliable unprofiled timing, not a negative overhea
 
 from __future__ import annotations
 
-import math
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.metrics import cpu_ops as ops_analysis
 from tracekit.analysis.comparison import trust
-from tracekit.analysis.metrics.idle import CAUSES
 from tracekit.analysis.comparison.trust import numeric as _num
+from tracekit.analysis.comparison.workloads import WORKLOAD_KEYS, baseline_rows, workloads
+from tracekit.analysis.metrics import cpu_ops as ops_analysis
+from tracekit.analysis.metrics.idle import CAUSES
 
-WORKLOAD_KEYS = ("model", "batch", "seq", "dtype", "phase", "parallel", "device", "device_name")
 PROFILER_OVERHEAD_FLAG = trust.PROFILER_OVERHEAD_FLAG
 # Readable names of the idle causes of tracekit.analysis.metrics.idle, for tables and plots.
 CAUSE_LABELS = {"host_wait": "host wait", "launch_latency": "launch latency", "sync": "sync", "other": "other idle"}
-
-
-def workloads(runs: pd.DataFrame) -> pd.DataFrame:
-    """The workload of each run that has a manifest (model and mode known).
-
-    Args:
-        runs: ``Analysis.runs`` (one row per trace file or failed run).
-
-    Returns:
-        One row per run (the first trace of a run with several): the run row
-        plus ``device`` (the requested device type: ``requested_device`` of the
-        spec, else where it ran), ``ran_on`` (where it really ran:
-        ``device_type``) and ``workload`` (a label such as
-        "vit16x6x384 b8 fp32 cuda"). Rows without model or mode are left out.
-    """
-    if runs.empty or "model" not in runs or "mode" not in runs:
-        return pd.DataFrame(columns=["workload", *WORKLOAD_KEYS, "mode", "run", "ran_on"])
-    r = runs[runs["model"].notna() & runs["mode"].notna()].drop_duplicates("run").copy()
-    ran_on = r["device_type"] if "device_type" in r else pd.Series(None, index=r.index, dtype=object)
-    requested = r["requested_device"] if "requested_device" in r else pd.Series(None, index=r.index, dtype=object)
-    r["ran_on"] = ran_on.fillna("unknown")
-    r["device"] = requested.fillna(ran_on).fillna("unknown").astype(str).str.split(":").str[0]
-    r["phase"] = r["phase"].fillna("inference") if "phase" in r else "inference"
-    # The requested device's name: an ONNX Runtime CPU session asked for cuda on an H100 machine
-    # belongs to that H100's workload (and is flagged), not to a workload of its CPU.
-    name = r["requested_device_name"] if "requested_device_name" in r else pd.Series(None, index=r.index, dtype=object)
-    name = name.fillna(r["device_name"] if "device_name" in r else None).replace("", None)
-    r["dtype"] = r["dtype"].fillna("") if "dtype" in r else ""
-    r["parallel"] = r["parallel"].fillna("") if "parallel" in r else ""
-    batch = r["batch"] if "batch" in r else pd.Series(math.nan, index=r.index)
-    r["batch"] = batch
-    seq = r["seq"] if "seq" in r else pd.Series(math.nan, index=r.index)  # token inputs' length (hf: models)
-    r["seq"] = seq
-    label = (r["model"].astype(str) + batch.map(lambda b: "" if pd.isna(b) else f" b{int(b)}")
-             + seq.map(lambda s: "" if pd.isna(s) else f" s{int(s)}")
-             + " " + r["dtype"] + r["phase"].map(lambda p: "" if p == "inference" else f" {p}")
-             + r["parallel"].map(lambda p: f" {p}" if p else "") + " " + r["device"])
-    # A run without a device name (a status row written without a process: backend missing)
-    # joins its label's runs when they name one device.
-    names = name.dropna().groupby(label[name.notna()]).unique()
-    fill = label.map({k: v[0] for k, v in names.items() if len(v) == 1})
-    r["device_name"] = name.astype(object).where(name.notna(), fill).fillna("")
-    keys = r[list(WORKLOAD_KEYS)].astype(object).fillna("").astype(str).agg("|".join, axis=1)
-    # The same label on two device names (an H100 and an A100 folder) gets the name added.
-    ambiguous = keys.groupby(label).transform("nunique") > 1
-    r["workload"] = label.where(~ambiguous, label + " (" + r["device_name"].replace("", "unknown device") + ")")
-    return r.reset_index(drop=True)
 
 
 def _speedup_range(base: pd.DataFrame, run: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -178,13 +130,16 @@ def _warnings(row: dict) -> str:
     return "; ".join(out + trust.warnings(row))
 
 
-def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
+def compare(runs: pd.DataFrame, baseline: str = "eager", of_op: bool = False) -> pd.DataFrame:
     """Each run against the baseline-mode run of its workload.
 
     Args:
         runs: ``Analysis.runs``. Per-cause idle columns ``idle_<cause>_us``
             (:data:`tracekit.analysis.metrics.idle.CAUSES`) are used where present.
         baseline: the mode each run is compared with.
+        of_op: workloads of the op a run computes, as a study suite groups them
+            (:func:`tracekit.analysis.comparison.workloads.workloads`): a variant of an op is
+            compared with the op's own baseline-mode run.
 
     Returns:
         One row per run with a manifest, grouped by workload, baseline first:
@@ -214,7 +169,7 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
         above the unprofiled latency; "" if none).
         Ratios and deltas are NaN where a side lacks the figure.
     """
-    w = workloads(runs)
+    w = workloads(runs, of_op)
     if w.empty:
         return pd.DataFrame(columns=["workload", *WORKLOAD_KEYS, "mode", "run", "status", "speedup"])
     causes = [c for c in CAUSES if f"idle_{c}_us" in w]
@@ -239,12 +194,14 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     cpu = ops_analysis.per_run(runs)
     m["cpu_op_per_iter_ms"], m["cpu_ops_per_iter"] = m["run"].map(cpu["ms"]), m["run"].map(cpu["calls"])
 
-    base = baseline_rows(m, m["mode"] == baseline)
+    # A variant of an op (of_op: its model is not the op) is never the op's baseline.
+    is_base = (m["mode"] == baseline) & ((w["model"] == w["op"]) | (not of_op))
+    base = baseline_rows(m, is_base)
     m["baseline_mode"] = baseline
     m["baseline_run"] = base["run"].fillna("")
     m["baseline_ran_on"] = base["ran_on"].fillna("")
     m["baseline_has_gpu"] = base["has_gpu"]
-    failed = m[m["mode"] == baseline].groupby("workload")["status"].first()
+    failed = m[is_base].groupby("workload")["status"].first()
     m["baseline_problem"] = [
         "" if b else (f"the {baseline} baseline {failed[wl]}" if wl in failed else f"no {baseline} run in this workload")
         for wl, b in zip(m["workload"], m["baseline_run"])]
@@ -273,29 +230,13 @@ def compare(runs: pd.DataFrame, baseline: str = "eager") -> pd.DataFrame:
     m["baseline_overhead"] = m["baseline_run"].map(overhead).fillna(0.0)
     m["baseline_unreliable"] = trust.unreliable_unprofiled(m["baseline_overhead"]) & (m["run"] != m["baseline_run"])
     m["finding"] = [_finding(r) for r in m.to_dict("records")]
-    ok = m[(m["mode"] == baseline) & (m["status"] == "ok")]
+    ok = m[is_base & (m["status"] == "ok")]
     m["baseline_runs"] = m["workload"].map(ok.groupby("workload")["run"].count()).fillna(0)
     m["warning"] = [_warnings(r) for r in m.to_dict("records")]
     m = m.drop(columns=["baseline_problem", "baseline_runs", "latency_std_ms", "overhead", "baseline_overhead",
                         "baseline_threads", "baseline_unreliable"])
-    order = pd.DataFrame({"w": m["workload"], "b": m["mode"] != baseline, "r": m["run"]})
+    order = pd.DataFrame({"w": m["workload"], "b": ~is_base, "r": m["run"]})
     return m.loc[order.sort_values(["w", "b", "r"]).index].reset_index(drop=True)
-
-
-def baseline_rows(rows: pd.DataFrame, is_baseline: pd.Series) -> pd.DataFrame:
-    """The baseline run of each row's workload: the first ok run by name among those
-    ``is_baseline`` marks in that workload.
-
-    Args:
-        rows: one row per run, with ``workload``, ``run`` and ``status`` columns.
-        is_baseline: one bool per row of ``rows``.
-
-    Returns:
-        The baseline's row for each row of ``rows`` (same index; all NaN where its
-        workload has no ok baseline run).
-    """
-    ok = rows[is_baseline & (rows["status"] == "ok")].sort_values("run")
-    return ok.drop_duplicates("workload").set_index("workload").reindex(rows["workload"]).set_axis(rows.index)
 
 
 def profiler_overhead(runs: pd.DataFrame, threshold: float = PROFILER_OVERHEAD_FLAG) -> pd.DataFrame:

@@ -1,12 +1,14 @@
 """A suite's comparison: every run against the eager run of its workload, and the
 suite's published claims checked against the numbers.
 
-Input: the rows of :func:`tracekit.analysis.runs.analyze` (one per run). Speedups
-compare each run with the eager run of the same workload: same op (a variant such
-as ``softmax4096-triton`` computes the op ``softmax4096``), batch, dtype, device
-and phase (the baseline join of :func:`tracekit.analysis.comparison.compare.baseline_rows`).
-Achieved rates are the analysis' (``achieved_TFLOPs``, ``achieved_GBps``: a call's
-minimum work over its median latency, against :mod:`tracekit.peaks`).
+Input: the rows of :func:`tracekit.analysis.runs.analyze` (one per run). The speedups are
+the comparison engine's (:func:`tracekit.analysis.comparison.compare.compare` with
+``of_op``): each run against the eager run of the same op (a variant such as
+``softmax4096-triton`` computes the op ``softmax4096``), batch, dtype, device and phase.
+This module is the suite's view of them: its names (``speedup_vs_eager``, ``contender``,
+``eager_<figure>``) beside the run's own row. Achieved rates are the analysis'
+(``achieved_TFLOPs``, ``achieved_GBps``: a call's minimum work over its median latency,
+against :mod:`tracekit.peaks`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from tracekit.analysis.comparison import trust
-from tracekit.analysis.comparison.compare import baseline_rows
+from tracekit.analysis.comparison.compare import compare
 from tracekit.analysis.comparison.findings import SLOWER, suite_findings
 from tracekit.manifest import Manifest
 from tracekit.peaks import SOURCES, key
@@ -28,19 +30,20 @@ _PER_ITER = ("kernels_per_iter", "launches_per_iter", "busy_per_iter_us", "idle_
 
 
 def comparison(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per run, with ``workload`` (the key of comparable runs), ``contender``
-    (the mode, plus the model when it is a variant of the op), ``eager_ms`` and
-    ``speedup_vs_eager`` (eager median latency / this one), ``wall_speedup_vs_eager`` (the
-    same by the synchronised wall clock), ``speedup_inconclusive`` (the p10-p90 latency
-    ranges of run and eager overlap, or the two speedups lie on either side of 1:
-    :func:`tracekit.analysis.comparison.trust.inconclusive`) and ``speedup_text`` (the speedup
-    as shown: "1.38x (1.37-1.39)" or "inconclusive (0.95-1.08x)"), ``timing_warning`` (the
-    run's, after the sentence of :func:`tracekit.analysis.comparison.trust.differing_verdicts` where the
-    timers reach different verdicts against eager), ``host_wait_per_iter_us``
-    (GPU idle waiting on the host, per profiled iteration) and ``eager_<x>`` for
-    the eager run's figures. GPU figures of a trace without GPU activity, and
-    achieved rates of phases other than a forward call (the work stated is one
-    forward call's), are NaN.
+    """One row per run: its run row with ``workload`` (the key of comparable runs: the op, batch,
+    seq, dtype, device it ran on and phase), ``contender`` (the mode, plus the model when it is
+    a variant of the op), ``eager_ms`` and ``speedup_vs_eager`` (eager median latency / this
+    one), ``wall_speedup_vs_eager`` (the same by the synchronised wall clock),
+    ``speedup_inconclusive`` (the p10-p90 latency ranges of run and eager overlap, or the two
+    speedups lie on either side of 1: :func:`tracekit.analysis.comparison.trust.inconclusive`)
+    and ``speedup_text`` (the speedup as shown: "1.38x (1.37-1.39)" or "inconclusive
+    (0.95-1.08x)"), ``timing_warning`` (the run's, after the sentence of
+    :func:`tracekit.analysis.comparison.trust.differing_verdicts` where the timers reach
+    different verdicts against eager), ``host_wait_per_iter_us`` (GPU idle waiting on the host,
+    per profiled iteration) and ``eager_<x>`` for the eager run's figures; speedups, their
+    range and verdicts are the engine's (:func:`compare`), of ok runs only. GPU figures of a
+    trace without GPU activity, and achieved rates of phases other than a forward call (the
+    work stated is one forward call's), are NaN.
     """
     if runs.empty or "mode" not in runs:
         return pd.DataFrame()
@@ -60,36 +63,25 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     df.loc[backward, ["achieved_TFLOPs", "achieved_GBps", "pct_peak_compute", "pct_peak_bw"]] = math.nan
     df["op"] = df["op"].where(df["op"].notna(), df["model"])
     df["phase"] = df["phase"].fillna("inference")
-    df["workload"] = df.apply(_workload_name, axis=1)
+    engine = compare(runs, "eager", of_op=True).set_index("run")
+    of_run = lambda col: df["run"].map(engine[col])  # noqa: E731
+    ok = df["status"] == "ok"
+    df["workload"] = of_run("workload")
     df["contender"] = [m if model == op else f"{model} ({m})" for m, model, op in zip(df["mode"], df["model"], df["op"])]
-    eager = baseline_rows(df, (df["mode"] == "eager") & (df["model"] == df["op"]))
+    eager = df.set_index("run").reindex(of_run("baseline_run")).set_axis(df.index)
     df["eager_ms"] = eager["latency_median_ms"]
-    df["speedup_vs_eager"] = (df["eager_ms"] / df["latency_median_ms"]).where(df["status"] == "ok")
-    low, high = eager["latency_p10_ms"] / df["latency_p90_ms"], eager["latency_p90_ms"] / df["latency_p10_ms"]
-    df["wall_speedup_vs_eager"] = (eager["wall_median_ms"] / df["wall_median_ms"]).where(df["status"] == "ok")
-    df["speedup_inconclusive"] = (trust.inconclusive(low, high, df["speedup_vs_eager"], df["wall_speedup_vs_eager"])
-                                  & (df["run"] != eager["run"]))
+    df["speedup_vs_eager"] = of_run("speedup").where(ok)
+    df["wall_speedup_vs_eager"] = of_run("wall_speedup").where(ok)
+    df["speedup_inconclusive"] = of_run("inconclusive").fillna(False).astype(bool) & ok
     df["speedup_text"] = [trust.speedup_text(s, lo, hi, u, w) for s, lo, hi, u, w in
-                          zip(df["speedup_vs_eager"], low, high, df["speedup_inconclusive"],
-                              df["wall_speedup_vs_eager"])]
-    verdicts = trust.differing_verdicts(eager, df, low, high).where(df["status"] == "ok", "")
+                          zip(df["speedup_vs_eager"], of_run("speedup_low"), of_run("speedup_high"),
+                              df["speedup_inconclusive"], df["wall_speedup_vs_eager"])]
+    verdicts = of_run("timer_verdicts").fillna("").where(ok, "")
     warning = df["timing_warning"].fillna("") if "timing_warning" in df else pd.Series("", index=df.index)
     df["timing_warning"] = ["; ".join(t for t in pair if t) for pair in zip(verdicts, warning)]
     for col in _PER_ITER:
         df[f"eager_{col}"] = eager[col]
     return df.reset_index(drop=True)
-
-
-def _workload_name(row) -> str:
-    parts = [str(row["op"])]
-    if pd.notna(row.get("batch")):
-        parts.append(f"b{int(row['batch'])}")
-    if pd.notna(row.get("seq")):
-        parts.append(f"s{int(row['seq'])}")
-    parts += [str(row.get("dtype")), str(row.get("device_type"))]
-    if row.get("phase") not in (None, "inference"):
-        parts.append(str(row["phase"]))
-    return " ".join(parts)
 
 
 # Published claims: [[claims]] in a suite file, checked against the numbers.
