@@ -7,7 +7,7 @@ from tracekit.analysis.metrics import cpu_ops
 from tracekit.analysis.comparison.compare import compare
 from tracekit.analysis.runs import analyze
 from tracekit.analysis.result import Result
-from tracekit.report.columns import SPEEDUP
+from tracekit.report.column_specs import SPEEDUP
 from tracekit.report.tables import comparison_view, headline
 from tracekit.trace import load
 

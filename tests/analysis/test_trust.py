@@ -9,7 +9,7 @@ from tracekit.analysis.comparison.compare import compare
 from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
-from tracekit.report.columns import OVERHEAD, SPEEDUP
+from tracekit.report.column_specs import OVERHEAD, SPEEDUP
 from tracekit.report.tables import comparison_view, headline, overhead_view
 
 

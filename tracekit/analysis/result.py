@@ -142,7 +142,7 @@ class Result:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from tracekit.report.columns import SPEEDUP
+        from tracekit.report.column_specs import SPEEDUP
         from tracekit.report.tables import comparison_view, headline
 
         headers, rows = headline(comparison_view(self.comparison), SPEEDUP)

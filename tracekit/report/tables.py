@@ -1,5 +1,5 @@
 """Shared by the report formats: how a table is drawn (markdown; rich: tracekit.report.fit) from its spec
-(tracekit.report.columns), and the texts and views every report of an analysis
+(tracekit.report.column_specs), and the texts and views every report of an analysis
 carries (findings per run, evidence, notes, where figures come from, links to the
 trace files)."""
 
@@ -16,7 +16,7 @@ from tracekit.analysis.distributed.job import labelled
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.comparison.trust import speedup_text
 from tracekit.io import records
-from tracekit.report.columns import BALANCE, CPU_OPS_SHOWN, GPU_ONLY, HEADLINE, JOBS, RANKS, STRAGGLERS
+from tracekit.report.column_specs import BALANCE, CPU_OPS_SHOWN, GPU_ONLY, HEADLINE, JOBS, RANKS, STRAGGLERS
 
 PERFETTO_HINT = ("To look inside a run, open https://ui.perfetto.dev, choose \"Open trace file\" and pick its "
                  "`.pt.trace.json.gz` (Perfetto reads the gzipped Kineto JSON as it is, in the browser).")
@@ -111,7 +111,7 @@ def _fmt(value, fmt: str) -> str:
 
 
 def headline(runs: pd.DataFrame, spec: list[tuple[str, str, str]] = HEADLINE) -> tuple[list[str], list[list[str]]]:
-    """Headers and formatted cells of a table of ``runs`` (``spec``: one of tracekit.report.columns).
+    """Headers and formatted cells of a table of ``runs`` (``spec``: one of tracekit.report.column_specs).
 
     Columns missing from ``runs`` or empty in every row are left out. In a row
     without GPU activity (``has_gpu`` False), ``GPU_ONLY`` figures read "n/a".

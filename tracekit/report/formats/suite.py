@@ -14,7 +14,7 @@ from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.manifest import Manifest
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.columns import IDLE, TIMING
+from tracekit.report.column_specs import IDLE, TIMING
 from tracekit.report.tables import headline, markdown_table, timing_view
 
 RESULTS = [

@@ -17,7 +17,7 @@ from tracekit.analysis.metrics import integrity
 from tracekit.analysis.result import Result
 from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.columns import CPU_OPS, CRITICAL_PATH, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
+from tracekit.report.column_specs import CPU_OPS, CRITICAL_PATH, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
 from tracekit.report.fit import Fit, Legend
 from tracekit.report.tables import (answers, comparison_view, cpu_op_view, critical_path_notes, critical_path_runs,
                                     evidence, finding_rows, gpu_runs, headline, job_tables, notes, timing_view)
