@@ -8,7 +8,7 @@ from tracekit.analysis.comparison.compare import compare
 from tracekit.analysis.runs import analyze
 from tracekit.analysis.result import Result
 from tracekit.report.column_specs import SPEEDUP
-from tracekit.report.tables import comparison_view, headline
+from tracekit.report.views import comparison_view, headline
 from tracekit.trace import load
 
 

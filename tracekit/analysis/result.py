@@ -57,7 +57,7 @@ class Result:
     "overhead", "cpu_op_changes", "modules", "module_busy"); in a notebook the result shows
     its speedup table, and ``print(result)`` (or its repr) a short summary: the answer for
     each workload and the tables it holds. Both are drawn by the report layer
-    (:mod:`tracekit.report.tables`), imported when shown.
+    (:mod:`tracekit.report.views`), imported when shown.
     """
 
     analysis: Analysis
@@ -127,8 +127,8 @@ class Result:
 
     def __repr__(self) -> str:
         """A few lines: what was analyzed, the answer for each workload
-        (:func:`tracekit.report.tables.answers`), unreadable files, and the tables by name."""
-        from tracekit.report.tables import answers
+        (:func:`tracekit.report.views.answers`), unreadable files, and the tables by name."""
+        from tracekit.report.views import answers
 
         lines = [f"tracekit.Result: {len(self.runs)} run(s) under {self.root}, compared with {self.baseline}"]
         for first, why in answers(self.comparison, self.runs, self.baseline):
@@ -143,7 +143,7 @@ class Result:
 
     def _repr_html_(self) -> str:
         from tracekit.report.column_specs import SPEEDUP
-        from tracekit.report.tables import comparison_view, headline
+        from tracekit.report.views import comparison_view, headline
 
         headers, rows = headline(comparison_view(self.comparison), SPEEDUP)
         table = pd.DataFrame(rows, columns=headers).to_html(index=False) if rows else "<p>no runs</p>"

@@ -16,7 +16,7 @@ from tracekit.analysis.counters import BOUND_PCT, CountersResult
 from tracekit.io import write_atomic, write_json
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.fit import Fit
-from tracekit.report.tables import headline, markdown_table
+from tracekit.report.views import headline, markdown_table
 
 RUN = [("device", "device", "{}"), ("kernels", "kernels", "{:.0f}"), ("matched", "joined to trace", "{:.0f}"),
        ("weight_ms", "kernel time (ms)", "{:.3f}"), ("dram_GB", "DRAM GB", "{:.3f}"),

@@ -17,7 +17,7 @@ from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.column_specs import (CPU_OPS, CPU_OPS_SHOWN, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, IDLE,
                                      MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP, TIMING)
-from tracekit.report.tables import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view,
+from tracekit.report.views import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view,
                                     critical_path_notes, critical_path_runs, evidence, finding_rows, gpu_runs, headline,
                                     job_tables, markdown_table, module_rows, notes, overhead_view, timing_view,
                                     trace_links)

@@ -19,7 +19,7 @@ from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.column_specs import CPU_OPS, CRITICAL_PATH, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
 from tracekit.report.fit import Fit, Legend
-from tracekit.report.tables import (answers, comparison_view, cpu_op_view, critical_path_notes, critical_path_runs,
+from tracekit.report.views import (answers, comparison_view, cpu_op_view, critical_path_notes, critical_path_runs,
                                     evidence, finding_rows, gpu_runs, headline, job_tables, notes, timing_view)
 
 
@@ -34,7 +34,7 @@ def _grouped(lines: list[str]) -> list[str]:
 
 
 def print_answers(t: Result, console: Console, fit: Fit) -> None:
-    """One answer per workload (:func:`tracekit.report.tables.answers`), then the legend of
+    """One answer per workload (:func:`tracekit.report.views.answers`), then the legend of
     the shortened names."""
     for first, why in answers(t.comparison, t.analysis.runs, t.baseline):
         console.print(first, style="bold", highlight=False)
