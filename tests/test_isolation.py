@@ -12,9 +12,9 @@ from owndata import h100_trace
 from tracebuilder import TraceBuilder, eager_trace
 
 import tracekit
-from tracekit.analysis.distributed import collectives, communication, job
 from tracekit.analysis import trace_analysis, runs
 from tracekit.analysis.attribution import modules
+from tracekit.analysis.distributed import collectives, communication, job
 from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.cli import main
 from tracekit.errors import ExitCode

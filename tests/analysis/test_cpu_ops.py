@@ -3,12 +3,13 @@
 import pytest
 from tracebuilder import TraceBuilder, write_run
 
-from tracekit.analysis.metrics import cpu_ops
 from tracekit.analysis.comparison.compare import compare
-from tracekit.analysis.runs import analyze
+from tracekit.analysis.metrics import cpu_ops
 from tracekit.analysis.result import Result
+from tracekit.analysis.runs import analyze
 from tracekit.report.column_specs import SPEEDUP
-from tracekit.report.views import comparison_view, headline
+from tracekit.report.draw import headline
+from tracekit.report.views import comparison_view
 from tracekit.trace import load
 
 

@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from tests.tracebuilder import TraceBuilder, add_cpu_range, write_run
-from tracekit.analysis.metrics import summary
 from tracekit.analysis.attribution.run_diff import diff_runs
+from tracekit.analysis.metrics import summary
 from tracekit.cli import main
 from tracekit.trace import load
 

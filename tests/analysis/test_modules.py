@@ -7,9 +7,9 @@ import pytest
 
 from tests.analysis.test_attribution import KEY, PROVENANCE, eager_scopes, replayed
 from tests.tracebuilder import TraceBuilder, add_cpu_range
-from tracekit.analysis.metrics import idle, summary
 from tracekit.analysis.attribution import modules
 from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED
+from tracekit.analysis.metrics import idle, summary
 from tracekit.analysis.metrics.intervals import busy_shares
 from tracekit.trace import load
 

@@ -10,7 +10,8 @@ from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 from tracekit.report.column_specs import OVERHEAD, SPEEDUP
-from tracekit.report.views import comparison_view, headline, overhead_view
+from tracekit.report.draw import headline
+from tracekit.report.views import comparison_view, overhead_view
 
 
 def _pair(tmp_path, base=(0.08, 0.07, 0.09), other=(0.04, 0.035, 0.05), **extra):

@@ -60,8 +60,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tracekit.analysis.metrics import idle, kernels
 from tracekit.analysis.annotation_tracks import annotate
+from tracekit.analysis.metrics import idle, kernels
 from tracekit.analysis.metrics.intervals import union
 from tracekit.analysis.metrics.summary import summarize
 from tracekit.trace import load

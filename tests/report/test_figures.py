@@ -8,8 +8,8 @@ import pytest
 from matplotlib.text import Text
 from owndata import CPU_RUNS, H100_STUDY
 
-from tracekit.analysis.runs import analyze
 from tracekit.analysis.result import Result
+from tracekit.analysis.runs import analyze
 from tracekit.report import figures
 
 LONG = "hf:llama?layers=16&hidden=2048&heads=32&kv_heads=8&ffn=8192 b1 s512 bf16 cuda"

@@ -9,9 +9,9 @@ from click.testing import CliRunner
 from owndata import CPU_RUNS, H100_STUDY
 from tracebuilder import eager_trace, graph_trace, write_run
 
-from tracekit.analysis.runs import analyze
-from tracekit.analysis.result import Result
 from tracekit.analysis.comparison.trust import speedup_text
+from tracekit.analysis.result import Result
+from tracekit.analysis.runs import analyze
 from tracekit.cli import main
 from tracekit.report.fit import Fit, Legend
 

@@ -36,9 +36,9 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis import critical_path
-from tracekit.analysis.metrics import idle
 from tracekit.analysis.attribution.gpu_ops import attribute
 from tracekit.analysis.critical_path.path import PARTS
+from tracekit.analysis.metrics import idle
 from tracekit.trace import TraceError, discover, load
 from tracekit.trace.annotate import annotated_path, write
 from tracekit.trace.reader import ANNOTATED, EventTables

@@ -143,7 +143,8 @@ class Result:
 
     def _repr_html_(self) -> str:
         from tracekit.report.column_specs import SPEEDUP
-        from tracekit.report.views import comparison_view, headline
+        from tracekit.report.draw import headline
+        from tracekit.report.views import comparison_view
 
         headers, rows = headline(comparison_view(self.comparison), SPEEDUP)
         table = pd.DataFrame(rows, columns=headers).to_html(index=False) if rows else "<p>no runs</p>"

@@ -132,8 +132,8 @@ def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | Non
     except Exception as exc:  # noqa: BLE001 - a bug in the reader loses this file only
         return _internal_error(exc)
     try:
-        from tracekit.analysis.metrics import integrity
         from tracekit.analysis.distributed import job
+        from tracekit.analysis.metrics import integrity
         from tracekit.analysis.trace_analysis import analyze_trace
 
         result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution,
@@ -297,9 +297,9 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
         _collect(run, manifest, base, files, result, scanned)
     import pandas as pd
 
-    from tracekit.analysis.distributed import job
     from tracekit.analysis.comparison import trust
     from tracekit.analysis.comparison.launch_removal import launch_vs_fusion
+    from tracekit.analysis.distributed import job
     from tracekit.analysis.trace_analysis import Sections
 
     result.runs = _ordered(pd.DataFrame(result.runs))

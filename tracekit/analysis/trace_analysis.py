@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.distributed import collectives, communication
 from tracekit.analysis.attribution import modules
-from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.analysis.attribution.gpu_ops import attribute
 from tracekit.analysis.critical_path.figures import EMPTY as CP_EMPTY
 from tracekit.analysis.critical_path.figures import trace_figures
+from tracekit.analysis.distributed import collectives, communication
+from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.trace.reader import EventTables
 
 QUANTILES = np.linspace(0, 1, 101)

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from tracekit.analysis.comparison.suite import SuiteTables
 from tracekit.analysis.result import Result
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.runs import analyze as run_analysis
-from tracekit.analysis.comparison.suite import SuiteTables
 from tracekit.bench.cells import run_cell
 from tracekit.bench.plan import FINAL, Planned, grid_table, plan, plan_all, suite_traces
 from tracekit.bench.progress import run_planned

@@ -1,7 +1,7 @@
 """The tables the report formats show (columns, headers, units, number formats): each
 is a spec, a list of (column of the table it shows, header, format) in display order;
 format is a ``str.format`` pattern, or "ms"/"ms3" for µs shown as ms with 2/3
-decimals. tracekit.report.views.headline draws a table from its spec."""
+decimals. tracekit.report.draw.headline draws a table from its spec."""
 
 # (column in Analysis.runs, header shown, format)
 HEADLINE = [

@@ -1,7 +1,7 @@
-"""Shared by the report formats: how a table is drawn (markdown; rich: tracekit.report.fit) from its spec
-(tracekit.report.column_specs), and the texts and views every report of an analysis
-carries (findings per run, evidence, notes, where figures come from, links to the
-trace files)."""
+"""Shared by the report formats: the views and texts every report of an analysis carries
+(the comparison as shown, findings per run, evidence, notes, the answer for each workload,
+where figures come from, links to the trace files). How a table is drawn from its spec is
+:mod:`tracekit.report.draw`."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from pathlib import Path
 import pandas as pd
 
 from tracekit.analysis.attribution.gpu_ops import module_label
+from tracekit.analysis.comparison.trust import speedup_text
 from tracekit.analysis.distributed.job import labelled
 from tracekit.analysis.runs import Analysis
-from tracekit.analysis.comparison.trust import speedup_text
 from tracekit.io import records
-from tracekit.report.column_specs import BALANCE, CPU_OPS_SHOWN, GPU_ONLY, HEADLINE, JOBS, RANKS, STRAGGLERS
+from tracekit.report.column_specs import BALANCE, CPU_OPS_SHOWN, JOBS, RANKS, STRAGGLERS
 
 PERFETTO_HINT = ("To look inside a run, open https://ui.perfetto.dev, choose \"Open trace file\" and pick its "
                  "`.pt.trace.json.gz` (Perfetto reads the gzipped Kineto JSON as it is, in the browser).")
@@ -95,40 +95,6 @@ def overhead_view(overhead: pd.DataFrame) -> pd.DataFrame:
     unreliable = overhead["unreliable_unprofiled"].astype(bool)
     flag = overhead["flagged"].map({True: "over 10%", False: ""}).where(~unreliable, "unreliable unprofiled timing")
     return overhead.assign(flag=flag, profiler_overhead=overhead["profiler_overhead"].where(~unreliable))
-
-
-def _fmt(value, fmt: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if fmt == "ms":
-        return f"{value / 1e3:.2f}"
-    if fmt == "ms3":
-        return f"{value / 1e3:.3f}"
-    try:
-        return fmt.format(value)
-    except (ValueError, TypeError):
-        return str(value)
-
-
-def headline(runs: pd.DataFrame, spec: list[tuple[str, str, str]] = HEADLINE) -> tuple[list[str], list[list[str]]]:
-    """Headers and formatted cells of a table of ``runs`` (``spec``: one of tracekit.report.column_specs).
-
-    Columns missing from ``runs`` or empty in every row are left out. In a row
-    without GPU activity (``has_gpu`` False), ``GPU_ONLY`` figures read "n/a".
-    """
-    cols = [(c, h, f) for c, h, f in spec if c in runs.columns]
-    rows = [[("n/a" if c in GPU_ONLY and r.get("has_gpu") is False else _fmt(r.get(c), f)) for c, _, f in cols]
-            for r in records(runs)]
-    keep = [i for i in range(len(cols)) if any(row[i] != "-" for row in rows)]
-    return [cols[i][1] for i in keep], [[row[i] for i in keep] for row in rows]
-
-
-def markdown_table(headers: list[str], rows: list[list[str]]) -> str:
-    """A GitHub markdown table (``|`` in cells escaped)."""
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def gpu_runs(runs: pd.DataFrame) -> pd.DataFrame:

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 from tracekit.trace import stream
-from tracekit.trace.event_columns import Chunk, tabulate
 from tracekit.trace.decode import StreamError, merge_header
+from tracekit.trace.event_columns import Chunk, tabulate
 from tracekit.trace.schema import Trace
 from tracekit.trace.stream import iter_events, read_head, split_file
 

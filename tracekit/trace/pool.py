@@ -12,9 +12,9 @@ from __future__ import annotations
 import queue
 import signal
 
-from tracekit.trace.malloc import MMAP_AFTER_READING, mmap_threshold
-from tracekit.trace.event_columns import Chunk, build_chunk
 from tracekit.trace.decode import StreamError
+from tracekit.trace.event_columns import Chunk, build_chunk
+from tracekit.trace.malloc import MMAP_AFTER_READING, mmap_threshold
 
 POLL_S = 1.0                # how often a wait for a result checks that the workers are alive
 

@@ -47,11 +47,11 @@ import re
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.attribution.opnames import SCOPE_PREFIX, kernel_ops, normalize_op
 from tracekit.analysis.metrics import categorical
 from tracekit.analysis.metrics.idle import launch_index, op_iterations
 from tracekit.analysis.metrics.kernels import short_name
 from tracekit.analysis.metrics.nest import Nest
-from tracekit.analysis.attribution.opnames import SCOPE_PREFIX, kernel_ops, normalize_op
 from tracekit.trace.reader import EventTables
 
 REGION_PREFIX = "Torch-Compiled Region: "

@@ -25,11 +25,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.metrics import categorical, idle
 from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED, attribute, common_module
-from tracekit.analysis.metrics.nest import Nest
 from tracekit.analysis.attribution.opnames import SCOPE_PREFIX
+from tracekit.analysis.metrics import categorical, idle
 from tracekit.analysis.metrics.intervals import busy_shares
+from tracekit.analysis.metrics.nest import Nest
 from tracekit.trace.reader import EventTables
 
 KEYS = ["module", "op", "kernel", "rule"]

@@ -17,16 +17,17 @@ from pathlib import Path
 import jinja2
 
 from tracekit import __version__
+from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.analysis.metrics import integrity
 from tracekit.analysis.result import Result
-from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.column_specs import (CPU_OPS, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, HEADLINE, IDLE, MODULE_DIFF,
-                                     OVERHEAD, PROFILED, SPEEDUP, TIMING)
+from tracekit.report.column_specs import (CPU_OPS, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, HEADLINE, IDLE,
+                                          MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP, TIMING)
+from tracekit.report.draw import headline
 from tracekit.report.views import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view,
-                                    critical_path_notes, critical_path_runs, evidence, finding_rows, gpu_runs, headline,
-                                    job_tables, module_rows, notes, overhead_view, timing_view, trace_links)
+                                   critical_path_notes, critical_path_runs, evidence, finding_rows, gpu_runs,
+                                   job_tables, module_rows, notes, overhead_view, timing_view, trace_links)
 
 
 WRAP_CHARS = 60  # a text column with a longer cell wraps (CSS white-space: normal) instead of widening the table

@@ -15,7 +15,8 @@ from tracekit.io import write_atomic
 from tracekit.manifest import Manifest
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.column_specs import IDLE, TIMING
-from tracekit.report.views import headline, markdown_table, timing_view
+from tracekit.report.draw import headline, markdown_table
+from tracekit.report.views import timing_view
 
 RESULTS = [
     ("run", "run", "{}"), ("status", "status", "{}"), ("latency_median_ms", "latency p50 (ms)", "{:.3f}"),

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.analysis.metrics import integrity
 from tracekit.analysis.result import Result
-from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.column_specs import CPU_OPS, CRITICAL_PATH, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
+from tracekit.report.draw import headline
 from tracekit.report.fit import Fit, Legend
 from tracekit.report.views import (answers, comparison_view, cpu_op_view, critical_path_notes, critical_path_runs,
-                                    evidence, finding_rows, gpu_runs, headline, job_tables, notes, timing_view)
+                                   evidence, finding_rows, gpu_runs, job_tables, notes, timing_view)
 
 
 
