@@ -37,7 +37,7 @@ def test_analyze_returns_the_tables_of_tracekit_analyze(fixtures):
 def test_analyze_returns_the_reports_own_tables(tmp_path):
     """tracekit.analyze returns what the reports show, nothing left out: CPU op changes, each run against
     its baseline module by module, busy time per kind of module (the figures of tests/report/test_modules_report.py)."""
-    from tests.analysis.test_diff import RECORD, compiled_mlp, eager_mlp
+    from tests.analysis.attribution.test_diff import RECORD, compiled_mlp, eager_mlp
     from tests.owndata import CPU_RUNS
     from tests.tracebuilder import write_run
 

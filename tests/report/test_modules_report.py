@@ -7,7 +7,7 @@ import re
 
 import pandas as pd
 
-from tests.analysis.test_diff import RECORD, compiled_mlp, eager_mlp
+from tests.analysis.attribution.test_diff import RECORD, compiled_mlp, eager_mlp
 from tests.tracebuilder import add_cpu_range, write_run
 from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze

@@ -56,6 +56,18 @@ from tracekit.analysis.metrics import cpu_ops as ops_analysis
 from tracekit.analysis.metrics.idle import CAUSES
 
 PROFILER_OVERHEAD_FLAG = trust.PROFILER_OVERHEAD_FLAG
+# Figures of a run's row (Analysis.runs: its run.json's and its trace's) every comparison row carries as
+# they are, in this order (comparison.csv's columns; latency_std_ms only for the speedup's range), and its
+# texts; a per-run figure named here can be shown in a report by a column spec (tracekit.report.column_specs).
+RUN_FIGURES = ("latency_median_ms", "latency_p10_ms", "latency_p90_ms", "latency_std_ms", "kernels_per_iter",
+               "launches_per_iter", "utilization", "compile_s", "peak_memory_MB", "max_abs_diff", "wall_median_ms",
+               "wall_p10_ms", "wall_p90_ms", "wall_calls_per_block", "timer_agreement", "threads", "processes",
+               "process_spread")
+RUN_TEXTS = ("timing_warning", "timer_gap", "latency_timer")
+# Figures (ms per iteration) compared with the baseline's: d_<name>_ms = the run's minus the baseline's,
+# besides d_idle_<cause>_per_iter_ms for each idle cause (d_latency_median_ms is named d_latency_ms).
+DELTAS = ("latency_median", "idle_est", "profiled_iter", "busy_per_iter", "idle_per_iter", "rest_per_iter",
+          "cpu_op_per_iter")
 # Readable names of the idle causes of tracekit.analysis.metrics.idle, for tables and plots.
 CAUSE_LABELS = {"host_wait": "host wait", "launch_latency": "launch latency", "sync": "sync", "other": "other idle"}
 
@@ -176,12 +188,9 @@ def compare(runs: pd.DataFrame, baseline: str = "eager", of_op: bool = False) ->
     m = pd.DataFrame({k: w[k] for k in ("workload", *WORKLOAD_KEYS, "mode", "run", "ran_on")})
     m["status"] = w["status"] if "status" in w else "ok"
     m["reason"] = w["reason"].fillna("") if "reason" in w else ""
-    for col in ("latency_median_ms", "latency_p10_ms", "latency_p90_ms", "latency_std_ms", "kernels_per_iter",
-                "launches_per_iter", "utilization", "compile_s", "peak_memory_MB", "max_abs_diff", "wall_median_ms",
-                "wall_p10_ms", "wall_p90_ms", "wall_calls_per_block", "timer_agreement", "threads", "processes",
-                "process_spread"):
+    for col in RUN_FIGURES:
         m[col] = _num(w, col)
-    for col in ("timing_warning", "timer_gap", "latency_timer"):
+    for col in RUN_TEXTS:
         m[col] = w[col].fillna("") if col in w else ""
     m["profiled_iter_ms"] = _num(w, "iteration_ms")
     m["busy_per_iter_ms"] = _num(w, "busy_per_iter_us") / 1e3
@@ -218,8 +227,7 @@ def compare(runs: pd.DataFrame, baseline: str = "eager", of_op: bool = False) ->
     same_device = m["ran_on"] == m["baseline_ran_on"]
     m["kernels_ratio"] = (m["kernels_per_iter"] / base["kernels_per_iter"]).where(same_device)
     m["launches_ratio"] = (m["launches_per_iter"] / base["launches_per_iter"]).where(same_device)
-    for col in ("latency_median", "idle_est", "profiled_iter", "busy_per_iter", "idle_per_iter", "rest_per_iter",
-                "cpu_op_per_iter", *(f"idle_{c}_per_iter" for c in causes)):
+    for col in (*DELTAS, *(f"idle_{c}_per_iter" for c in causes)):
         m[f"d_{col}_ms"] = m[f"{col}_ms"] - base[f"{col}_ms"]
     m = m.rename(columns={"d_latency_median_ms": "d_latency_ms"})
     same = m["run"] == m["baseline_run"]

@@ -39,7 +39,7 @@ GEMM). The first rule that matches wins, case-insensitive:
 * ``other``: the rest (sorts, scans, quantization...).
 
 The cuDNN, Tensile, fbgemm and PyTorch names above are those of the real
-traces in tests/analysis/test_kernels.py.
+traces in tests/analysis/metrics/test_kernels.py.
 """
 
 from __future__ import annotations

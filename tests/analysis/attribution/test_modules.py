@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.analysis.test_attribution import KEY, PROVENANCE, eager_scopes, replayed
+from tests.analysis.attribution.test_gpu_ops import KEY, PROVENANCE, eager_scopes, replayed
 from tests.tracebuilder import TraceBuilder, add_cpu_range
 from tracekit.analysis.attribution import modules
 from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED
