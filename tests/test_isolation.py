@@ -12,7 +12,7 @@ from owndata import h100_trace
 from tracebuilder import TraceBuilder, eager_trace
 
 import tracekit
-from tracekit.analysis import trace_analysis, runs
+from tracekit.analysis import runs, trace_analysis, trace_file
 from tracekit.analysis.attribution import modules
 from tracekit.analysis.distributed import collectives, communication, job
 from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
@@ -168,7 +168,7 @@ def test_the_job_analysis_failing_keeps_the_ranks(tmp_path, monkeypatch):
 def test_a_worker_process_that_dies_is_that_files_error():
     future = Future()
     future.set_exception(BrokenProcessPool("a process in the process pool was terminated abruptly"))
-    r = runs._outcome(future)
+    r = trace_file.outcome(future)
     assert r.error == ("internal error: BrokenProcessPool: a process in the process pool was terminated abruptly",
                        ExitCode.INTERNAL)
 

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 
 from tracekit.analysis.dask_cluster import on_dask
 from tracekit.analysis.manifest_fields import manifest_fields
+from tracekit.analysis.trace_file import FileResult, analyze_file, outcome
 from tracekit.errors import ExitCode
 from tracekit.io import records
 from tracekit.manifest import Manifest
-from tracekit.trace import NotATrace, Run, TraceError, discover, load
+from tracekit.trace import Run, TraceError, discover
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -106,57 +107,7 @@ class Analysis:
                 "failures": [{"path": p, "analysis": a, "reason": r} for p, a, r, _ in self.failures]}
 
 
-@dataclass
-class _FileResult:
-    """What one trace file gave: metrics and iterations, or the error (picklable)."""
-
-    metrics: dict | None = None
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    device_name: str | None = None
-    device_type: str | None = None          # cuda, mtia, xpu or cpu, from the trace itself
-    problems: list[str] = field(default_factory=list)
-    error: tuple[str, int] | None = None    # (problem, exit code)
-    not_a_trace: bool = False
-    rank: int | None = None                 # distributedInfo.rank, else from the file name
-    distributed: dict = field(default_factory=dict)   # Kineto's distributedInfo
-    failures: list[dict] = field(default_factory=list)  # analyses that raised (trace_analysis.Sections)
-
-
-def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None, attribution: dict | None,
-                  host_ms: float | None, critical_path: bool, workers: int | None) -> _FileResult:
-    """One file's result; whatever goes wrong is its error, never the other files' (issue 31)."""
-    try:
-        tables = load(path, workers=workers)
-    except TraceError as exc:
-        return _FileResult(error=(exc.problem, int(exc.code)), not_a_trace=isinstance(exc, NotATrace))
-    except Exception as exc:  # noqa: BLE001 - a bug in the reader loses this file only
-        return _internal_error(exc)
-    try:
-        from tracekit.analysis.distributed import job
-        from tracekit.analysis.metrics import integrity
-        from tracekit.analysis.trace_analysis import analyze_trace
-
-        result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution,
-                               host_ms=host_ms, critical_path=critical_path)
-        return _FileResult(metrics=result.row, tables=result.tables, device_type=integrity.device_type(tables),
-                           device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
-                           problems=tables.meta.get("problems", []), rank=job.rank_of(tables.meta, path),
-                           distributed=tables.meta.get("distributed") or {}, failures=result.failures)
-    except Exception as exc:  # noqa: BLE001 - a bug in the analyses loses this file only
-        return _internal_error(exc)
-
-
-def _internal_error(exc: BaseException, analysis: str = "trace") -> _FileResult:
-    """A file's result when tracekit itself failed on it: the error (exit code INTERNAL) and its traceback."""
-    import traceback
-
-    reason = f"{type(exc).__name__}: {exc}"
-    return _FileResult(error=(f"internal error: {reason}", int(ExitCode.INTERNAL)), failures=[
-        {"analysis": analysis, "reason": reason,
-         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))}])
-
-
-def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_FileResult], result: Analysis,
+def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[FileResult], result: Analysis,
              scanned: bool) -> None:
     from tracekit.analysis.distributed import job
 
@@ -197,14 +148,14 @@ PARALLEL_FILES_MIN_BYTES = 16 << 20  # several files totalling more than this ar
 
 
 def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations: int | None,
-                   dask: str | None = None, critical_path: bool = False) -> list[list[_FileResult]]:
+                   dask: str | None = None, critical_path: bool = False) -> list[list[FileResult]]:
     """Analyze every trace of ``runs``: where the files are read is chosen here, once.
 
     On a Dask cluster when ``dask`` names one (a scheduler address such as
     ``tcp://host:8786``, or ``"local"``): one task per file. Otherwise here: one file at a
     time (each decoded in parallel if large), or, for several files of some size, one
-    worker process per core. Every way runs :func:`_analyze_file` on each file, so the
-    results are the same.
+    worker process per core. Every way runs :func:`tracekit.analysis.trace_file.analyze_file`
+    on each file, so the results are the same.
 
     Raises:
         tracekit.analysis.dask_cluster.ClusterError: ``dask`` given, and dask is missing or its
@@ -216,30 +167,22 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations
             for r, m in zip(runs, manifests) for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
     if dask and jobs:
-        flat = on_dask(dask, _analyze_file, [(*job, 1) for job in jobs])
+        flat = on_dask(dask, analyze_file, [(*job, 1) for job in jobs])
     elif workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
         import multiprocessing  # here, not at start-up: a single trace never needs it
         from concurrent.futures import ProcessPoolExecutor
 
         import tracekit.analysis.trace_analysis  # noqa: F401 - once, before the workers fork
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [pool.submit(_analyze_file, *job, 1) for job in jobs]
-            flat = [_outcome(f) for f in futures]
+            futures = [pool.submit(analyze_file, *job, 1) for job in jobs]
+            flat = [outcome(f) for f in futures]
     else:
-        flat = [_analyze_file(*job, None) for job in jobs]
+        flat = [analyze_file(*job, None) for job in jobs]
     out, i = [], 0
     for r in runs:
         out.append(flat[i:i + len(r.traces)])
         i += len(r.traces)
     return out
-
-
-def _outcome(future) -> _FileResult:
-    """A worker process's result, or the file's error where the process died (killed, out of memory)."""
-    try:
-        return future.result()
-    except Exception as exc:  # noqa: BLE001 - BrokenProcessPool and the like: this file, not the others
-        return _internal_error(exc)
 
 
 def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
