@@ -95,7 +95,8 @@ def _runs(key: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def module_tracks(att: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The ``modules (device D, stream S)`` tracks of :func:`tracekit.analysis.attribution.gpu_ops.attribute`'s table."""
+    """The ``modules (device D, stream S)`` tracks of the table of
+    :func:`tracekit.analysis.attribution.gpu_ops.attribute`."""
     out = {}
     for (device, stream), ops in att.sort_values("ts", kind="stable").groupby(["device", "stream"], sort=True):
         ts, dur = ops["ts"].to_numpy(float), ops["dur"].to_numpy(float)

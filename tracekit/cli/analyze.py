@@ -55,7 +55,8 @@ def analyze(path, out, as_json, iterations, baseline, dask_address, annotate, cr
     Writes OUT/summary.md, OUT/index.html, OUT/plots/*.png, OUT/runs.csv,
     OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
     """
-    analysis = _analysis(path, iterations, dask_address, as_json, critical_path)  # first: it starts reading before pandas is imported
+    # first: it starts reading before pandas is imported
+    analysis = _analysis(path, iterations, dask_address, as_json, critical_path)
     from tracekit.analysis.result import Result
     from tracekit.io import jsonable
     from tracekit.report import print_reports, write_reports

@@ -36,8 +36,9 @@ Triton kernel's name lists: Inductor names kernels after the original aten ops
 they compute, torch/_inductor/codegen/triton.py). Nothing is dropped. A module
 found by rules 1-3 inside a module scope (a compiled submodule in an eager model) is
 prefixed with that scope's path. Op names lose the ``aten::`` prefix, and a few
-implementation ops take the name of the public op they serve (:data:`tracekit.analysis.attribution.opnames.OP_ALIASES`), so
-eager and compiled runs name the same work alike.
+implementation ops take the name of the public op they serve
+(:data:`tracekit.analysis.attribution.opnames.OP_ALIASES`), so eager and compiled runs
+name the same work alike.
 """
 
 from __future__ import annotations
@@ -117,8 +118,8 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) 
     """
     n = len(calls)
     out = pd.DataFrame({"module": categorical.constant(n, None), "op": categorical.constant(n, ""),
-                        "rule": categorical.constant(n, "none: outside module scopes"), "graph": categorical.constant(n, ""),
-                        "region": categorical.constant(n, "")}, index=calls.index)
+                        "rule": categorical.constant(n, "none: outside module scopes"),
+                        "graph": categorical.constant(n, ""), "region": categorical.constant(n, "")}, index=calls.index)
     if calls.empty or tables.cpu_ops.empty:
         return out
     nest = Nest.of(tables)
