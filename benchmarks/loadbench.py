@@ -126,7 +126,7 @@ except ImportError:  # a tracekit from before trace/chunks.py
     from tracekit.trace.reader import _workers as workers_for
 tables = load(sys.argv[1])
 t2, c2 = time.perf_counter(), cpu()
-from tracekit.analysis.pertrace import analyze_trace
+from tracekit.analysis.trace_analysis import analyze_trace
 analyze_trace(tables)
 t3, c3 = time.perf_counter(), cpu()
 print(json.dumps({"imports_s": t1 - t0, "read_s": t2 - t1, "analysis_s": t3 - t2, "imports_cpu_s": c1 - c0,
@@ -161,7 +161,7 @@ def _trace(mb: int, fixture: Path, workdir: Path) -> tuple[Path, dict]:
         return path, json.loads(info_path.read_text())
     print(f"synthesizing {mb} MB from {fixture.name} ...", file=sys.stderr, flush=True)
     info = synthesize(fixture, mb * 10**6, path)
-    from tracekit.analysis.pertrace import analyze_trace
+    from tracekit.analysis.trace_analysis import analyze_trace
     from tracekit.trace import load
 
     info["busy_us"] = info["copies"] * analyze_trace(load(fixture)).row["gpu_busy_us"]  # copies do not overlap

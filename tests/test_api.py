@@ -34,6 +34,25 @@ def test_analyze_returns_the_tables_of_tracekit_analyze(fixtures):
     assert result["runs"] is result.runs and "profiler_overhead" in result.overhead
 
 
+def test_analyze_returns_the_reports_own_tables(tmp_path):
+    """tracekit.analyze returns what the reports show, nothing left out: CPU op changes, each run against
+    its baseline module by module, busy time per kind of module (the figures of tests/report/test_modules_report.py)."""
+    from tests.analysis.attribution.test_diff import RECORD, compiled_mlp, eager_mlp
+    from tests.owndata import CPU_RUNS
+    from tests.tracebuilder import write_run
+
+    write_run(tmp_path / "mlp" / "eager", eager_mlp(), model="mlp", mode="eager", attribution={"module_scopes": True})
+    write_run(tmp_path / "mlp" / "default", compiled_mlp(), model="mlp", mode="default", attribution=RECORD,
+              latency_ms=(0.8, 0.7, 0.9))
+    result = tracekit.analyze(tmp_path)
+    assert isinstance(result, tracekit.api.Result) and result["modules"] is result.modules
+    assert result.modules["d_busy_us"].sum() == -4.0
+    busy = result.module_busy.set_index(["mode", "module"])["busy_per_iter_us"]
+    assert busy[("eager", "blocks.*.mlp")] == 25 and busy[("default", "blocks.*.mlp")] == 21
+    changes = tracekit.analyze(CPU_RUNS).cpu_op_changes.set_index(["run", "op"])
+    assert changes.loc[("vit16x6x384/default", "aten::gelu"), "d_calls_per_iter"] == -6  # fused away by Inductor
+
+
 def test_analyze_errors_carry_their_exit_codes(tmp_path):
     with pytest.raises(TraceError) as err:
         tracekit.analyze(tmp_path / "missing")

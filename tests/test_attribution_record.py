@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tracekit.analysis.attribution import launch_rules
-from tracekit.analysis.opnames import SCOPE_PREFIX
+from tracekit.analysis.attribution.gpu_ops import launch_rules
+from tracekit.analysis.attribution.opnames import SCOPE_PREFIX
 from tracekit.attribution_record import _calls, _scoped_modules, module_path, module_scopes
 from tracekit.trace import load
 

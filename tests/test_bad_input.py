@@ -188,13 +188,13 @@ def test_reports_keep_the_umask_mode(tmp_path, monkeypatch, umask, mode):
     import os
     from tracebuilder import eager_trace, write_run
 
-    from tracekit.analysis.tables import Tables
+    from tracekit.analysis.result import Result
     from tracekit.analysis.runs import analyze
     from tracekit.report import write_reports
     old = os.umask(umask)
     try:
         write_run(tmp_path / "traces" / "w" / "eager", eager_trace())
-        written = write_reports(Tables.of(analyze(tmp_path / "traces")), tmp_path / "reports", source="t")
+        written = write_reports(Result.of(analyze(tmp_path / "traces")), tmp_path / "reports", source="t")
         assert {p.name for p in written} >= {"summary.md", "index.html", "runs.csv", "comparison.csv", "runs.json"}
         assert {oct(p.stat().st_mode & 0o777) for p in written if p.suffix != ".png"} == {oct(mode)}
         existing = tmp_path / "reports" / "summary.md"

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from tracekit import runner
-from tracekit.analysis.compare import workloads
+from tracekit.analysis.comparison.workloads import workloads
 from tracekit.analysis.runs import analyze
 from tracekit.cli import main
 from tracekit.environment import NO_MULTICAST, child_env

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 from tracebuilder import TraceBuilder, eager_trace
 
-from tracekit.analysis.pertrace import analyze_trace
 from tracekit.analysis.runs import analyze
+from tracekit.analysis.trace_analysis import analyze_trace
 from tracekit.cli import main
 from tracekit.errors import ExitCode
 from tracekit.trace import load

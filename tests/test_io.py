@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tracekit.analysis.pertrace import analyze_trace
+from tracekit.analysis.trace_analysis import analyze_trace
 from tracekit.io import records
 from tracekit.trace.reader import load
 from owndata import h100_trace

@@ -8,7 +8,7 @@ import pytest
 
 from owndata import h100_trace
 
-from tracekit.analysis.pertrace import analyze_trace
+from tracekit.analysis.trace_analysis import analyze_trace
 from tracekit.trace.reader import load
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tracebuilder import TraceBuilder
 
-from tracekit.analysis.summary import per_device, per_iteration, summarize
+from tracekit.analysis.metrics.summary import per_device, per_iteration, summarize
 from tracekit.trace import TraceError, load, stream
 
 SETTINGS = settings(max_examples=60, deadline=None,
@@ -58,8 +58,9 @@ def test_invariants_on_random_traces(tmp_path, spec, steps):
     dev = per_device(tables)
     assert dev["gpu_busy_us"].sum() == pytest.approx(row["gpu_busy_us"])
     assert (dev["gpu_busy_us"] <= dev["active_span_us"] + 1e-6).all()
-    from tracekit.analysis import idle, pertrace, verdict
-    result = pertrace.analyze_trace(tables)
+    from tracekit.analysis import trace_analysis
+    from tracekit.analysis.metrics import idle, verdict
+    result = trace_analysis.analyze_trace(tables)
     r = result.row
     assert sum(r[f"idle_{c}_us"] for c in idle.CAUSES) == pytest.approx(row["idle_us"], abs=1e-6)
     assert r["idle_us"] == pytest.approx(row["idle_us"], abs=1e-6)

@@ -55,7 +55,7 @@ def test_trace_with_repeats_and_threads_on_the_cpu(tmp_path):
     """End to end: `tracekit trace --repeats 2 --threads 1`: two processes, one run folder, one trace."""
     from click.testing import CliRunner
 
-    from tracekit.analysis.compare import compare
+    from tracekit.analysis.comparison.compare import compare
     from tracekit.analysis.runs import analyze
     from tracekit.cli import main
     r = CliRunner().invoke(main, ["trace", "--model", "mlp", "--device", "cpu", "--warmup", "1", "--iters", "5",

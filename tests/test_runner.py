@@ -110,7 +110,7 @@ def test_profiled_steps_hold_only_the_kernels_they_launched(tmp_path):
     queued work (here a whole CUDA-graph replay) must not run inside profiled step 1 with no
     launch call in the trace (it did before: step 1 of vit16x6x384 reduce-overhead on the H100
     held 43 ops of the previous replay, 850 µs)."""
-    from tracekit.analysis.idle import launch_index, op_iterations
+    from tracekit.analysis.metrics.idle import launch_index, op_iterations
     from tracekit.trace.reader import trace_files
 
     m = runner.run(RunSpec("vit16x6x384", "reduce-overhead", batch=8, warmup=3, iters=5, profile_iters=3),

@@ -21,100 +21,17 @@ This module imports no torch itself (``tracekit.analyze`` works without it);
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import pandas as pd
 
-from tracekit.analysis.tables import Tables
-from tracekit.analysis.runs import Analysis
+from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze as run_analysis
-from tracekit.errors import ExitCode
-from tracekit.manifest import Manifest
 from tracekit.spec import DEFAULT_ITERS, DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec, folder_name
-from tracekit.trace import TraceError
 
-
-@dataclass(repr=False)
-class Result:
-    """The tables of an analysis, as ``tracekit analyze`` reports them.
-
-    runs:       one row per trace file (or per run without a trace: failed,
-                skipped): identity (run, model, mode, batch, seq, dtype, phase,
-                device), status and reason, the manifest's figures (latency_*_ms,
-                compile_s, peak_memory_MB, max_abs_diff) and the trace's
-                (kernels, host_launches, busy_us, idle_us, idle by cause,
-                utilization, verdict...); units in the column names (µs ``_us``,
-                ms ``_ms``, s ``_s``, MB ``_MB``).
-    comparison: one row per run against the ``baseline`` run of its workload:
-                speedup (unprofiled median latencies) with speedup_low/high,
-                d_latency_ms = d_busy_per_iter_ms + d_idle_est_ms (ms per
-                iteration, run minus baseline), kernels_ratio, launches_ratio,
-                dominant ("busy" or "idle"), finding and warning
-                (:func:`tracekit.analysis.compare.compare`).
-    overhead:   profiled vs unprofiled iteration time of each run
-                (:func:`tracekit.analysis.compare.profiler_overhead`).
-    tables:     the per-trace tables by name: iterations, kernels, kernel_classes,
-                idle_histogram, launch_apis, streams, transfers, timeline,
-                collectives...; and of distributed jobs: jobs, ranks, job_balance,
-                collective_calls, stragglers (:class:`tracekit.analysis.runs.Analysis`).
-    errors:     (path, problem, exit code) of each file that could not be read or analyzed.
-    failures:   (path, analysis, reason, traceback) of each analysis that raised (a bug in
-                tracekit; the other figures stand: :class:`tracekit.analysis.runs.Analysis`).
-    manifests:  the run.json of each run :func:`profile` made, in mode order ([] from :func:`analyze`).
-    baseline:   the mode the comparison is against.
-    root:       the folder run names are relative to.
-
-    ``result["kernels"]`` is ``result.tables["kernels"]`` (also "runs", "comparison",
-    "overhead"); in a notebook the result shows its speedup table, and ``print(result)``
-    (or its repr) a short summary: the answer for each workload and the tables it holds.
-    """
-
-    runs: pd.DataFrame
-    comparison: pd.DataFrame
-    overhead: pd.DataFrame
-    tables: dict[str, pd.DataFrame]
-    errors: list[tuple[str, str, int]]
-    baseline: str = "eager"
-    root: Path = Path(".")
-    manifests: list[Manifest] = field(default_factory=list)
-    failures: list[tuple[str, str, str, str]] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, analysis: Analysis, baseline: str = "eager") -> "Result":
-        t = Tables.of(analysis, baseline)
-        return cls(analysis.runs, t.comparison, t.overhead, analysis.tables, analysis.errors, baseline,
-                   Path(analysis.root), failures=analysis.failures)
-
-    def __getitem__(self, name: str) -> pd.DataFrame:
-        if name in ("runs", "comparison", "overhead"):
-            return getattr(self, name)
-        return self.tables.get(name, pd.DataFrame())
-
-    def __repr__(self) -> str:
-        """A few lines: what was analyzed, the answer for each workload
-        (:func:`tracekit.report.tables.answers`), unreadable files, and the tables by name."""
-        from tracekit.report.tables import answers
-
-        lines = [f"tracekit.Result: {len(self.runs)} run(s) under {self.root}, compared with {self.baseline}"]
-        for first, why in answers(self.comparison, self.runs, self.baseline):
-            lines += [f"  {first}"] + ([f"    {why}"] if why else [])
-        if self.errors:
-            lines.append(f"  {len(self.errors)} unreadable file(s) in .errors")
-        shape = lambda df: f"{len(df)}x{len(df.columns)}"  # noqa: E731
-        lines.append(f"  .runs {shape(self.runs)}, .comparison {shape(self.comparison)}, .overhead "
-                     f"{shape(self.overhead)}; .tables: " + ", ".join(n for n, t in self.tables.items() if len(t)))
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        from tracekit.report.columns import SPEEDUP
-        from tracekit.report.tables import comparison_view, headline
-
-        headers, rows = headline(comparison_view(self.comparison), SPEEDUP)
-        table = pd.DataFrame(rows, columns=headers).to_html(index=False) if rows else "<p>no runs</p>"
-        return (f"<p>tracekit: {len(self.runs)} run(s) under {self.root}, compared with "
-                f"<code>{self.baseline}</code></p>{table}")
+__all__ = ["Result", "analyze", "annotate", "diff", "profile"]
 
 
 def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", iterations: int | None = None,
@@ -140,18 +57,16 @@ def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", it
     Raises:
         tracekit.trace.TraceError: ``path`` does not exist (``code`` 3), holds no
             traces (4), or no file in it could be read (the first file's problem
-            and code; the others are in its message). A folder where some files
-            are unreadable is analyzed, and they are in ``errors``.
-        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or
+            and code, 70 where tracekit failed on any; the others are in its message:
+            :meth:`tracekit.analysis.runs.Analysis.nothing_to_report`). A folder where some
+            files are unreadable is analyzed, and they are in ``errors``.
+        tracekit.analysis.dask_cluster.ClusterError: ``dask`` given, and dask is missing or
             its scheduler unreachable.
     """
     analysis = run_analysis(list(path) if isinstance(path, (list, tuple)) else path, only=only,
                             iterations=iterations, dask=dask, critical_path=critical_path)
-    if analysis.runs.empty:
-        if not analysis.errors:
-            raise TraceError(path, "no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)
-        p, problem, code = analysis.errors[0]
-        raise TraceError(p, problem + "".join(f"; {q}: {e}" for q, e, _ in analysis.errors[1:]), code)
+    if (error := analysis.nothing_to_report(path)) is not None:
+        raise error
     return Result.of(analysis, baseline)
 
 
@@ -264,7 +179,7 @@ def annotate(path: Path | str, out: Path | str | None = None) -> pd.DataFrame:
     """``tracekit analyze --annotate`` as Python: write beside each trace under ``path`` (or
     under ``out``, in the same folders) ``<name>.annotated.pt.trace.json.gz``, a copy with
     tracks of the critical path, GPU idle by cause and the module of each GPU op
-    (:mod:`tracekit.analysis.annotate`), which Perfetto, TensorBoard and HTA open.
+    (:mod:`tracekit.analysis.annotation_tracks`), which Perfetto, TensorBoard and HTA open.
 
     Returns:
         One row per trace: trace, annotated (the copy's path, None where none was written),
@@ -273,7 +188,7 @@ def annotate(path: Path | str, out: Path | str | None = None) -> pd.DataFrame:
     Raises:
         tracekit.trace.TraceError: ``path`` does not exist.
     """
-    from tracekit.analysis.annotate import annotate as annotate_path
+    from tracekit.analysis.annotation_tracks import annotate as annotate_path
 
     return annotate_path(path, out)
 
@@ -287,7 +202,7 @@ def diff(a: Path | str, b: Path | str | None = None, depth: int = 3, iterations:
         iterations: iterations of a trace with neither markers nor run.json.
 
     Returns:
-        For two runs a :class:`tracekit.analysis.rundiff.RunDiff` (``modules`` and ``ops``
+        For two runs a :class:`tracekit.analysis.attribution.run_diff.RunDiff` (``modules`` and ``ops``
         DataFrames, ``totals``, ``coverage_a``/``coverage_b``); for a folder, one per pair of
         modes of each workload (a list).
 
@@ -295,7 +210,7 @@ def diff(a: Path | str, b: Path | str | None = None, depth: int = 3, iterations:
         tracekit.trace.TraceError: a path is missing or unreadable.
         ValueError: a run path holds no trace or several.
     """
-    from tracekit.analysis.rundiff import diff_pairs, diff_runs
+    from tracekit.analysis.attribution.run_diff import diff_pairs, diff_runs
 
     return diff_pairs(a, depth, iterations) if b is None else diff_runs(a, b, depth, iterations)
 

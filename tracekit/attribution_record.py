@@ -1,5 +1,5 @@
 """What the runner records, beside the trace, so every GPU op can be attributed to a
-module and an aten op (:mod:`tracekit.analysis.attribution` reads it; issue 20).
+module and an aten op (:mod:`tracekit.analysis.attribution.gpu_ops` reads it; issue 20).
 
 * :func:`module_scopes`: a ``record_function`` range ``module::<path>`` around each
   call of each module (forward pre/post hooks), for modes that run the model's
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from tracekit.analysis.opnames import SCOPE_PREFIX, VIEW_OPS, normalize_op
+from tracekit.analysis.attribution.opnames import SCOPE_PREFIX, VIEW_OPS, normalize_op
 from tracekit.quiet import kineto_lines_dropped
 
 _ROOT = re.compile(r"^(L\[['\"]\w+['\"]\]|self)")  # the compiled module: L['self'], L['mod'], self
@@ -272,7 +272,7 @@ def capture_recording(device: str, provenance: InductorProvenance, record: dict,
             yield
         try:
             prof.export_chrome_trace(str(path))
-            from tracekit.analysis.attribution import captured_launches   # pandas: only once a capture is read
+            from tracekit.analysis.attribution.gpu_ops import captured_launches   # pandas: only once a capture is read
             from tracekit.trace import load
             record["captures"] = captured_launches(load(path), {"provenance": provenance.to_dict()})
         except Exception as exc:  # noqa: BLE001 - a missing capture record only costs attribution

@@ -14,7 +14,7 @@ Format::
     model = ["vit16x6x384", "vit32x12x768"]
     mode = ["eager", "default", "reduce-overhead"]
     batch = [8]
-    [[claims]]               # optional: published claims the report checks (see tracekit.analysis.suite)
+    [[claims]]               # optional: published claims the report checks (see tracekit.analysis.comparison.suite)
     text = "..."
 
 Loading checks the file's structure only. Model and mode names, and keys that

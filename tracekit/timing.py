@@ -18,7 +18,7 @@
   ``TIMER_DISAGREEMENT`` (5%, issue 17) either way the two timers are not
   measuring the same thing (a synchronize that costs at this size, a host
   stalling between calls, the GPU tail a synchronised block waits for:
-  :func:`tracekit.analysis.trust.timer_gap`) or the host was noisy.
+  :func:`tracekit.analysis.comparison.trust.timer_gap`) or the host was noisy.
 * **Host load** (:func:`host_load`): the 1- and 5-minute load averages
   (``os.getloadavg``) and the CPUs this process may use, taken at the start
   and the end of a run. A 1-minute load above the CPU count means more

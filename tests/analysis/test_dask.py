@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from tracekit.analysis.cluster import ClusterError
+from tracekit.analysis.dask_cluster import ClusterError
 from tracekit.analysis.runs import analyze
 
 distributed = pytest.importorskip("dask.distributed", reason="dask[distributed] is not installed "

@@ -60,10 +60,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tracekit.analysis import idle, kernels
-from tracekit.analysis.annotate import annotate
-from tracekit.analysis.intervals import union
-from tracekit.analysis.summary import summarize
+from tracekit.analysis.annotation_tracks import annotate
+from tracekit.analysis.metrics import idle, kernels
+from tracekit.analysis.metrics.intervals import union
+from tracekit.analysis.metrics.summary import summarize
 from tracekit.trace import load
 
 pytest.importorskip("hta", reason="HolisticTraceAnalysis is not installed (make setup installs it)")

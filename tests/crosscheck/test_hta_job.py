@@ -2,8 +2,8 @@
 
 HolisticTraceAnalysis' ``get_temporal_breakdown`` and ``get_comm_comp_overlap`` run
 (through hta_job_run.py) on the folder of the real 2-rank NCCL job in
-``../shared/fixtures/dist/``; ours (:func:`tracekit.analysis.summary.summarize`,
-:func:`tracekit.analysis.communication.breakdown`) on each rank's trace. The
+``../shared/fixtures/dist/``; ours (:func:`tracekit.analysis.metrics.summary.summarize`,
+:func:`tracekit.analysis.distributed.communication.breakdown`) on each rank's trace. The
 differences, each accounted for here:
 
 * HTA leaves out the last ProfilerStep iteration (hta/common/trace.py,
@@ -12,7 +12,7 @@ differences, each accounted for here:
 * HTA takes every event with a ``stream`` arg as GPU work; on these traces that is
   exactly our kernels, memcpys and memsets (asserted).
 * HTA types kernels by name (``^nccl.*Kernel`` communication, ``Memcpy``/``Memset``/
-  ``Sync`` in the name neither); ours by class (:mod:`tracekit.analysis.kernels`):
+  ``Sync`` in the name neither); ours by class (:mod:`tracekit.analysis.metrics.kernels`):
   on these traces both put the same kernels in communication (asserted), and no
   kernel name has Memcpy, Memset or Sync in it (asserted).
 * HTA rounds its overlap to 0.01 % (``round(100 * ratio, 2)``).
@@ -31,8 +31,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tracekit.analysis import communication, kernels
-from tracekit.analysis.summary import summarize
+from tracekit.analysis.distributed import communication
+from tracekit.analysis.metrics import kernels
+from tracekit.analysis.metrics.summary import summarize
 from tracekit.trace import load
 
 pytest.importorskip("hta", reason="HolisticTraceAnalysis is not installed (make setup installs it)")

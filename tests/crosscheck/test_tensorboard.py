@@ -40,8 +40,8 @@ import numpy as np
 import pytest
 from owndata import H100_RUNS, h100_trace
 
-from tracekit.analysis.intervals import union
-from tracekit.analysis.summary import step_utilization, summarize
+from tracekit.analysis.metrics.intervals import union
+from tracekit.analysis.metrics.summary import step_utilization, summarize
 from tracekit.trace import load
 
 pytest.importorskip("torch_tb_profiler", reason="torch-tb-profiler is not installed (make setup installs it)")

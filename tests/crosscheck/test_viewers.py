@@ -28,7 +28,7 @@ from chrome_trace import problems
 from owndata import H100_STUDY
 from click.testing import CliRunner
 
-from tracekit.analysis.annotate import annotate
+from tracekit.analysis.annotation_tracks import annotate
 from tracekit.cli import main
 from tracekit.trace import load
 from tracekit.trace.annotate import PID

@@ -12,7 +12,7 @@ import torch
 from torch.nn import functional as F
 
 from tracekit import models, outputs, runner
-from tracekit.analysis.compare import workloads
+from tracekit.analysis.comparison.workloads import workloads
 from tracekit.analysis.runs import analyze
 from tracekit.phases import _loss, make_step, model_loss
 from tracekit.spec import RunSpec

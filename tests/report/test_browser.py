@@ -13,7 +13,7 @@ import pytest
 from chromium import Chromium, find_browser
 from owndata import H100_STUDY as STUDY
 
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 
@@ -27,7 +27,7 @@ if find_browser() is None:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("reports")
-    write_reports(Tables.of(analyze(STUDY)), out, source="tests/data/h100/vit-study")
+    write_reports(Result.of(analyze(STUDY)), out, source="tests/data/h100/vit-study")
     return out / "index.html"
 
 
@@ -75,7 +75,7 @@ def test_the_check_sees_errors_and_broken_images(tmp_path):
 def test_the_module_table_fits_the_page(tmp_path):
     """The per-module table of the H100 attribution runs (reports/h100/diff: GPT-2 and ViT, their
     "what changed" sentences up to 400 characters) wraps to the page instead of running off it."""
-    tables = Tables.of(analyze(STUDY))
+    tables = Result.of(analyze(STUDY))
     tables.modules = pd.read_csv(Path(__file__).parents[2] / "reports/h100/diff/attribution-h100/modules.csv",
                                  keep_default_na=False, na_values=[""])
     write_reports(tables, tmp_path / "r")

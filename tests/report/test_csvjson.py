@@ -3,14 +3,14 @@ import json
 import pandas as pd
 import pytest
 
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
 from tracekit.report import RENDERERS, Report
 
 
 def test_runs_comparison_and_every_table_as_data_files(study, tmp_path):
     """The study fixture: eager 0.08 ms, reduce-overhead 0.04 ms (p50), one workload."""
-    t = Tables.of(analyze(study))
+    t = Result.of(analyze(study))
     written = RENDERERS["csv/json"].write(Report(t, tmp_path))
     assert [p.name for p in written] == ["runs.csv", "comparison.csv", "runs.json"]
     runs = pd.read_csv(tmp_path / "runs.csv").set_index("mode")
@@ -37,7 +37,7 @@ def test_cpu_runs_have_no_gpu_counts_not_zero(tmp_path):
                   "launches_per_iter", "short_kernels"]
     assert result.runs[gpu_counts].isna().all().all()
     assert result.comparison[["kernels_per_iter", "launches_per_iter", "kernels_ratio"]].isna().all().all()
-    RENDERERS["csv/json"].write(Report(Tables.of(analyze(CPU_RUNS)), tmp_path))
+    RENDERERS["csv/json"].write(Report(Result.of(analyze(CPU_RUNS)), tmp_path))
     runs = pd.read_csv(tmp_path / "runs.csv", keep_default_na=False, dtype=str)
     assert (runs[gpu_counts] == "").all().all() and (runs["cpu_ops"] != "").all()
     comparison = pd.read_csv(tmp_path / "comparison.csv", keep_default_na=False, dtype=str)
@@ -53,17 +53,17 @@ def test_a_report_leaves_no_file_of_an_earlier_one(tmp_path):
     from tracekit.report import write_reports
 
     out = tmp_path / "reports"
-    h100 = Tables.of(analyze(H100_STUDY))
+    h100 = Result.of(analyze(H100_STUDY))
     h100.modules = pd.DataFrame({"workload": ["w"], "mode": ["default"], "run": ["r"], "module": ["blocks"]})
     write_reports(h100, out)
     assert (out / "modules.csv").is_file() and len(list((out / "plots").glob("*.png"))) == 5
-    written = write_reports(Tables.of(analyze(CPU_RUNS)), out)
+    written = write_reports(Result.of(analyze(CPU_RUNS)), out)
     assert not (out / "modules.csv").exists()
     assert sorted(p.name for p in (out / "plots").glob("*.png")) == sorted(p.name for p in written if p.suffix == ".png")
     t = TraceBuilder()  # a bare trace: no run.json, nothing to compare or plot
     t.kernel("a", 0, 10, launch_at=-5)
     t.write(tmp_path / "bare" / "x.pt.trace.json.gz")
-    write_reports(Tables.of(analyze(tmp_path / "bare")), out)
+    write_reports(Result.of(analyze(tmp_path / "bare")), out)
     assert list((out / "plots").glob("*.png")) == []
 
 

@@ -8,8 +8,8 @@ import pytest
 from matplotlib.text import Text
 from owndata import CPU_RUNS, H100_STUDY
 
+from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
-from tracekit.analysis.tables import Tables
 from tracekit.report import figures
 
 LONG = "hf:llama?layers=16&hidden=2048&heads=32&kv_heads=8&ffn=8192 b1 s512 bf16 cuda"
@@ -33,8 +33,8 @@ def cut_texts(fig) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def h100() -> Tables:
-    return Tables.of(analyze(H100_STUDY))
+def h100() -> Result:
+    return Result.of(analyze(H100_STUDY))
 
 
 @pytest.mark.parametrize("workloads", [1, 2])
@@ -51,7 +51,7 @@ def test_each_workload_figure_keeps_its_texts_inside(h100):
 
 
 def test_a_long_workload_name_wraps_instead_of_being_cut(h100):
-    cpu = Tables.of(analyze(CPU_RUNS)).comparison.assign(workload=LONG)
+    cpu = Result.of(analyze(CPU_RUNS)).comparison.assign(workload=LONG)
     fig = figures.workload_figure(cpu, cpu.iloc[:0], f"{LONG}: modes vs eager")  # CPU only: a 6-inch figure
     assert cut_texts(fig) == []
     words = lambda text: text.replace("\n", "").replace(" ", "")  # noqa: E731 (a word wider than a line is folded)

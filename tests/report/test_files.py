@@ -5,8 +5,8 @@ import re
 import pandas as pd
 from tracebuilder import TraceBuilder, eager_trace, write_run
 
-from tracekit.analysis.compare import compare
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.comparison.compare import compare
+from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 from tracekit.report.figures import busy_idle_axes, new_figure
@@ -16,7 +16,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 def test_report_files(study, tmp_path):
     out = tmp_path / "reports"
-    written = write_reports(Tables.of(analyze(study)), out, source=str(study))
+    written = write_reports(Result.of(analyze(study)), out, source=str(study))
     names = {p.relative_to(out).as_posix() for p in written}
     assert {"summary.md", "index.html", "runs.csv", "comparison.csv", "runs.json",
             "plots/overview-busy-idle.png", "plots/vit16x6x384-b8-fp32-cuda.png",
@@ -38,7 +38,7 @@ def test_report_files(study, tmp_path):
 
 def test_index_html_is_self_contained(study, tmp_path):
     out = tmp_path / "reports"
-    write_reports(Tables.of(analyze(study)), out, source=str(study))
+    write_reports(Result.of(analyze(study)), out, source=str(study))
     html = (out / "index.html").read_text()
     srcs = re.findall(r'src="([^"]*)"', html)
     assert len(srcs) == 3                                  # overview, panels, timeline
@@ -60,7 +60,7 @@ def test_cpu_only_runs_still_report(tmp_path):
         write_run(tmp_path / "t" / mode, t, model="mlp", mode=mode, latency_ms=(dur / 1e3, dur / 1e3, dur / 1e3),
                   device_type="cpu", requested_device="cpu")
     out = tmp_path / "r"
-    written = write_reports(Tables.of(analyze(tmp_path / "t")), out, source="t")
+    written = write_reports(Result.of(analyze(tmp_path / "t")), out, source="t")
     assert not (out / "plots" / "overview-busy-idle.png").exists()      # no GPU: no busy/idle overview
     assert [p.name for p in written if p.suffix == ".png"] == ["mlp-b8-fp32-cpu.png"]  # no GPU: no timeline
     md = (out / "summary.md").read_text()
@@ -71,7 +71,7 @@ def test_cpu_only_runs_still_report(tmp_path):
         manifest = json.loads((tmp_path / "t" / run / "run.json").read_text())
         manifest["spec"]["batch"] = 4
         (tmp_path / "t" / run / "run.json").write_text(json.dumps(manifest))
-    write_reports(Tables.of(analyze(tmp_path / "t")), out, source="t")
+    write_reports(Result.of(analyze(tmp_path / "t")), out, source="t")
     assert sorted(p.name for p in (out / "plots").iterdir()) == ["mlp-b4-fp32-cpu.png"]
     assert (out / "notes.txt").read_text() == "mine"
 
@@ -105,7 +105,7 @@ def test_job_section_in_every_format(fixtures, tmp_path, capsys):
 
     a = analyze(fixtures / "dist")
     out = tmp_path / "reports"
-    write_reports(Tables.of(a), out, source="dist")
+    write_reports(Result.of(a), out, source="dist")
     md = (out / "summary.md").read_text()
     assert "## Distributed jobs" in md and "hta-trace-filter-sampled-2rank: 2 ranks (nccl)" in md
     assert md.count("| hta-trace-filter-sampled-2rank | 0 |") == 2          # ranks and stragglers tables
@@ -114,7 +114,7 @@ def test_job_section_in_every_format(fixtures, tmp_path, capsys):
     assert "Distributed jobs: verdict, straggler" in html
     data = json.loads((out / "runs.json").read_text())
     assert len(data["jobs"]) == 1 and len(data["ranks"]) == 2 and {r["rank"] for r in data["runs"]} == {0, 1}
-    print_reports(Tables.of(a), console=Console(width=250, record=True))
+    print_reports(Result.of(a), console=Console(width=250, record=True))
     shown = capsys.readouterr().out
     job = a.table("jobs").iloc[0]
     assert "Ranks of each job" in shown and 0 < job["collectives_inconsistent"] < job["collectives_matched"]
@@ -124,7 +124,7 @@ def test_job_section_in_every_format(fixtures, tmp_path, capsys):
 
 def test_a_report_kept_in_a_repository_links_its_plots_and_may_leave_out_its_traces(study, tmp_path):
     out = tmp_path / "reports"
-    write_reports(Tables.of(analyze(study)), out, source=str(study), html_plots="link", link_traces=False)
+    write_reports(Result.of(analyze(study)), out, source=str(study), html_plots="link", link_traces=False)
     html = (out / "index.html").read_text()
     srcs = re.findall(r'src="([^"]*)"', html)
     assert sorted(srcs) == ["plots/overview-busy-idle.png", "plots/vit16x6x384-b8-fp32-cuda-timeline.png",
@@ -138,7 +138,7 @@ def test_a_report_kept_in_a_repository_links_its_plots_and_may_leave_out_its_tra
 def test_plots_are_palette_pngs(study, tmp_path):
     from PIL import Image
 
-    written = write_reports(Tables.of(analyze(study)), tmp_path, source=str(study))
+    written = write_reports(Result.of(analyze(study)), tmp_path, source=str(study))
     for png in (p for p in written if p.suffix == ".png"):
         with Image.open(png) as image:
             assert image.mode == "P" and len(image.getpalette()) <= 3 * 256

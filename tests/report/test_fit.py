@@ -9,9 +9,9 @@ from click.testing import CliRunner
 from owndata import CPU_RUNS, H100_STUDY
 from tracebuilder import eager_trace, graph_trace, write_run
 
+from tracekit.analysis.comparison.trust import speedup_text
+from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
-from tracekit.analysis.tables import Tables
-from tracekit.analysis.trust import speedup_text
 from tracekit.cli import main
 from tracekit.report.fit import Fit, Legend
 
@@ -30,7 +30,7 @@ def test_analyze_leads_with_the_answer_and_fits_100_columns(tmp_path):
     lines = run(["analyze", str(H100_STUDY), "--out", str(tmp_path)])
     assert max(map(len, lines)) <= 100
     # The answer for each workload: its fastest mode, the speedup with its range, and the split.
-    comp = Tables.of(analyze(H100_STUDY)).comparison
+    comp = Result.of(analyze(H100_STUDY)).comparison
     for i, (workload, g) in enumerate(comp.groupby("workload", sort=False)):
         best = g[~g["inconclusive"]].sort_values("speedup").iloc[-1]
         base = g[g["run"] == g["baseline_run"]].iloc[0]

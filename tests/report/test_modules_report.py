@@ -7,9 +7,9 @@ import re
 
 import pandas as pd
 
-from tests.analysis.test_diff import RECORD, compiled_mlp, eager_mlp
+from tests.analysis.attribution.test_diff import RECORD, compiled_mlp, eager_mlp
 from tests.tracebuilder import add_cpu_range, write_run
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 
@@ -19,7 +19,7 @@ def test_reports_show_modules(tmp_path):
               attribution={"module_scopes": True})
     write_run(tmp_path / "t" / "mlp" / "default", compiled_mlp(), model="mlp", mode="default", attribution=RECORD,
               latency_ms=(0.8, 0.7, 0.9))
-    tables = Tables.of(analyze(tmp_path / "t"))
+    tables = Result.of(analyze(tmp_path / "t"))
     default = tables.comparison.set_index("mode").loc["default"]
     assert default["top_modules"] == "blocks.*.mlp busy -4.0 µs, launches -2"
     assert default["finding"].endswith("; by module: blocks.*.mlp busy -4.0 µs, launches -2")
@@ -51,7 +51,7 @@ def test_the_models_own_row_is_named_and_the_table_wraps_to_the_page(tmp_path):
               attribution={"module_scopes": True})
     write_run(tmp_path / "t" / "mlp" / "default", compiled_mlp(), model="mlp", mode="default", attribution=RECORD,
               latency_ms=(0.8, 0.7, 0.9))
-    tables = Tables.of(analyze(tmp_path / "t"))
+    tables = Result.of(analyze(tmp_path / "t"))
     assert "" in set(tables.modules["module"])                 # the data keeps the path; reports name it
     write_reports(tables, tmp_path / "r")
     md = (tmp_path / "r" / "summary.md").read_text()

@@ -11,7 +11,7 @@ from reference_reader import read
 from tracebuilder import TraceBuilder
 
 from tracekit.trace import load, stream
-from tracekit.trace.columns import TABLES
+from tracekit.trace.event_columns import TABLES
 
 NAMES = {"gpu": "gpu_ops", "host": "host_calls", "cpu": "cpu_ops", "syncs": "syncs",
          "markers": "markers", "comms": "comms"}
@@ -51,7 +51,7 @@ def test_every_real_fixture(fixtures):
 def test_depth_in_small_blocks_is_the_same(fixtures, monkeypatch, tmp_path):
     """The depth's keys and counts made a few ops at a time (blocks that cut through ties of
     start) give the reference reader's depths, on a real trace and on the odd one."""
-    from tracekit.trace import tables as table_module
+    from tracekit.trace import dataframes as table_module
     monkeypatch.setattr(table_module, "_BLOCK", 7)
     for path in (fixtures / "h100" / "vit16x6x384_reduce-overhead.pt.trace.json.gz", _odd_trace(tmp_path)):
         _same(load(path), read(path))

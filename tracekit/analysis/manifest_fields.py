@@ -52,7 +52,7 @@ def _timing_fields(manifest: Manifest) -> dict:
     """How far the run's timing can be trusted (tracekit.timing): the synchronised wall
     clock beside the latency (median, p10 and p90 over its blocks, calls a block), the host's
     load (timing_warning: a busy host), the threads, the processes it was made in. Why the
-    two timers are apart needs the trace too: :func:`tracekit.analysis.trust.timer_gap`."""
+    two timers are apart needs the trace too: :func:`tracekit.analysis.comparison.trust.timer_gap`."""
     load = manifest.host_load or {}
     repeats = manifest.repeats or {}
     wall_ms = manifest.wall_ms or {}

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit.analysis.cluster import on_dask
+from tracekit.analysis.dask_cluster import on_dask
 from tracekit.analysis.manifest_fields import manifest_fields
+from tracekit.analysis.trace_file import FileResult, analyze_file, outcome
 from tracekit.errors import ExitCode
 from tracekit.io import records
 from tracekit.manifest import Manifest
-from tracekit.trace import NotATrace, Run, TraceError, discover, load
+from tracekit.trace import Run, TraceError, discover
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,26 +40,26 @@ class Analysis:
              (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff; and how far
              the timing can be trusted: wall_median_ms, wall_p10_ms,
              wall_p90_ms, wall_calls_per_block, timer_agreement, timer_gap
-             (:func:`tracekit.analysis.trust.timer_gap`), host_load_start/end
+             (:func:`tracekit.analysis.comparison.trust.timer_gap`), host_load_start/end
              (1-minute load), host_cpus, threads, processes, process_spread,
              timing_warning: :mod:`tracekit.timing`) and the
-             trace metrics of :func:`tracekit.analysis.pertrace.analyze_trace`
+             trace metrics of :func:`tracekit.analysis.trace_analysis.analyze_trace`
              (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
     tables:  name -> one DataFrame over all traces, each row tagged with its
              run, trace and rank: iterations, devices, streams, idle_histogram,
              verdict_evidence, launch_apis, kernels, kernel_classes,
              kernel_quantiles, transfers, transfer_iterations, timeline,
              collectives, collective_idle (see
-             :func:`tracekit.analysis.pertrace.analyze_trace`); across runs
+             :func:`tracekit.analysis.trace_analysis.analyze_trace`); across runs
              (no run/trace columns), launch_vs_fusion
-             (:func:`tracekit.analysis.backends.launch_vs_fusion`); and per
+             (:func:`tracekit.analysis.comparison.launch_removal.launch_vs_fusion`); and per
              job of two ranks or more (a ``job`` column): jobs, ranks,
-             collective_calls, stragglers (:mod:`tracekit.analysis.job`).
+             collective_calls, stragglers (:mod:`tracekit.analysis.distributed.job`).
     errors:  (path, problem, exit code) for each file that could not be read or
              analyzed (``internal error: ...``, code 70: a bug in tracekit; the other
              files are analyzed all the same).
     failures: (path, analysis, reason, traceback) of each analysis that raised: a
-             trace's (:class:`tracekit.analysis.pertrace.Sections`; its run row says
+             trace's (:class:`tracekit.analysis.trace_analysis.Sections`; its run row says
              so in ``failed_analyses``, its other figures stand), a whole file's
              (analysis ``trace``, also in ``errors``) or a job's (``jobs``).
     skipped: (path, why) for JSON files found in a folder that are not
@@ -79,6 +80,25 @@ class Analysis:
 
         return self.tables.get(name, pd.DataFrame())
 
+    def nothing_to_report(self, path) -> TraceError | None:
+        """Why nothing under ``path`` could be analyzed, or None where some run was: the one
+        rule of :func:`tracekit.analyze` and ``tracekit analyze``/``compare``.
+
+        Returns:
+            None where ``runs`` has a row; else a :class:`TraceError`: no trace under ``path``
+            (exit code NO_TRACES), or the first unreadable file's path and problem with the
+            others' after it (``; path: problem``) and its exit code, INTERNAL where
+            tracekit failed on any file (a bug in tracekit is never hidden behind bad input).
+        """
+        if len(self.runs):
+            return None
+        if not self.errors:
+            return TraceError(path, "no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)
+        first, problem, code = self.errors[0]
+        if any(c == ExitCode.INTERNAL for *_, c in self.errors):
+            code = ExitCode.INTERNAL
+        return TraceError(first, problem + "".join(f"; {p}: {e}" for p, e, _ in self.errors[1:]), code)
+
     def to_dict(self) -> dict:
         """All tables as lists of records (JSON-ready after :func:`tracekit.io.jsonable`)."""
         return {"runs": records(self.runs), **{name: records(df) for name, df in self.tables.items()},
@@ -87,58 +107,9 @@ class Analysis:
                 "failures": [{"path": p, "analysis": a, "reason": r} for p, a, r, _ in self.failures]}
 
 
-@dataclass
-class _FileResult:
-    """What one trace file gave: metrics and iterations, or the error (picklable)."""
-
-    metrics: dict | None = None
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    device_name: str | None = None
-    device_type: str | None = None          # cuda, mtia, xpu or cpu, from the trace itself
-    problems: list[str] = field(default_factory=list)
-    error: tuple[str, int] | None = None    # (problem, exit code)
-    not_a_trace: bool = False
-    rank: int | None = None                 # distributedInfo.rank, else from the file name
-    distributed: dict = field(default_factory=dict)   # Kineto's distributedInfo
-    failures: list[dict] = field(default_factory=list)  # analyses that raised (pertrace.Sections)
-
-
-def _analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None, attribution: dict | None,
-                  host_ms: float | None, critical_path: bool, workers: int | None) -> _FileResult:
-    """One file's result; whatever goes wrong is its error, never the other files' (issue 31)."""
-    try:
-        tables = load(path, workers=workers)
-    except TraceError as exc:
-        return _FileResult(error=(exc.problem, int(exc.code)), not_a_trace=isinstance(exc, NotATrace))
-    except Exception as exc:  # noqa: BLE001 - a bug in the reader loses this file only
-        return _internal_error(exc)
-    try:
-        from tracekit.analysis import integrity, job
-        from tracekit.analysis.pertrace import analyze_trace
-
-        result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution,
-                               host_ms=host_ms, critical_path=critical_path)
-        return _FileResult(metrics=result.row, tables=result.tables, device_type=integrity.device_type(tables),
-                           device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
-                           problems=tables.meta.get("problems", []), rank=job.rank_of(tables.meta, path),
-                           distributed=tables.meta.get("distributed") or {}, failures=result.failures)
-    except Exception as exc:  # noqa: BLE001 - a bug in the analyses loses this file only
-        return _internal_error(exc)
-
-
-def _internal_error(exc: BaseException, analysis: str = "trace") -> _FileResult:
-    """A file's result when tracekit itself failed on it: the error (exit code INTERNAL) and its traceback."""
-    import traceback
-
-    reason = f"{type(exc).__name__}: {exc}"
-    return _FileResult(error=(f"internal error: {reason}", int(ExitCode.INTERNAL)), failures=[
-        {"analysis": analysis, "reason": reason,
-         "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))}])
-
-
-def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[_FileResult], result: Analysis,
+def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[FileResult], result: Analysis,
              scanned: bool) -> None:
-    from tracekit.analysis import job
+    from tracekit.analysis.distributed import job
 
     base = {"run": run.name, **manifest_fields(manifest)}
     if run.problem:
@@ -177,17 +148,17 @@ PARALLEL_FILES_MIN_BYTES = 16 << 20  # several files totalling more than this ar
 
 
 def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations: int | None,
-                   dask: str | None = None, critical_path: bool = False) -> list[list[_FileResult]]:
+                   dask: str | None = None, critical_path: bool = False) -> list[list[FileResult]]:
     """Analyze every trace of ``runs``: where the files are read is chosen here, once.
 
     On a Dask cluster when ``dask`` names one (a scheduler address such as
     ``tcp://host:8786``, or ``"local"``): one task per file. Otherwise here: one file at a
     time (each decoded in parallel if large), or, for several files of some size, one
-    worker process per core. Every way runs :func:`_analyze_file` on each file, so the
-    results are the same.
+    worker process per core. Every way runs :func:`tracekit.analysis.trace_file.analyze_file`
+    on each file, so the results are the same.
 
     Raises:
-        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or its
+        tracekit.analysis.dask_cluster.ClusterError: ``dask`` given, and dask is missing or its
             scheduler unreachable.
     """
     jobs = [(p.absolute(), ((m and m.profile) or {}).get("iterations", iterations),
@@ -196,30 +167,22 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations
             for r, m in zip(runs, manifests) for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
     if dask and jobs:
-        flat = on_dask(dask, _analyze_file, [(*job, 1) for job in jobs])
+        flat = on_dask(dask, analyze_file, [(*job, 1) for job in jobs])
     elif workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
         import multiprocessing  # here, not at start-up: a single trace never needs it
         from concurrent.futures import ProcessPoolExecutor
 
-        import tracekit.analysis.pertrace  # noqa: F401 - once, before the workers fork
+        import tracekit.analysis.trace_analysis  # noqa: F401 - once, before the workers fork
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [pool.submit(_analyze_file, *job, 1) for job in jobs]
-            flat = [_outcome(f) for f in futures]
+            futures = [pool.submit(analyze_file, *job, 1) for job in jobs]
+            flat = [outcome(f) for f in futures]
     else:
-        flat = [_analyze_file(*job, None) for job in jobs]
+        flat = [analyze_file(*job, None) for job in jobs]
     out, i = [], 0
     for r in runs:
         out.append(flat[i:i + len(r.traces)])
         i += len(r.traces)
     return out
-
-
-def _outcome(future) -> _FileResult:
-    """A worker process's result, or the file's error where the process died (killed, out of memory)."""
-    try:
-        return future.result()
-    except Exception as exc:  # noqa: BLE001 - BrokenProcessPool and the like: this file, not the others
-        return _internal_error(exc)
 
 
 def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
@@ -256,7 +219,7 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
 
     Raises:
         TraceError: ``path`` does not exist.
-        tracekit.analysis.cluster.ClusterError: ``dask`` given, and dask is missing or its
+        tracekit.analysis.dask_cluster.ClusterError: ``dask`` given, and dask is missing or its
             scheduler unreachable.
     """
     paths = [Path(p) for p in path] if isinstance(path, (list, tuple)) else [Path(path)]
@@ -277,9 +240,10 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
         _collect(run, manifest, base, files, result, scanned)
     import pandas as pd
 
-    from tracekit.analysis import job, trust
-    from tracekit.analysis.backends import launch_vs_fusion
-    from tracekit.analysis.pertrace import Sections
+    from tracekit.analysis.comparison import trust
+    from tracekit.analysis.comparison.launch_removal import launch_vs_fusion
+    from tracekit.analysis.distributed import job
+    from tracekit.analysis.trace_analysis import Sections
 
     result.runs = _ordered(pd.DataFrame(result.runs))
     if len(result.runs):

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.comparison.suite import SuiteTables
+from tracekit.analysis.result import Result
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.runs import analyze as run_analysis
-from tracekit.analysis.suite import SuiteTables
 from tracekit.bench.cells import run_cell
 from tracekit.bench.plan import FINAL, Planned, grid_table, plan, plan_all, suite_traces
 from tracekit.bench.progress import run_planned
@@ -49,7 +49,7 @@ class SuiteResult:
     suite: Suite
     planned: list[Planned]
     manifests: dict[str, Manifest]
-    tables: Tables
+    tables: Result
     report_dir: Path
     elapsed_s: float = 0.0
     ran: list[str] = field(default_factory=list)
@@ -99,11 +99,11 @@ def write_suite_report(suite: Suite, planned: list[Planned], manifests: dict[str
                        ran: list[str] | None = None, rewritten_by: str = "",
                        report_options: dict | None = None) -> SuiteResult:
     """Analyze the suite's runs and write its report folder; return the :class:`SuiteResult`.
-    (``command``, ``rewritten_by``: see :class:`tracekit.analysis.suite.SuiteTables`;
+    (``command``, ``rewritten_by``: see :class:`tracekit.analysis.comparison.suite.SuiteTables`;
     ``report_options``: see :func:`tracekit.report.write_reports`.)"""
     root = suite_traces(traces, suite)
     root.mkdir(parents=True, exist_ok=True)
-    tables = Tables.of(run_analysis(root, only={p.name for p in planned if p.name in manifests}))
+    tables = Result.of(run_analysis(root, only={p.name for p in planned if p.name in manifests}))
     out = Path(reports) / suite.name
     write_reports(tables, out, source=str(root), **(report_options or {}))
     write_reports(SuiteTables.of(suite, [p.name for p in planned], manifests, tables.analysis.runs, command,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import OutFolder, UserError, main, report_options, wide_option
+from tracekit.cli.group import OutFolder, UserError, main, report_options, wide_option
 from tracekit.errors import ExitCode
 
 
@@ -55,17 +55,18 @@ def analyze(path, out, as_json, iterations, baseline, dask_address, annotate, cr
     Writes OUT/summary.md, OUT/index.html, OUT/plots/*.png, OUT/runs.csv,
     OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
     """
-    result = _analysis(path, iterations, dask_address, as_json, critical_path)  # first: it starts reading before pandas is imported
-    from tracekit.analysis.tables import Tables
+    # first: it starts reading before pandas is imported
+    analysis = _analysis(path, iterations, dask_address, as_json, critical_path)
+    from tracekit.analysis.result import Result
     from tracekit.io import jsonable
     from tracekit.report import print_reports, write_reports
 
-    tables = Tables.of(result, baseline)
-    written = write_reports(tables, out, source=str(path), html_plots=html_plots, link_traces=link_traces)
+    result = Result.of(analysis, baseline)
+    written = write_reports(result, out, source=str(path), html_plots=html_plots, link_traces=link_traces)
     if as_json:
-        click.echo(json.dumps(jsonable(result.to_dict()), default=str))
+        click.echo(json.dumps(jsonable(analysis.to_dict()), default=str))
     else:
-        print_reports(tables, wide=wide)
+        print_reports(result, wide=wide)
         click.echo(f"wrote {out}/: " + ", ".join(p.name for p in written if p.suffix != ".png")
                    + f"; plots/: {sum(p.suffix == '.png' for p in written)} PNG", err=True)
     if annotate:
@@ -98,22 +99,22 @@ def compare(paths, baseline, out, html_plots, link_traces, wide) -> None:
     \b
     Example: tracekit compare traces/vit16x6x384/eager traces/vit16x6x384/reduce-overhead
     """
-    from tracekit.analysis.tables import Tables
+    from tracekit.analysis.result import Result
     from tracekit.report import print_reports, write_reports
 
-    tables = Tables.of(_analysis(list(paths), None), baseline)
-    print_reports(tables, runs=False, detail=True, wide=wide)
+    result = Result.of(_analysis(list(paths), None), baseline)
+    print_reports(result, runs=False, detail=True, wide=wide)
     if out is not None:
-        write_reports(tables, out, source=" ".join(str(p) for p in paths), html_plots=html_plots,
+        write_reports(result, out, source=" ".join(str(p) for p in paths), html_plots=html_plots,
                       link_traces=link_traces)
         click.echo(f"report in {out}/", err=True)
-    _exit_if_partial(tables.analysis)
+    _exit_if_partial(result)
 
 
 def _analysis(path, iterations, dask=None, as_json: bool = False, critical_path: bool = False):
     """Analyze PATH (or several) for analyze/compare; bad input becomes a UserError (with
     ``as_json``, the errors are also printed as JSON on stdout: ``{"runs": [], "errors": [...]}``)."""
-    from tracekit.analysis.cluster import ClusterError
+    from tracekit.analysis.dask_cluster import ClusterError
     from tracekit.analysis.runs import analyze as run_analysis
     from tracekit.trace import TraceError
 
@@ -122,25 +123,18 @@ def _analysis(path, iterations, dask=None, as_json: bool = False, critical_path:
             click.echo(json.dumps({"runs": [], "errors": [{"path": p, "problem": e, "code": c} for p, e, c in problems]}))
 
     try:
-        result = run_analysis(path, iterations=iterations, dask=dask, critical_path=critical_path)
+        analysis = run_analysis(path, iterations=iterations, dask=dask, critical_path=critical_path)
     except TraceError as exc:
         fail([(str(exc.path), exc.problem, int(exc.code))])
         raise UserError(str(exc), exc.code) from None
     except ClusterError as exc:
         fail([(str(path), str(exc), int(ExitCode.USAGE))])
         raise UserError(str(exc), ExitCode.USAGE) from None
-    if result.runs.empty:
-        fail(result.errors)
-        if not result.errors:
-            raise UserError(f"{path}: no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)
-        _show_tracebacks(result)
-        for p, problem, _ in result.errors[1:]:
-            click.echo(f"Error: {p}: {problem}", err=True)
-        p, problem, code = result.errors[0]
-        if any(c == ExitCode.INTERNAL for *_, c in result.errors):  # a bug in tracekit is never hidden
-            code = ExitCode.INTERNAL
-        raise UserError(f"{p}: {problem}", code)  # nothing analyzed: no report written over an old one
-    return result
+    if (error := analysis.nothing_to_report(path)) is not None:
+        fail(analysis.errors)
+        _show_tracebacks(analysis)
+        raise UserError(str(error), error.code)  # nothing analyzed: no report written over an old one
+    return analysis
 
 
 def _show_tracebacks(result) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import OutFolder, UserError, main, report_options, wide_option
+from tracekit.cli.group import OutFolder, UserError, main, report_options, wide_option
 
 
 @main.command()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import OutFolder, UserError, main, wide_option
+from tracekit.cli.group import OutFolder, UserError, main, wide_option
 from tracekit.errors import ExitCode
 
 
@@ -43,7 +43,7 @@ def diff(paths, depth, top, out, as_json, iterations, min_coverage, wide) -> Non
     Examples: tracekit diff traces/vit16x6x384/eager traces/vit16x6x384/default
               tracekit diff traces/ --out reports/diff
     """
-    from tracekit.analysis.rundiff import DiffSet, diff_pairs, diff_runs
+    from tracekit.analysis.attribution.run_diff import DiffSet, diff_pairs, diff_runs
     from tracekit.io import jsonable
     from tracekit.report import print_reports, write_reports
     from tracekit.report.formats.diff import diff_dict

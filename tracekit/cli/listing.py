@@ -6,7 +6,7 @@ import json
 
 import click
 
-from tracekit.cli import main
+from tracekit.cli.group import main
 
 
 @main.command("models")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli import OutFolder, UserError, main, seq_option
+from tracekit.cli.group import OutFolder, UserError, main, seq_option
 from tracekit.errors import ExitCode
 from tracekit.spec import DTYPES, PARALLEL, PHASES
 

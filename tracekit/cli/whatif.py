@@ -6,7 +6,7 @@ import json
 
 import click
 
-from tracekit.cli import UserError, main
+from tracekit.cli.group import UserError, main
 from tracekit.errors import ExitCode
 
 
@@ -79,7 +79,7 @@ def whatif(path, cuda_graphs, faster, host_faster, overlap_comm, balance_ranks, 
 
 def _single_launch(ranks) -> str | None:
     """Why launch removal cannot be predicted for a trace of one launch (nothing to remove)."""
-    from tracekit.analysis.summary import _launches
+    from tracekit.analysis.metrics.summary import _launches
 
     n = sum(_launches(t.gpu_ops["correlation"].to_numpy()) for _, t in ranks)
     return f"{n} launch in the trace: no launch overhead to remove or re-time" if n < 2 else None

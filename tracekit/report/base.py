@@ -6,9 +6,9 @@ A report format is one module in ``tracekit/report/formats/`` holding one
 adding its file (and its test). A renderer takes finished tables, never
 traces, and calls no analysis:
 
-* :class:`tracekit.analysis.tables.Tables`: an analysis and its comparison
+* :class:`tracekit.analysis.result.Result`: an analysis and its comparison
   (``tracekit analyze``, ``tracekit compare``, a suite's summary);
-* :class:`tracekit.analysis.suite.SuiteTables`: a suite's report.md;
+* :class:`tracekit.analysis.comparison.suite.SuiteTables`: a suite's report.md;
 * :class:`tracekit.analysis.counters.CountersResult`: hardware counters.
 
 :func:`write_reports` runs the ``write`` of every registered format that

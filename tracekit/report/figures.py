@@ -1,7 +1,7 @@
 """The figures of an analysis' report, drawn from metric tables (matplotlib, Agg; no pyplot
 state, safe in any process); :mod:`tracekit.report.formats.plots` writes them.
 
-Per workload (the rows of :func:`tracekit.analysis.compare.compare` for it):
+Per workload (the rows of :func:`tracekit.analysis.comparison.compare.compare` for it):
 
 * :func:`workload_figure`: four panels: unprofiled latency per mode with its
   p10-p90 range; GPU busy / host wait / other idle per profiled iteration
@@ -26,8 +26,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from PIL import Image
 
-from tracekit.analysis.attribution import module_label
-from tracekit.analysis.timeline import CPU_LANE
+from tracekit.analysis.attribution.gpu_ops import module_label
+from tracekit.analysis.metrics.timeline import CPU_LANE
 from tracekit.io import write_atomic
 
 DPI = 100
@@ -110,7 +110,7 @@ def _rows(ax, comp: pd.DataFrame, column: str, empty: str) -> pd.DataFrame:
 
 def _speedups(rows: pd.DataFrame) -> list[str]:
     """Each row's speedup as a plot label: "1.38x", "inconclusive" where its p10-p90
-    range overlaps the baseline's (tracekit.analysis.trust), "" where unknown."""
+    range overlaps the baseline's (tracekit.analysis.comparison.trust), "" where unknown."""
     unsure = rows["inconclusive"] if "inconclusive" in rows else pd.Series(False, index=rows.index)
     return ["" if not np.isfinite(s) else "inconclusive" if u else f"{s:.2f}x"
             for s, u in zip(rows["speedup"], unsure.fillna(False))]

@@ -3,11 +3,11 @@
 Writing a trace is the trace layer's work, like reading one: the copy holds the original
 file's bytes unchanged (a stream copy, in bounded memory, whatever the trace's size) with
 extra Chrome Trace Event Format events put at the front of its ``traceEvents`` array.
-What the tracks show is computed elsewhere (:mod:`tracekit.analysis.annotate`) and given
+What the tracks show is computed elsewhere (:mod:`tracekit.analysis.annotation_tracks`) and given
 here as tables; this module knows only the format.
 
 The extra events are complete events (``ph: "X"``) of category ``"tracekit"``, which no
-reader routes to a table (:data:`tracekit.trace.columns.ROUTES`; TensorBoard's profiler
+reader routes to a table (:data:`tracekit.trace.event_columns.ROUTES`; TensorBoard's profiler
 plugin and HolisticTraceAnalysis leave unknown categories out too), with no ``stream``,
 ``device`` or ``correlation`` arg (HTA takes any event with a ``stream`` arg as GPU work).
 They sit in a process of their own (:data:`PID`, named "tracekit" by ``M`` metadata

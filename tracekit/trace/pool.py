@@ -12,9 +12,9 @@ from __future__ import annotations
 import queue
 import signal
 
-from tracekit.trace.chunks import MMAP_AFTER_READING, mmap_threshold
-from tracekit.trace.columns import Chunk, build_chunk
 from tracekit.trace.decode import StreamError
+from tracekit.trace.event_columns import Chunk, build_chunk
+from tracekit.trace.malloc import MMAP_AFTER_READING, mmap_threshold
 
 POLL_S = 1.0                # how often a wait for a result checks that the workers are alive
 
@@ -44,7 +44,7 @@ def _serve(tasks, results) -> None:
 
 
 class Workers:
-    """``n`` forked worker processes running :func:`tracekit.trace.columns.build_chunk`;
+    """``n`` forked worker processes running :func:`tracekit.trace.event_columns.build_chunk`;
     :meth:`submit` a chunk's data, :meth:`next` its Chunk (in the order submitted).
     A context manager: leaving it stops the workers."""
 

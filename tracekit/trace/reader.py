@@ -14,9 +14,9 @@ import msgspec
 
 from tracekit.errors import ExitCode
 from tracekit.trace import decode, ort, stream
-from tracekit.trace.chunks import (MMAP_AFTER_READING, MMAP_WHILE_READING, BadCut, Chunks, mmap_threshold,
-                                   read_parallel, read_serial, release_freed, workers_for)
+from tracekit.trace.chunks import BadCut, Chunks, read_parallel, read_serial, workers_for
 from tracekit.trace.decode import StreamError
+from tracekit.trace.malloc import MMAP_AFTER_READING, MMAP_WHILE_READING, mmap_threshold, release_freed
 from tracekit.trace.schema import Trace
 
 if TYPE_CHECKING:  # pandas is imported when the tables are made, after the workers have started
@@ -203,7 +203,7 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
 def _tables(path: Path, read: Chunks) -> EventTables:
     import pandas as pd
 
-    from tracekit.trace.tables import TableBuilder, depth, markers
+    from tracekit.trace.dataframes import TableBuilder, depth, markers
 
     builder = TableBuilder()
     for chunk in read.chunks:
@@ -231,7 +231,7 @@ def _tables(path: Path, read: Chunks) -> EventTables:
                          syncs=syncs, markers=markers(cpu_ops),
                          devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),
                          meta=meta, comms=builder.table("comms"))
-    if nest_order:  # the CPU ops by (thread, start, longer first), for the nest (tracekit.analysis.nest)
+    if nest_order:  # the CPU ops by (thread, start, longer first), for the nest (tracekit.analysis.metrics.nest)
         tables.derived["nest_order"] = (cpu_ops, nest_order[0])
     meta["problem_counts"] = {what: n for what, n in sorted(builder.problems.items()) if n}
     meta["problems"] = [f"{n} {what}" for what, n in meta["problem_counts"].items()]

@@ -1,7 +1,7 @@
 """Kineto's values -> numpy, leniently: numbers that may be strings ("0x1f", "12") or
 missing, and string columns as codes plus their distinct values (:class:`Strings`).
 
-Used by the reader's workers (:mod:`tracekit.trace.columns`): numpy only, no pandas.
+Used by the reader's workers (:mod:`tracekit.trace.event_columns`): numpy only, no pandas.
 """
 
 from __future__ import annotations

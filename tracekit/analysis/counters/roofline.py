@@ -39,7 +39,7 @@ from tracekit import peaks as datasheet
 from tracekit.analysis.counters import metrics as M
 from tracekit.analysis.counters.join import join
 from tracekit.analysis.counters.parse import CountersError, parse
-from tracekit.analysis.kernels import kernel_class
+from tracekit.analysis.metrics.kernels import kernel_class
 from tracekit.trace import load
 
 BOUND_PCT = 60.0

@@ -11,7 +11,7 @@ equals the unprofiled latency measured in the same run (run.json ``latency_ms`` 
 The factor is searched in [``HOST_SCALE_MIN``, ``HOST_SCALE_MAX``]: the profiler makes host
 time up to four times longer, and an unprofiled run is not slower than a profiled one by
 more than the timers' noise (a run whose unprofiled latency needs more is flagged, as
-:mod:`tracekit.analysis.trust` flags an unreliable unprofiled timing). Where even the
+:mod:`tracekit.analysis.comparison.trust` flags an unreliable unprofiled timing). Where even the
 shortest host time leaves the model slower than the measurement, the GPU ops ran longer
 under the profiler than without it (CUPTI's per-kernel cost, seen on CUDA-graph replays in
 the H100 study): their time is then scaled too, down to ``GPU_SCALE_MIN``.

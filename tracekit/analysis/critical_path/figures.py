@@ -1,4 +1,4 @@
-"""The critical path's figures for one trace's analysis (:func:`tracekit.analysis.pertrace.analyze_trace`).
+"""The critical path's figures for one trace's analysis (:func:`tracekit.analysis.trace_analysis.analyze_trace`).
 
 By default a trace whose run.json has the unprofiled latency gets its calibrated CUDA-graph
 prediction (``cuda_graphs_predicted_ms``, ``cuda_graphs_saving_ms``: what the reports' "CUDA

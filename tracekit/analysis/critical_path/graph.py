@@ -50,8 +50,8 @@ import pandas as pd
 from tracekit.analysis.critical_path.kinds import COMM, CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, SYNC, WAIT
 from tracekit.analysis.critical_path.ranks import collective_edges
 from tracekit.analysis.critical_path.syncs import SyncEdges
-from tracekit.analysis.idle import SYNC_CALLS
-from tracekit.analysis.kernels import kernel_class
+from tracekit.analysis.metrics.idle import SYNC_CALLS
+from tracekit.analysis.metrics.kernels import kernel_class
 from tracekit.trace.reader import EventTables
 
 # An op starting this long before its launch call returns started during the call (more than
@@ -66,7 +66,7 @@ class Graph:
 
     Node arrays (length n: host calls first, then GPU ops, rank by rank): ``kind`` (HOST or
     GPU), ``rank``, ``ts``, ``dur``, ``end`` (observed µs), ``name``, ``klass`` (a GPU op's
-    class: :func:`tracekit.analysis.kernels.kernel_class`, "communication" for collectives; "launch",
+    class: :func:`tracekit.analysis.metrics.kernels.kernel_class`, "communication" for collectives; "launch",
     "sync" or "api" for host calls), ``thread`` (host: a number per (rank, pid, tid); GPU:
     -1), ``stream`` (GPU: a number per (rank, device, stream); host: -1), ``launch`` (GPU:
     the node of its launch call, -1 when the trace lacks it), ``row`` (the row in its

@@ -5,4 +5,4 @@ HOST, GPU = 0, 1
 # then end edges (they bound the node's end).
 CPU, HANDOFF, LAUNCH, STREAM, WAIT, SYNC, COLLECTIVE = range(7)
 EDGE_KINDS = ("cpu", "handoff", "launch", "stream", "wait", "sync", "collective")
-COMM = "communication"   # the kernel class of collectives (tracekit.analysis.kernels)
+COMM = "communication"   # the kernel class of collectives (tracekit.analysis.metrics.kernels)

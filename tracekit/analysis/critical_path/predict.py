@@ -61,7 +61,7 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
     cal = calibrate(g, step, markers, measured_ms, host_ms)
     names = None
     if any(e.kind == "faster" for e in edits):
-        from tracekit.analysis.attribution import attribute
+        from tracekit.analysis.attribution.gpu_ops import attribute
 
         names = gpu_names(g, {rank: attribute(t, attribution) for rank, t in ranks})
     edited = apply(g, step, edits, cal.host_scale, cal.gpu_scale, replay, names)
@@ -94,7 +94,7 @@ def run_inputs(path) -> tuple[list[tuple[int, EventTables]], "object | None"]:
     """
     from pathlib import Path
 
-    from tracekit.analysis import job
+    from tracekit.analysis.distributed import job
     from tracekit.errors import ExitCode
     from tracekit.manifest import Manifest
     from tracekit.trace import TraceError, load

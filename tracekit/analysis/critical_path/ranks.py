@@ -11,12 +11,12 @@ from tracekit.trace.reader import EventTables
 
 def collective_edges(ranks: list[tuple[int, EventTables]], node: dict, base: np.ndarray, builders: list) -> tuple:
     """End edges between the ranks' kernels of each collective call matched across them
-    (:func:`tracekit.analysis.stragglers.match`, consistent matches only): a rank's kernel ends
+    (:func:`tracekit.analysis.distributed.stragglers.match`, consistent matches only): a rank's kernel ends
     no earlier than the start of the same call on the last rank to arrive plus the transfer (the
     last rank's duration: it waits for no one). The edge from the last arrival keeps its observed
     lag, the others the smaller of it and the transfer; an earlier rank's own duration (base)
     becomes what it took after the last arrival, at most the transfer."""
-    from tracekit.analysis import collectives, stragglers
+    from tracekit.analysis.distributed import collectives, stragglers
 
     frames = []
     for (rank, tables), b in zip(ranks, builders):

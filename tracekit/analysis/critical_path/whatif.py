@@ -10,9 +10,9 @@ Edits (each a change of node durations or edge lags; several apply in order):
   cross-stream order and the syncs outside the graph stay.
 * ``faster PATTERN=FACTOR``: the GPU ops matching PATTERN take 1/FACTOR of their time. A
   pattern (shell-style, ``fnmatch``) matches a kernel class or a part of one, in any case
-  (``gemm`` for "GEMM/conv": :mod:`tracekit.analysis.kernels`), a kernel's name or
+  (``gemm`` for "GEMM/conv": :mod:`tracekit.analysis.metrics.kernels`), a kernel's name or
   short name (``*sgemm*``), an op (``mm``, ``aten::mm``) or a module and its submodules
-  (``blocks.*.mlp``), from :mod:`tracekit.analysis.attribution`. Host time is unchanged.
+  (``blocks.*.mlp``), from :mod:`tracekit.analysis.attribution.gpu_ops`. Host time is unchanged.
 * ``host-faster FACTOR``: every host call and the CPU time between calls 1/FACTOR as long.
 * ``overlap-comm``: collective kernels hold nothing back on their streams (compute after a
   collective no longer waits for it); an iteration still ends after its collectives.
@@ -91,7 +91,7 @@ def gpu_names(g: Graph, attributed: dict[int, pd.DataFrame]) -> Names:
 
 def matches(g: Graph, names: Names, pattern: str) -> np.ndarray:
     """GPU nodes whose class, name, op or module (or a module above it) matches ``pattern``."""
-    from tracekit.analysis.kernels import short_name
+    from tracekit.analysis.metrics.kernels import short_name
 
     gpu = g.kind == GPU
     out = np.zeros(len(g), dtype=bool)

@@ -15,8 +15,8 @@ from rich.console import Console
 from tracekit.analysis.counters import BOUND_PCT, CountersResult
 from tracekit.io import write_atomic, write_json
 from tracekit.report.base import Renderer, Report, register
+from tracekit.report.draw import headline, markdown_table
 from tracekit.report.fit import Fit
-from tracekit.report.tables import headline, markdown_table
 
 RUN = [("device", "device", "{}"), ("kernels", "kernels", "{:.0f}"), ("matched", "joined to trace", "{:.0f}"),
        ("weight_ms", "kernel time (ms)", "{:.3f}"), ("dram_GB", "DRAM GB", "{:.3f}"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Result
 from tracekit.io import records, write_atomic, write_json
 from tracekit.report.base import Renderer, Report, register
 
@@ -18,7 +18,7 @@ from tracekit.report.base import Renderer, Report, register
 @register
 class CsvJson(Renderer):
     name = "csv/json"
-    takes = Tables
+    takes = Result
 
     def write(self, report: Report) -> list[Path]:
         t, out = report.data, report.out

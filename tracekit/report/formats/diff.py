@@ -18,11 +18,12 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from tracekit.analysis.rundiff import NO_GPU, DiffSet, RunDiff
+from tracekit.analysis.attribution.run_diff import NO_GPU, DiffSet, RunDiff
 from tracekit.io import jsonable, write_atomic
 from tracekit.report.base import Renderer, Report, register
+from tracekit.report.draw import headline, markdown_table
 from tracekit.report.fit import Fit
-from tracekit.report.tables import headline, markdown_table, module_view
+from tracekit.report.views import module_view
 
 MODULES = [
     ("module", "module", "{}"),

@@ -17,16 +17,17 @@ from pathlib import Path
 import jinja2
 
 from tracekit import __version__
-from tracekit.analysis import integrity
-from tracekit.analysis.tables import Tables
-from tracekit.analysis.trust import timer_gap_lines
+from tracekit.analysis.comparison.trust import timer_gap_lines
+from tracekit.analysis.metrics import integrity
+from tracekit.analysis.result import Result
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.columns import (CPU_OPS, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, HEADLINE, IDLE, MODULE_DIFF,
-                                     OVERHEAD, PROFILED, SPEEDUP, TIMING)
-from tracekit.report.tables import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view,
-                                    critical_path_lines, critical_path_notes, critical_path_runs, evidence, finding_rows,
-                                    gpu_runs, headline, job_tables, module_rows, notes, overhead_view, timing_view, trace_links)
+from tracekit.report.column_specs import (CPU_OPS, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, HEADLINE, IDLE,
+                                          MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP, TIMING)
+from tracekit.report.draw import headline
+from tracekit.report.views import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view,
+                                   critical_path_lines, critical_path_notes, critical_path_runs, evidence, finding_rows, gpu_runs,
+                                   job_tables, module_rows, notes, overhead_view, timing_view, trace_links)
 
 
 WRAP_CHARS = 60  # a text column with a longer cell wraps (CSS white-space: normal) instead of widening the table
@@ -57,7 +58,7 @@ def _markdown_bold(text: str) -> str:
     return text.replace("**", "").replace("`", "")
 
 
-def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path, inline: bool = True,
+def index_html(t: Result, source: str, plots: dict[str, list[Path]], out: Path, inline: bool = True,
                link_traces: bool = True) -> str:
     """The page: the comparison tables and findings, the plots (``inline`` or linked),
     profiler overhead, and every run (with a link to its trace file if ``link_traces``)."""
@@ -108,7 +109,7 @@ def index_html(t: Tables, source: str, plots: dict[str, list[Path]], out: Path, 
 @register
 class Html(Renderer):
     name = "index.html"
-    takes = Tables
+    takes = Result
     order = 20
 
     def write(self, report: Report) -> list[Path]:

@@ -10,17 +10,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tracekit.analysis import integrity
-from tracekit.analysis.tables import Tables
-from tracekit.analysis.trust import timer_gap_lines
+from tracekit.analysis.comparison.trust import timer_gap_lines
+from tracekit.analysis.metrics import integrity
+from tracekit.analysis.result import Result
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.columns import (CPU_OPS, CPU_OPS_SHOWN, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, IDLE,
-                                     MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP, TIMING)
-from tracekit.report.tables import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view,
-                                    critical_path_lines, critical_path_notes, critical_path_runs, evidence, finding_rows,
-                                    gpu_runs, headline, job_tables, markdown_table, module_rows, notes, overhead_view, timing_view,
-                                    trace_links)
+from tracekit.report.column_specs import (CPU_OPS, CPU_OPS_SHOWN, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, IDLE,
+                                          MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP, TIMING)
+from tracekit.report.draw import headline, markdown_table
+from tracekit.report.views import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view,
+                                   critical_path_lines, critical_path_notes, critical_path_runs, evidence, finding_rows, gpu_runs,
+                                   job_tables, module_rows, notes, overhead_view, timing_view, trace_links)
 
 
 TIMING_TEXT = ("Each run's latency is timed twice, in alternating short blocks of one process so both see the "
@@ -41,7 +41,7 @@ def _linked(headers: list[str], rows: list[list[str]], links: dict[str, str]) ->
     return [r[:i] + [f"[{r[i]}]({links[r[i]]})" if r[i] in links else r[i]] + r[i + 1:] for r in rows]
 
 
-def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None = None,
+def summary_markdown(t: Result, source: str, plots: dict[str, list[Path]] | None = None,
                      out: Path | None = None, link_traces: bool = True) -> str:
     """summary.md: the comparison, profiler overhead, plots, every run, the distributed
     jobs and each trace's integrity, as GitHub markdown."""
@@ -125,7 +125,7 @@ def summary_markdown(t: Tables, source: str, plots: dict[str, list[Path]] | None
 @register
 class Summary(Renderer):
     name = "summary.md"
-    takes = Tables
+    takes = Result
     order = 10  # the pages first among the files
 
     def write(self, report: Report) -> list[Path]:

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracekit.analysis.tables import Tables
+from tracekit.analysis.result import Result
 from tracekit.report.base import Renderer, Report, register
 
 
 @register
 class Plots(Renderer):
     name = "plots"
-    takes = Tables
+    takes = Result
     order = 0  # first: the pages show its PNGs
 
     def write(self, report: Report) -> list[Path]:
@@ -36,12 +36,12 @@ def write_plots(comp: pd.DataFrame, quantiles: pd.DataFrame, timeline: pd.DataFr
     """Every plot of a report as PNG files under ``out``.
 
     Args:
-        comp: :func:`tracekit.analysis.compare.compare`'s table.
+        comp: :func:`tracekit.analysis.comparison.compare.compare`'s table.
         quantiles: ``Analysis.table("kernel_quantiles")`` (run, quantile, dur_us).
         timeline: ``Analysis.table("timeline")`` (run, lane, kind, start_us, dur_us...).
         out: the plots folder.
         baseline: the baseline mode (for titles).
-        module_busy: ``Tables.module_busy`` (busy time per kind of module per run), or None.
+        module_busy: ``Result.module_busy`` (busy time per kind of module per run), or None.
 
     Returns:
         workload -> [its panels PNG, its timeline PNG (when a run of it has GPU

@@ -1,6 +1,6 @@
 """The suite report format: a suite's ``report.md``, what ran where, the results, speedups
 ranked, idle time by cause, achieved rates, claims checked, "what the traces show" and the
-cells without a result, from :class:`tracekit.analysis.suite.SuiteTables`."""
+cells without a result, from :class:`tracekit.analysis.comparison.suite.SuiteTables`."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracekit.analysis.suite import SuiteTables
-from tracekit.analysis.trust import timer_gap_lines
+from tracekit.analysis.comparison.suite import SuiteTables
+from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.manifest import Manifest
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.columns import IDLE, TIMING
-from tracekit.report.tables import headline, markdown_table, timing_view
+from tracekit.report.column_specs import IDLE, TIMING
+from tracekit.report.draw import headline, markdown_table
+from tracekit.report.views import timing_view
 
 RESULTS = [
     ("run", "run", "{}"), ("status", "status", "{}"), ("latency_median_ms", "latency p50 (ms)", "{:.3f}"),

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from tracekit.analysis import integrity
-from tracekit.analysis.tables import Tables
-from tracekit.analysis.trust import timer_gap_lines
+from tracekit.analysis.comparison.trust import timer_gap_lines
+from tracekit.analysis.metrics import integrity
+from tracekit.analysis.result import Result
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.columns import CPU_OPS, CRITICAL_PATH, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
+from tracekit.report.column_specs import CPU_OPS, CRITICAL_PATH, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
+from tracekit.report.draw import headline
 from tracekit.report.fit import Fit, Legend
-from tracekit.report.tables import (answers, comparison_view, cpu_op_view, critical_path_lines, critical_path_notes,
-                                    critical_path_runs,
-                                    evidence, finding_rows, gpu_runs, headline, job_tables, notes, timing_view)
+from tracekit.report.views import (answers, comparison_view, cpu_op_view, critical_path_lines, critical_path_notes, critical_path_runs,
+                                   evidence, finding_rows, gpu_runs, job_tables, notes, timing_view)
 
 
 
@@ -34,8 +34,8 @@ def _grouped(lines: list[str]) -> list[str]:
     return [f"{runs[0]}: {text}" if len(runs) == 1 else f"{text}: {', '.join(runs)}" for text, runs in by_text.items()]
 
 
-def print_answers(t: Tables, console: Console, fit: Fit) -> None:
-    """One answer per workload (:func:`tracekit.report.tables.answers`), then the legend of
+def print_answers(t: Result, console: Console, fit: Fit) -> None:
+    """One answer per workload (:func:`tracekit.report.views.answers`), then the legend of
     the shortened names."""
     for first, why in answers(t.comparison, t.analysis.runs, t.baseline):
         console.print(first, style="bold", highlight=False)
@@ -47,7 +47,7 @@ def print_answers(t: Tables, console: Console, fit: Fit) -> None:
             console.print(f"  {line}", style="dim", highlight=False)
 
 
-def print_runs(t: Tables, console: Console, fit: Fit) -> None:
+def print_runs(t: Result, console: Console, fit: Fit) -> None:
     """The run table, the idle-time table with each verdict's evidence, the distributed
     jobs (their tables and findings), each trace's integrity (those ok in one line), then
     notes (one line for a note of several runs) and any unreadable files."""
@@ -79,7 +79,7 @@ def print_runs(t: Tables, console: Console, fit: Fit) -> None:
         console.print(f"[dim]skipped {path}: {why}[/dim]", highlight=False)
 
 
-def print_comparison(t: Tables, console: Console, fit: Fit, detail: bool = False) -> None:
+def print_comparison(t: Result, console: Console, fit: Fit, detail: bool = False) -> None:
     """The speedup table (each mode vs the baseline, with Δ busy / Δ idle), its findings
     and warnings, and the runs whose profiler overhead is over 10%; with ``detail``
     also the profiled-window split by cause and the details table."""
@@ -120,7 +120,7 @@ def print_comparison(t: Tables, console: Console, fit: Fit, detail: bool = False
 @register
 class Terminal(Renderer):
     name = "terminal"
-    takes = Tables
+    takes = Result
 
     def show(self, report: Report, console: Console) -> None:
         options, t = report.options, report.data

@@ -1,0 +1,200 @@
+"""How far a comparison's figures can be trusted on a noisy host (issue 17).
+
+* **Inconclusive speedups.** A speedup is given with the range of the two
+  runs' p10-p90 latencies (:mod:`tracekit.analysis.comparison.compare`). Where those
+  ranges overlap (speedup_low <= 1 <= speedup_high) the difference is inside
+  the runs' own spread: the speedup is *inconclusive* and shown as that word
+  with its range, never as a number alone. So is a speedup the run's two timers
+  contradict: CUDA events say slower and the synchronised wall clock faster, or
+  the other way round (``wall_speedup``: the baseline's wall-clock median over
+  the run's). On a host-bound cell the host's speed can swing 1.8x between two
+  measurements a second apart (issue 21's probe on the lent H100,
+  reports/h100/lm/timer-probe/), and then two timers taken one after the other
+  see two hosts; since issue 30 they are interleaved (:func:`tracekit.timing.interleaved`).
+* **Timers apart** (issue 30): why a run's two timers are more than 5% apart
+  (:func:`timer_gap`): by the GPU tail a synchronised block waits for (a known
+  difference, said once per report: :func:`timer_gap_lines`), or for no known
+  reason (said once per report too, and in the timing table). A comparison row
+  warns of its timers only where they reach different verdicts, faster, slower
+  or inconclusive (:func:`differing_verdicts`).
+* **Doubtful timing**, said in the comparison's warnings: a host busier than
+  its CPUs at the start or end of the run (:func:`tracekit.timing.host_problems`,
+  ``timing_warning``); CPU runs with another thread count than their baseline;
+  a run made in several processes whose medians spread by more than
+  ``PROCESS_SPREAD_FLAG``.
+* **Unreliable unprofiled timing.** A profiled iteration cannot be faster than
+  an unprofiled one by much: the profiler only adds work. When it is shorter
+  by more than ``PROFILER_OVERHEAD_FLAG`` the unprofiled latency was taken on
+  a slowed host (or the timer misread it), so the run is flagged as an
+  unreliable unprofiled timing instead of a negative "profiler overhead".
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from tracekit.timing import TIMER_DISAGREEMENT
+
+PROFILER_OVERHEAD_FLAG = 0.10  # profiled vs unprofiled iteration, either way (threshold: issue 4)
+PROCESS_SPREAD_FLAG = 0.05     # (max - min) / median of the processes' latency medians (the timers' 5%)
+GPU_TAIL, UNEXPLAINED = "GPU tail", "no known reason"   # timer_gap's causes
+TIMER_NAMES = {"cuda_events": "CUDA events", "perf_counter": "perf_counter"}
+
+
+def numeric(rows: pd.DataFrame, name: str) -> pd.Series:
+    """A numeric column of ``rows``, NaN where absent."""
+    return pd.to_numeric(rows[name], errors="coerce") if name in rows else pd.Series(math.nan, index=rows.index)
+
+
+def timer_gap(rows: pd.DataFrame) -> pd.Series:
+    """Why each run's two timers are more than ``TIMER_DISAGREEMENT`` apart: ``GPU_TAIL``,
+    ``UNEXPLAINED``, or "" (within it, or a figure missing).
+
+    Args:
+        rows: run rows (:attr:`tracekit.analysis.runs.Analysis.runs`) with latency_median_ms,
+            wall_median_ms, wall_calls_per_block (run.json) and busy_per_iter_us (the trace).
+
+    The GPU tail: the wall clock reads more than the per-call timer, by at most
+    busy_per_iter / wall_calls_per_block. Reasoning (CUDA events complete when the work
+    enqueued before them on the stream has, cudaEventRecord): where the GPU keeps up with
+    the host (launch-bound), call i's end event waits for the GPU work still queued when
+    the host has enqueued the call, its tail, and so does call i+1's start event, recorded
+    right after: back-to-back events see the host's time per call, the tails cancel. A
+    wall-clock block of m calls between two synchronizes ends waiting for its last call's
+    tail, which nothing cancels: m x host time + tail. The tail is at most one iteration's
+    GPU work (the GPU keeps up, so no more is queued), so the wall clock per call reads
+    at most busy / m more. Where the GPU is the bottleneck, the block's extra is instead the
+    host's time before the GPU starts its first kernel, shorter still. Older runs timed
+    ``wall_calls_per_block`` calls a block as well (``blocked_autorange``'s block), so the
+    rule reads them alike. busy_per_iter is the profiled window's: kernels barely change
+    under the profiler (:mod:`tracekit.analysis.comparison.compare`). No GPU time (a CPU run), no tail:
+    a gap there has no known reason.
+    """
+    latency, wall = numeric(rows, "latency_median_ms"), numeric(rows, "wall_median_ms")
+    gap = wall / latency - 1
+    tail_ms = numeric(rows, "busy_per_iter_us").fillna(0) / 1e3 / numeric(rows, "wall_calls_per_block")
+    apart = gap.abs() > TIMER_DISAGREEMENT
+    known = apart & (wall > latency) & (wall - latency <= tail_ms)
+    return pd.Series(np.select([known, apart], [GPU_TAIL, UNEXPLAINED], ""), index=rows.index)
+
+
+def timer_gap_lines(rows: pd.DataFrame) -> list[str]:
+    """The report's lines on timers apart (rows: runs or comparison rows with ``run``,
+    ``timer_gap`` and ``timer_agreement``): one for the runs apart by the GPU tail, one for
+    those apart for no known reason (named); none where no run is."""
+    if "timer_gap" not in rows:
+        return []
+    runs = rows.drop_duplicates("run")
+    out = []
+    tail = runs[runs["timer_gap"] == GPU_TAIL]
+    if len(tail):
+        low, high = (f"{100 * v:.0f}" for v in (numeric(tail, "timer_agreement").agg(["min", "max"])))
+        more = low if low == high else f"{low}-{high}"
+        out.append(f"On {len(tail)} run{'s' if len(tail) > 1 else ''} the synchronised wall clock reads "
+                   f"{more}% more than the per-call timer, no more than the GPU tail "
+                   "each synchronised block waits for (the GPU work still queued when the host has enqueued the "
+                   "block's last call: at most one iteration's GPU busy time, over the block's calls): a known "
+                   "difference of the two timers, not a noisy host. Speedups use the per-call timer.")
+    odd = runs[runs["timer_gap"] == UNEXPLAINED]
+    if len(odd):
+        out.append(f"On {len(odd)} run{'s' if len(odd) > 1 else ''} the two timers are more than "
+                   f"{TIMER_DISAGREEMENT:.0%} apart for no known reason: " + ", ".join(
+                       f"{r} ({a:+.0%})" for r, a in zip(odd["run"], numeric(odd, "timer_agreement"))) + ".")
+    return out
+
+
+def verdict(low: pd.Series, high: pd.Series) -> pd.Series:
+    """"faster" (low > 1), "slower" (high < 1), "inconclusive" (the range holds 1), "" (unknown)
+    for each speedup range [low, high]."""
+    return pd.Series(np.select([low > 1, high < 1, (low <= 1) & (high >= 1)], ["faster", "slower", "inconclusive"],
+                               ""), index=low.index)
+
+
+def differing_verdicts(base: pd.DataFrame, run: pd.DataFrame, low: pd.Series, high: pd.Series) -> pd.Series:
+    """One sentence for each comparison whose two timers reach different verdicts (:func:`verdict`),
+    "" elsewhere.
+
+    Args:
+        base, run: the baseline's and the run's rows (same index), with latency_median_ms,
+            latency_timer, wall_median_ms, wall_p10_ms and wall_p90_ms.
+        low, high: the per-call timer's speedup range (p10-p90 ratios).
+
+    The wall clock's range is [base p10 / run p90, base p90 / run p10] over its blocks, as
+    the per-call timer's is over its calls.
+    """
+    speedup = numeric(base, "latency_median_ms") / numeric(run, "latency_median_ms")
+    wall = numeric(base, "wall_median_ms") / numeric(run, "wall_median_ms")
+    wall_low = numeric(base, "wall_p10_ms") / numeric(run, "wall_p90_ms")
+    wall_high = numeric(base, "wall_p90_ms") / numeric(run, "wall_p10_ms")
+    by_calls, by_wall = verdict(low, high), verdict(wall_low, wall_high)
+    timer = (run["latency_timer"] if "latency_timer" in run else pd.Series(None, index=run.index)).map(
+        lambda t: TIMER_NAMES.get(t, "the per-call timer"))
+    return pd.Series([
+        f"the timers reach different verdicts: {t} {a} ({s:.2f}x, {lo:.2f}-{hi:.2f}), the synchronised wall clock "
+        f"{b} ({w:.2f}x, {wlo:.2f}-{whi:.2f})" if a and b and a != b else ""
+        for t, a, s, lo, hi, b, w, wlo, whi in zip(timer, by_calls, speedup, low, high, by_wall, wall, wall_low,
+                                                   wall_high)], index=run.index, dtype=object)
+
+
+def inconclusive(low: pd.Series, high: pd.Series, speedup: pd.Series | None = None,
+                 wall_speedup: pd.Series | None = None) -> pd.Series:
+    """Whether each speedup is inconclusive: its range [low, high] holds 1 (the p10-p90
+    latency ranges overlap), or ``speedup`` (CUDA events' or perf_counter's medians) and
+    ``wall_speedup`` (the synchronised wall clock's) lie on either side of 1 (:func:`timers_contradict`).
+    False where the figures are unknown (NaN)."""
+    out = (low <= 1) & (high >= 1)
+    if speedup is not None and wall_speedup is not None:
+        out = out | timers_contradict(speedup, wall_speedup)
+    return out
+
+
+def timers_contradict(speedup: pd.Series, wall_speedup: pd.Series) -> pd.Series:
+    """Where one timer's speedup is above 1 and the other's below (False where either is NaN)."""
+    return (speedup - 1) * (wall_speedup - 1) < 0
+
+
+def speedup_text(speedup: float, low: float, high: float, unsure: bool, wall_speedup: float = math.nan) -> str:
+    """"1.38x (1.37-1.39)", "inconclusive (0.95-1.08x)", "inconclusive (0.63-0.68x; wall clock 1.27x)"
+    where the timers contradict, "1.38x" without a range, "-" without a speedup."""
+    if not isinstance(speedup, (int, float)) or math.isnan(speedup):
+        return "-"
+    if isinstance(low, (int, float)) and not math.isnan(low) and not math.isnan(high):
+        if not unsure:
+            return f"{speedup:.2f}x ({low:.2f}-{high:.2f})"
+        wall = f"; wall clock {wall_speedup:.2f}x" if low > 1 or high < 1 else ""
+        return f"inconclusive ({low:.2f}-{high:.2f}x{wall})"
+    return f"{speedup:.2f}x"
+
+
+def unreliable_unprofiled(overhead: pd.Series) -> pd.Series:
+    """Profiled iterations shorter than the unprofiled latency by more than the flag."""
+    return overhead < -PROFILER_OVERHEAD_FLAG
+
+
+def warnings(row: dict) -> list[str]:
+    """The timing doubts of one comparison row (:func:`tracekit.analysis.comparison.compare.compare`
+    columns: timer_verdicts (:func:`differing_verdicts`), timing_warning, threads, baseline_threads, ran_on, processes,
+    process_spread, overhead, profiled_iter_ms, latency_median_ms, baseline_mode,
+    baseline_unreliable), one sentence each."""
+    out = [row[k] for k in ("timer_verdicts", "timing_warning") if row.get(k)]
+    threads, base = row.get("threads"), row.get("baseline_threads")
+    if row.get("ran_on") == "cpu" and _known(threads) and _known(base) and threads != base:
+        out.append(f"ran with {threads:.0f} CPU threads, the {row['baseline_mode']} baseline with {base:.0f}: "
+                   "the speedup compares thread counts too")
+    if _known(row.get("process_spread")) and row["process_spread"] > PROCESS_SPREAD_FLAG:
+        out.append(f"the {row['processes']:.0f} processes' latency medians spread by {row['process_spread']:.0%}")
+    if row.get("overhead", 0) < -PROFILER_OVERHEAD_FLAG:
+        out.append(f"unreliable unprofiled timing: a profiled iteration took {row['profiled_iter_ms']:.3f} ms, "
+                   f"{-row['overhead']:.0%} less than the unprofiled latency {row['latency_median_ms']:.3f} ms, "
+                   "though the profiler only adds work")
+    if row.get("baseline_unreliable"):
+        out.append(f"the {row['baseline_mode']} baseline's unprofiled timing is unreliable (its profiled iteration "
+                   "was shorter)")
+    return out
+
+
+def _known(value) -> bool:
+    return isinstance(value, (int, float)) and not math.isnan(value)

@@ -1,0 +1,217 @@
+"""A job: the traces of the ranks of one distributed run, summarised and judged together.
+
+Each trace's rank comes from Kineto's ``distributedInfo.rank``, else from its file name
+(``rank-3``, ``rank_3``, ``rank3``, ``worker3``). The ranks of a job are the traces of
+one run folder with a ``run.json`` (``tracekit trace --nproc``), or, without one, the
+ranked traces of one folder. Per-rank figures are the per-trace analyses
+(:mod:`tracekit.analysis.trace_analysis`); here they are put side by side:
+
+* ``ranks``: per rank, span, busy, idle by cause with *rank wait* as a cause of its own
+  (GPU idle while the rank waited in a collective for a later rank, taken out of the
+  cause the trace alone gave it, :func:`tracekit.analysis.distributed.stragglers.rank_wait_idle`),
+  computation, communication, overlap, exposed communication, the time its collectives
+  waited for later ranks, a verdict and what each remedy could save;
+* ``jobs``: per job, its ranks, the straggler, the job's verdict and remedies, and
+  a ``finding`` sentence;
+  ``job_balance``: per job and rank figure (span, busy, idle and each idle cause,
+  computation, communication, exposed communication, rank wait), the median and
+  maximum over the ranks and their imbalance (max / median);
+* ``collective_calls`` and ``stragglers``: :mod:`tracekit.analysis.distributed.stragglers`.
+
+Verdict of a rank: whichever is largest of computation, exposed communication and
+host wait (idle, the GPU waiting for launches) is what bounds it: ``compute-bound``,
+``communication-bound`` or ``launch-bound``. What each remedy could save per iteration,
+at most: *better overlap* the exposed communication that was not waiting for another
+rank; *balancing the straggler* the time the rank waited for later ranks; *CUDA graphs*
+its host wait. A job's verdict is that of its mean rank; its remedies: the median
+rank's overlap and CUDA-graph savings, and the most any rank waited for the others.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path, PurePath
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis.distributed import stragglers
+from tracekit.analysis.metrics.idle import CAUSES
+
+RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.I)
+CAUSES_IN_JOB = (*CAUSES, "rank_wait")
+JOB_METRICS = ["active_span_us", "gpu_busy_us", "idle_us", *[f"idle_{c}_us" for c in CAUSES_IN_JOB],
+               "computation_us", "communication_us", "exposed_communication_us", "rank_wait_us"]
+VERDICTS = {"computation_us": "compute-bound", "exposed_communication_us": "communication-bound",
+            "idle_host_wait_us": "launch-bound"}
+
+
+def rank_of(meta: dict, path: PurePath | str) -> int | None:
+    """The rank of a trace: ``distributedInfo.rank`` (``meta["distributed"]``), else the
+    number in ``rank-3`` / ``rank_3`` / ``worker3`` in the file name; None for neither."""
+    rank = (meta.get("distributed") or {}).get("rank")
+    try:
+        return int(rank)
+    except (TypeError, ValueError):
+        pass
+    m = RANK_IN_NAME.search(PurePath(path).name)
+    return int(m.group(1)) if m else None
+
+
+def labelled(row: dict) -> str:
+    """How a line of text names a run row: its run, with ``(rank N)`` for a ranked trace
+    (the ranks of one job share a run name)."""
+    rank = row.get("rank")
+    return row["run"] + (f" (rank {int(rank)})" if rank is not None and rank == rank else "")
+
+
+def job_name(run: str, trace: str, has_manifest: bool, root: Path) -> str:
+    """The job a ranked trace belongs to: its run (a run folder with run.json), else its
+    folder (``trace`` is relative to ``root``, whose name stands for the root itself)."""
+    folder = PurePath(trace).parent
+    return run if has_manifest else (str(folder) if str(folder) != "." else Path(root).absolute().name)
+
+
+def _per_iter(value, iterations) -> float:
+    return value / iterations if iterations and iterations == iterations and iterations > 0 else math.nan
+
+
+def rank_table(rows: pd.DataFrame, per_call: pd.DataFrame, idle_waits: pd.DataFrame) -> pd.DataFrame:
+    """The ``ranks`` table of one job (see the module docstring).
+
+    Args:
+        rows: the job's run rows (Analysis.runs), one per rank.
+        per_call: :func:`tracekit.analysis.distributed.stragglers.match`'s first table.
+        idle_waits: :func:`tracekit.analysis.distributed.stragglers.rank_wait_idle`.
+    """
+    r = rows.sort_values("rank").reset_index(drop=True)
+    out = pd.DataFrame({"rank": r["rank"].astype(np.int64), "trace": r["trace"], "iterations": r["iterations"],
+                        "window_us": r["window_us"]})
+    for col in ("active_span_us", "gpu_busy_us", "idle_us", "computation_us", "communication_us",
+                "comm_comp_overlap", "exposed_communication_us"):
+        out[col] = r[col].to_numpy() if col in r else math.nan
+    taken = idle_waits.pivot_table(index="rank", columns="cause", values="idle_us", aggfunc="sum") \
+        if len(idle_waits) else pd.DataFrame()
+    for cause in CAUSES:
+        before = r[f"idle_{cause}_us"].to_numpy(dtype=float) if f"idle_{cause}_us" in r else np.full(len(r), math.nan)
+        less = taken[cause].reindex(out["rank"]).fillna(0).to_numpy() if cause in taken else 0.0
+        out[f"idle_{cause}_us"] = before - less
+    out["idle_rank_wait_us"] = taken.sum(axis=1).reindex(out["rank"]).fillna(0).to_numpy() if len(taken) else 0.0
+    out.loc[out["active_span_us"].isna(), "idle_rank_wait_us"] = math.nan   # no GPU timeline: no GPU idle
+    out["rank_wait_us"] = per_call.groupby("rank")["wait_us"].sum().reindex(out["rank"]).fillna(0).to_numpy() \
+        if len(per_call) else 0.0
+    out["collectives"] = per_call.groupby("rank").size().reindex(out["rank"]).fillna(0).astype(np.int64).to_numpy() \
+        if len(per_call) else 0
+    return _judge(out)
+
+
+def _judge(out: pd.DataFrame) -> pd.DataFrame:
+    """Verdict and remedy savings of each row (rank, or a job's mean rank)."""
+    parts = out[list(VERDICTS)].fillna(0)
+    out["verdict"] = parts.idxmax(axis=1).map(VERDICTS).where(parts.sum(axis=1) > 0, "undetermined")
+    base = out["window_us"].where(out["window_us"] > 0)
+    shown = out[list(VERDICTS)].to_numpy(dtype=float)
+    out["evidence"] = [
+        ", ".join(f"{VERDICTS[k].split('-')[0]} {v / w:.0%}" for k, v in zip(VERDICTS, vals) if v == v)
+        + " of the profiled window" if w == w else "" for vals, w in zip(shown, base)]
+    iters = out["iterations"]
+    out["overlap_could_save_us_per_iter"] = [
+        _per_iter(max(e - w, 0.0), n) for e, w, n in zip(out["exposed_communication_us"].fillna(0),
+                                                         out["rank_wait_us"], iters)]
+    out["balance_could_save_us_per_iter"] = [_per_iter(w, n) for w, n in zip(out["rank_wait_us"], iters)]
+    out["cuda_graphs_could_save_us_per_iter"] = [_per_iter(h, n) for h, n in zip(out["idle_host_wait_us"], iters)]
+    return out
+
+
+def balance(job: str, ranks: pd.DataFrame) -> pd.DataFrame:
+    """The ``job_balance`` rows of one job: per JOB_METRICS, its median and maximum over the
+    ranks and the imbalance max / median (NaN where the median is 0 or unknown)."""
+    known = [m for m in JOB_METRICS if ranks[m].notna().any()]   # a CPU-only job has no GPU figures
+    med, top = ranks[known].median(), ranks[known].max()
+    return pd.DataFrame({"job": job, "metric": [m[:-3] for m in known], "median_us": med.to_numpy(),
+                         "max_us": top.to_numpy(), "imbalance": (top / med.where(med > 0)).to_numpy()})
+
+
+def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.DataFrame, info: dict) -> dict:
+    """One row of the ``jobs`` table: ranks, backend, matched collectives, the straggler
+    (or ``no_straggler_because``: :func:`stragglers.no_straggler_because`), the verdict of
+    the mean rank and the remedies (see the module docstring)."""
+    consistent = matched["consistent"].astype(bool) if len(matched) else pd.Series(dtype=bool)
+    row = {"job": job, "ranks": len(ranks), "world_size": info.get("world_size"), "backend": info.get("backend"),
+           "collectives_matched": len(matched), "collectives_inconsistent": int((~consistent).sum()),
+           "wait_caused_us": float(matched["wait_caused_us"].sum()) if len(matched) else 0.0,
+           "comm_comp_overlap_median": float(ranks["comm_comp_overlap"].median())}
+    flagged = straggle[straggle["straggler"].astype(bool)]
+    row["straggler"] = int(flagged["rank"].iloc[0]) if len(flagged) else None
+    row["no_straggler_because"] = "" if len(flagged) else stragglers.no_straggler_because(
+        straggle, float(ranks["window_us"].median()))
+    row["straggler_times_last"] = int(flagged["times_last"].iloc[0]) if len(flagged) else 0
+    row["straggler_wait_caused_us"] = float(flagged["wait_caused_us"].iloc[0]) if len(flagged) else 0.0
+    mean = ranks[list(VERDICTS) + ["window_us", "iterations", "rank_wait_us"]].mean().to_frame().T
+    judged = _judge(mean)
+    row.update(verdict=judged["verdict"].iloc[0], evidence=judged["evidence"].iloc[0],
+               overlap_could_save_us_per_iter=float(ranks["overlap_could_save_us_per_iter"].median()),
+               balance_could_save_us_per_iter=float(ranks["balance_could_save_us_per_iter"].max()),
+               cuda_graphs_could_save_us_per_iter=float(ranks["cuda_graphs_could_save_us_per_iter"].median()))
+    row["finding"] = finding(row)
+    return row
+
+
+def finding(row: dict) -> str:
+    """The job in a sentence: ranks, verdict, straggler, impossible matches (a ``jobs`` row)."""
+    text = (f"{row['job']}: {row['ranks']} ranks ({row['backend'] or 'backend unknown'}), {row['verdict']} "
+            f"({row['evidence']})")
+    if row["straggler"] is not None:
+        text += (f"; straggler rank {row['straggler']}: last at {row['straggler_times_last']} of "
+                 f"{row['collectives_matched'] - row['collectives_inconsistent']} collectives, the others waited "
+                 f"{row['straggler_wait_caused_us'] / 1e3:.3f} ms for it")
+    else:
+        text += f"; no straggler ({row['no_straggler_because']})"
+    if row["collectives_inconsistent"]:
+        text += (f"; {row['collectives_inconsistent']} of {row['collectives_matched']} collectives matched across "
+                 "ranks are impossible as matches (a rank finished before another arrived, or sizes differ) and "
+                 "count for no wait")
+    return text
+
+
+def analyze_jobs(runs: pd.DataFrame, calls: pd.DataFrame, pieces: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Every job among the analyzed runs.
+
+    Args:
+        runs: Analysis.runs with ``job`` and ``rank`` (NaN for traces of no job).
+        calls: the ``collectives`` table of every trace (with run, trace, rank, call).
+        pieces: the ``collective_idle`` table of every trace (with trace, rank, call).
+
+    Returns:
+        {"jobs", "job_balance", "ranks", "collective_calls", "stragglers"}: DataFrames,
+        each row tagged with its job (empty dict when no job has two ranks or more).
+    """
+    if "job" not in runs or runs["job"].isna().all():
+        return {}
+    out: dict[str, list] = {"jobs": [], "job_balance": [], "ranks": [], "collective_calls": [], "stragglers": []}
+    for job, rows in runs[runs["job"].notna()].groupby("job", sort=True):
+        if rows["rank"].nunique() < 2:
+            continue
+        if rows["rank"].duplicated().any():   # two traces claim a rank: not one job's ranks
+            again = sorted(int(r) for r in rows.loc[rows["rank"].duplicated(), "rank"].unique())
+            out["jobs"].append(pd.DataFrame([{"job": job, "ranks": rows["rank"].nunique(), "finding": (
+                f"{job}: not analyzed as one job: several traces claim rank {', '.join(map(str, again))} "
+                "(traces of several runs in one folder?)")}]))
+            continue
+        traces = set(rows["trace"])
+        own = calls[calls["trace"].isin(traces)] if len(calls) else calls
+        per_call, matched = stragglers.match(own) if len(own) else (pd.DataFrame(columns=["rank", "wait_us"]),
+                                                                    pd.DataFrame(columns=stragglers.MATCH_COLUMNS))
+        mine = pieces[pieces["trace"].isin(traces)] if len(pieces) else pieces
+        ranks = rank_table(rows, per_call, stragglers.rank_wait_idle(per_call, mine) if len(per_call) else
+                           pd.DataFrame())
+        straggle = stragglers.stragglers(per_call, matched, float(ranks["window_us"].median())) if len(per_call) \
+            else pd.DataFrame(columns=stragglers.STRAGGLER_COLUMNS)
+        info = {k: rows[k].dropna().iloc[0] if k in rows and rows[k].notna().any() else None
+                for k in ("world_size", "backend")}
+        out["jobs"].append(pd.DataFrame([job_row(job, ranks, straggle, matched, info)]))
+        out["job_balance"].append(balance(job, ranks))
+        for name, df in (("ranks", ranks), ("collective_calls", matched), ("stragglers", straggle)):
+            out[name].append(df.assign(job=job)[["job", *df.columns]])
+    return {k: pd.concat(v, ignore_index=True) for k, v in out.items() if v}

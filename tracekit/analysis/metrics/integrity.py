@@ -1,0 +1,129 @@
+"""Trace integrity: what in a trace keeps its figures from being trusted, per run.
+
+Each check is a row of the ``integrity`` table (check, status, count, detail);
+status is ``ok``, ``warning`` (figures stand, something was left out) or
+``failed`` (a figure the verdict rests on is unknown: the verdict is then
+``undetermined`` with the reason). Checks:
+
+* events dropped by the reader, and why (no numeric ts, negative dur, exact
+  duplicates, ts/dur far outside the trace's time range: ``tracekit.trace.dataframes``);
+  failed when more than ``DROPPED_MAX_SHARE`` of the events were dropped;
+* GPU ops without a correlation id (no ``correlation`` arg): their launches
+  cannot be counted; failed when no GPU op has one (launches unknown);
+* GPU ops whose launch call is not in the trace (launched before the profiler
+  started, or a sampled trace that kept some of the host's calls): they are counted,
+  attributed to no launch, and the idle gap before each has no cause (*other*);
+  failed when more than ``LAUNCHLESS_MAX_SHARE`` of the GPU ops have none (host wait,
+  the figure the verdict rests on, is then unmeasured for most of the GPU's gaps);
+* launch calls with no GPU op at all: the profiler did not record GPU
+  activity (failed, with how to enable it);
+* the accelerator the trace's device ops come from (CUDA, ROCm/HIP, XPU, MTIA).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tracekit.analysis.metrics.idle import launch_index
+from tracekit.io import records
+from tracekit.trace.reader import EventTables
+
+DROPPED_MAX_SHARE = 0.10  # ours: past 10% of the events dropped, the figures are not trusted
+LAUNCHLESS_MAX_SHARE = 0.5  # ours: past half the GPU ops without their launch call, most gaps have no cause
+# Host APIs that enqueue device work, by prefix: CUDA runtime/driver, HIP, Level Zero / SYCL (XPU).
+LAUNCH_PREFIXES = ("cudaLaunch", "cuLaunch", "cudaGraphLaunch", "cudaMemcpy", "cudaMemset", "hipLaunch",
+                   "hipExtLaunch", "hipGraphLaunch", "hipMemcpy", "hipMemset", "zeCommandListAppend",
+                   "urEnqueue", "mtia")
+ENABLE_GPU = ("torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) "
+              "(ProfilerActivity.XPU / MTIA on those devices; Kineto needs CUPTI / roctracer)")
+COLUMNS = ["check", "status", "count", "detail"]
+
+
+def accelerator(tables: EventTables) -> str:
+    """The kind of device the trace's GPU ops ran on, from its categories and host API names."""
+    cats = tables.meta.get("categories", {})
+    names = tables.host_calls["name"].cat.categories if len(tables.host_calls) else []
+    if any(c.startswith("mtia") for c in cats):
+        return "MTIA"
+    if any(c.startswith("xpu") for c in cats):
+        return "XPU"
+    if any(str(n).startswith("hip") for n in names) or "ROCm" in str(tables.meta.get("trace_name") or ""):
+        return "ROCm/HIP"
+    return "CUDA" if len(tables.gpu_ops) or any(c.startswith("cuda") for c in cats) else "none"
+
+
+# torch's device type of each accelerator (a ROCm/HIP build of torch calls its GPUs "cuda").
+DEVICE_TYPES = {"MTIA": "mtia", "XPU": "xpu", "ROCm/HIP": "cuda", "CUDA": "cuda", "none": "cpu"}
+
+
+def device_type(tables: EventTables) -> str:
+    """Where the trace's work ran, as torch names device types: ``cuda``, ``mtia``, ``xpu``,
+    or ``cpu`` for a trace without GPU ops."""
+    return DEVICE_TYPES[accelerator(tables)] if tables.has_gpu else "cpu"
+
+
+def checks(tables: EventTables) -> pd.DataFrame:
+    """The integrity table of one trace (see the module docstring)."""
+    rows = []
+    events = tables.meta.get("events", 0)
+    dropped = 0
+    for what, n in tables.meta.get("problem_counts", {}).items():
+        dropped += n if "dropped" in what else 0
+        rows.append({"check": "events", "status": "warning", "count": n, "detail": f"{n} {what}"})
+    if dropped and events and dropped > DROPPED_MAX_SHARE * events:
+        rows.append({"check": "events dropped", "status": "failed", "count": dropped,
+                     "detail": f"{dropped} of {events} events dropped: over {DROPPED_MAX_SHARE:.0%}, the figures "
+                               "do not describe the whole trace"})
+    ops = tables.gpu_ops
+    missing = int((ops["correlation"] < 0).sum())
+    if missing:
+        rows.append({"check": "correlation ids", "status": "failed" if missing == len(ops) else "warning",
+                     "count": missing,
+                     "detail": f"{missing} of {len(ops)} GPU ops have no correlation id: their launches are unknown"
+                               + (" (the trace's launches are unknown)" if missing == len(ops) else "")})
+    found = launch_index(tables).index.get_indexer(ops["correlation"]) >= 0   # (its hash table, built once)
+    launchless = int(((ops["correlation"] >= 0).to_numpy() & ~found).sum())
+    if launchless:
+        failed = launchless > LAUNCHLESS_MAX_SHARE * len(ops)
+        rows.append({"check": "launch calls", "status": "failed" if failed else "warning", "count": launchless,
+                     "detail": f"{launchless} of {len(ops)} GPU ops have no launch call in the trace (launched "
+                               "before the profiler started, or host calls not recorded): counted, attributed to "
+                               "no launch, the idle before them has no cause"
+                               + (f"; over {LAUNCHLESS_MAX_SHARE:.0%}: host wait is unmeasured" if failed else "")})
+    calls = tables.host_calls
+    launch_calls = int(calls["name"].astype(str).str.startswith(LAUNCH_PREFIXES).sum()) if ops.empty else 0
+    if launch_calls:
+        rows.append({"check": "GPU activity", "status": "failed", "count": launch_calls,
+                     "detail": f"{launch_calls} launch calls but no GPU op: GPU activity was not recorded; "
+                               f"profile with {ENABLE_GPU}"})
+    rows.append({"check": "accelerator", "status": "ok", "count": len(ops), "detail": accelerator(tables)})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def summary(table: pd.DataFrame) -> dict:
+    """Run-row fields: ``integrity`` ("ok", "warning" or "failed") and ``integrity_detail``
+    (the failed checks' details, else the warnings', joined)."""
+    for status in ("failed", "warning"):
+        hit = table[table["status"] == status]
+        if len(hit):
+            return {"integrity": status, "integrity_detail": "; ".join(hit["detail"])}
+    return {"integrity": "ok", "integrity_detail": ""}
+
+
+def lines(runs: pd.DataFrame) -> list[str]:
+    """One line per analyzed trace of ``runs`` (the run table of :mod:`tracekit.analysis.runs`):
+    ``run: integrity ok`` (``run (rank N): ...`` for a rank of a job), or its warnings / FAILED with the details (every check is a row of
+    the ``integrity`` table); then, for a trace where an analysis raised, ``run: <analysis>
+    failed: <reason>`` (its ``failed_analyses``: a bug in tracekit, the other figures stand)."""
+    from tracekit.analysis.distributed.job import labelled
+
+    out = []
+    for r in records(runs):
+        status = r.get("integrity")
+        if isinstance(status, str):
+            detail = r.get("integrity_detail") or ""
+            out.append(f"{labelled(r)}: integrity {status.upper() if status == 'failed' else status}"
+                       + (f": {detail}" if detail else ""))
+        if isinstance(failed := r.get("failed_analyses"), str) and failed:   # NaN: a run without a trace
+            out.append(f"{labelled(r)}: {failed} (a bug in tracekit; the other figures stand)")
+    return out

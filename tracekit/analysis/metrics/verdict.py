@@ -1,0 +1,153 @@
+"""The verdict on a run: is it bound by kernel-launch overhead?
+
+Rule (thresholds are ours, set so that each verdict promises something
+measurable; calibrated on the real H100 ViT traces in shared/fixtures/h100):
+
+* ``launch-bound``: the GPU waits for the host (idle host wait, see
+  :mod:`tracekit.analysis.metrics.idle`) for at least ``LAUNCH_BOUND_HOST_WAIT`` of its
+  active span. Removing launch overhead (CUDA graphs) can then shorten the
+  profiled iteration by at least that share.
+* ``gpu-bound``: utilization is at least ``GPU_BOUND_UTILIZATION`` and host
+  wait under ``GPU_BOUND_HOST_WAIT`` of the span: no host-side change can gain
+  more than the idle remainder; only faster or fewer kernels help.
+* ``mixed``: anything between.
+* ``undetermined``: fewer than ``MIN_LAUNCHES`` host launches. Host wait is an
+  op launched after the GPU went idle; with one launch (one kernel, or one
+  ``cudaGraphLaunch``) no gap can show it, so no verdict can be drawn.
+
+The evidence shown with it: host-wait share of the span, utilization, the feed
+ratio (GPU work per launch over the interval between launches: below 1 the
+host cannot keep the GPU fed), and the share of kernels shorter than 10 µs.
+The host-wait time per iteration bounds what a CUDA graph could recover, uncalibrated:
+the profiler stretches it (up to 38x the measured saving on the H200 predict suite,
+reports/h200/predict). The reports show the critical path's calibrated prediction instead
+(:mod:`tracekit.analysis.critical_path.figures`).
+
+The profiler slows the host (each op and launch is recorded), so a profiled
+window can look launch-bound when the run is not. When the unprofiled latency
+is known, the GPU busy time per profiled iteration over that latency estimates
+the unprofiled utilization (kernel times barely change under the profiler);
+if it reaches ``GPU_BOUND_UTILIZATION`` the verdict is ``gpu-bound`` and the
+evidence says the host wait was the profiler's. The busy time per iteration is
+the median over marked iterations where the trace has markers (the first
+profiled step also runs ops left queued from before the window), else the
+run's busy time over its iterations. Above 1 it says the kernels ran longer
+under the profiler than the whole unprofiled iteration took (CUPTI's
+per-kernel cost, seen on CUDA-graph replays): the run is GPU-bound either way.
+"""
+
+from __future__ import annotations
+
+import math
+
+LAUNCH_BOUND_HOST_WAIT = 0.25
+GPU_BOUND_UTILIZATION = 0.90
+GPU_BOUND_HOST_WAIT = 0.05
+MIN_LAUNCHES = 2
+
+
+def verdict(row: dict, latency_ms: float | None = None) -> dict:
+    """Verdict of a run row that has the summary, idle and launch metrics.
+
+    Args:
+        row: keys active_span_us, idle_host_wait_us, utilization, feed_ratio,
+            short_kernel_share, iterations (NaN when unknown), busy_per_iter_us,
+            host_launches, has_gpu; iteration_busy_us (median busy of marked
+            iterations) when the trace has markers; integrity and
+            integrity_detail (:mod:`tracekit.analysis.metrics.integrity`): a failed
+            integrity makes the verdict ``undetermined``, the reason its evidence.
+        latency_ms: the unprofiled iteration latency (median, ms), if measured.
+
+    Returns:
+        {"verdict": "launch-bound" | "gpu-bound" | "mixed" | "undetermined" | "no GPU activity",
+         "verdict_profiled": the verdict from the profiled window alone,
+         "host_wait_share": float, "unprofiled_utilization": float (NaN if unknown),
+         "cuda_graph_recoverable_us_per_iter": float,
+         "evidence": one line with the figures behind it}.
+    """
+    if row.get("integrity") == "failed":  # tracekit.analysis.metrics.integrity: a figure the rule needs is unknown
+        return undetermined(f"trace integrity failed: {row.get('integrity_detail', '')}")
+    if not row.get("has_gpu"):
+        return {"verdict": "no GPU activity", "verdict_profiled": "no GPU activity", "host_wait_share": math.nan,
+                "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan,
+                "evidence": "the trace holds no GPU ops"}
+    if row.get("host_launches", MIN_LAUNCHES) < MIN_LAUNCHES:
+        n = row["host_launches"]
+        return undetermined(f"{n} host launch{'' if n == 1 else 'es'}: no gap can show an op launched after the "
+                            "GPU went idle")
+    span = row["active_span_us"]
+    share = row["idle_host_wait_us"] / span if span > 0 else 0.0
+    util = row["utilization"] if span > 0 else 1.0
+    if share >= LAUNCH_BOUND_HOST_WAIT:
+        label = "launch-bound"
+    elif util >= GPU_BOUND_UTILIZATION and share < GPU_BOUND_HOST_WAIT:
+        label = "gpu-bound"
+    else:
+        label = "mixed"
+    iters = row.get("iterations")
+    per_iter = row["idle_host_wait_us"] / iters if iters and not math.isnan(iters) else math.nan
+    evidence = (f"host wait {share:.0%} of the GPU's active span, utilization {util:.0%}, "
+                f"feed ratio {row.get('feed_ratio', math.nan):.2f} (GPU µs per launch / µs between launches), "
+                f"{row.get('short_kernel_share', math.nan):.0%} of kernels < 10 µs")
+    unprofiled = math.nan
+    final = label
+    busy = row.get("iteration_busy_us", row.get("busy_per_iter_us", math.nan))
+    if latency_ms and latency_ms > 0 and not math.isnan(busy):
+        unprofiled = busy / (latency_ms * 1e3)
+        evidence += f"; unprofiled: GPU busy {busy / 1e3:.2f} ms of a {latency_ms:.2f} ms iteration ({unprofiled:.0%})"
+        if label != "gpu-bound" and unprofiled >= GPU_BOUND_UTILIZATION:
+            final = "gpu-bound"
+            evidence += " -- the host wait was the profiler's overhead"
+    return {"verdict": final, "verdict_profiled": label, "host_wait_share": share,
+            "unprofiled_utilization": unprofiled, "cuda_graph_recoverable_us_per_iter": per_iter,
+            "evidence": evidence}
+
+
+def undetermined(evidence: str) -> dict:
+    """:func:`verdict`'s fields for a run that cannot be judged, ``evidence`` saying why."""
+    return {"verdict": "undetermined", "verdict_profiled": "undetermined", "host_wait_share": math.nan,
+            "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan, "evidence": evidence}
+
+
+def evidence_rows(row: dict) -> list[dict]:
+    """The figures behind a verdict, one row each, for the ``verdict_evidence`` table.
+
+    Args:
+        row: a run row after :func:`verdict` (and the launch metrics).
+
+    Returns:
+        Rows of evidence (the run-row column it comes from), value, rule (what
+        the value means and the threshold used), supports ("launch-bound",
+        "gpu-bound", or "" where the figure only informs). Empty for a run
+        without a verdict (no GPU activity, undetermined).
+    """
+    if row.get("verdict") in ("no GPU activity", "undetermined", None):
+        return []
+    share, util = row["host_wait_share"], row["utilization"]
+    feed, unprofiled = row.get("feed_ratio", math.nan), row.get("unprofiled_utilization", math.nan)
+
+    def side(launch: bool, gpu: bool) -> str:
+        return "launch-bound" if launch else "gpu-bound" if gpu else ""
+
+    rows = [
+        ("host_wait_share", share, f">= {LAUNCH_BOUND_HOST_WAIT:.0%} of the active span: launch-bound; "
+         f"< {GPU_BOUND_HOST_WAIT:.0%} with utilization >= {GPU_BOUND_UTILIZATION:.0%}: gpu-bound",
+         side(share >= LAUNCH_BOUND_HOST_WAIT, share < GPU_BOUND_HOST_WAIT)),
+        ("utilization", util, f">= {GPU_BOUND_UTILIZATION:.0%} with host wait < {GPU_BOUND_HOST_WAIT:.0%}: gpu-bound",
+         side(False, util >= GPU_BOUND_UTILIZATION)),
+        ("feed_ratio", feed, "GPU µs per launch / host µs between launches: < 1 the GPU drains each launch "
+         "before the next arrives, > 1 the host runs ahead (informs, not in the rule)",
+         side(feed < 1, feed > 1)),
+        ("mean_kernel_us", row.get("mean_kernel_us", math.nan), "the rate race: compare with launch_interval_us", ""),
+        ("launch_interval_us", row.get("launch_interval_us", math.nan),
+         "host µs between launches, time blocked in syncs left out", ""),
+        ("short_kernel_share", row.get("short_kernel_share", math.nan),
+         "share of kernels < 10 µs: shorter than launching them costs the host", ""),
+        ("unprofiled_utilization", unprofiled, f">= {GPU_BOUND_UTILIZATION:.0%}: gpu-bound whatever the profiled "
+         "window says (its host wait was the profiler's)", side(False, unprofiled >= GPU_BOUND_UTILIZATION)),
+        ("cuda_graph_recoverable_us_per_iter", row.get("cuda_graph_recoverable_us_per_iter", math.nan),
+         "host wait per profiled iteration: an uncalibrated bound on what a CUDA graph saves (the profiler "
+         "stretches it; the calibrated prediction is the critical path's, cuda_graphs_saving_ms)", ""),
+    ]
+    return [{"evidence": e, "value": v, "rule": r, "supports": s} for e, v, r, s in rows
+            if not (isinstance(v, float) and math.isnan(v))]

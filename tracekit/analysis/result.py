@@ -1,0 +1,152 @@
+"""The result of an analysis, as every report and the Python API show it: :class:`Result`
+(the analysis of every run, its comparison with a baseline mode, profiler overhead, CPU op
+changes, module by module differences), computed once. Report formats
+(:mod:`tracekit.report.formats`) render it only; :func:`tracekit.analyze` and
+:func:`tracekit.profile` return it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from tracekit.analysis.comparison.compare import compare, profiler_overhead
+from tracekit.analysis.metrics import cpu_ops as ops_analysis
+from tracekit.analysis.runs import Analysis
+from tracekit.manifest import Manifest
+
+
+@dataclass(repr=False)
+class Result:
+    """What ``tracekit analyze`` reports, as DataFrames.
+
+    analysis:       the :class:`tracekit.analysis.runs.Analysis` of every run; its ``runs``,
+                    ``tables``, ``errors``, ``failures``, ``skipped`` and ``root`` are also
+                    this result's (below).
+    comparison:     one row per run against the ``baseline`` run of its workload: speedup
+                    (unprofiled median latencies) with speedup_low/high, d_latency_ms =
+                    d_busy_per_iter_ms + d_idle_est_ms (ms per iteration, run minus
+                    baseline), kernels_ratio, launches_ratio, dominant ("busy" or "idle"),
+                    finding (for CPU-only runs made from their ops; followed by the modules
+                    that contribute most to Δ busy, also in ``top_modules``) and warning
+                    (:func:`tracekit.analysis.comparison.compare.compare`).
+    overhead:       profiled vs unprofiled iteration time of each run
+                    (:func:`tracekit.analysis.comparison.compare.profiler_overhead`).
+    baseline:       the mode the comparison is against.
+    cpu_op_changes: the CPU runs' op-by-op changes against their baseline
+                    (:func:`tracekit.analysis.metrics.cpu_ops.changes`).
+    modules:        each run against its baseline module by module
+                    (:func:`tracekit.analysis.attribution.run_diff.versus_baseline`).
+    module_busy:    busy time per kind of module per run
+                    (:func:`tracekit.analysis.attribution.run_diff.busy_by_kind`).
+    manifests:      the run.json of each run :func:`tracekit.profile` made, in mode order
+                    ([] from :func:`tracekit.analyze`).
+
+    From the analysis: ``runs`` (one row per trace file, or per run without a trace:
+    identity, status and reason, the manifest's figures and the trace's, units in the column
+    names: µs ``_us``, ms ``_ms``, s ``_s``, MB ``_MB``), ``tables`` (the per-trace tables by
+    name: iterations, kernels, kernel_classes, idle_histogram, launch_apis, streams,
+    transfers, timeline, collectives, critical_path...; of distributed jobs: jobs, ranks,
+    job_balance, collective_calls, stragglers), ``errors`` ((path, problem, exit code) of
+    each file that could not be read or analyzed), ``failures`` ((path, analysis, reason,
+    traceback) of each analysis that raised: a bug in tracekit, the other figures stand),
+    ``skipped`` and ``root`` (the folder run names are relative to).
+
+    ``result["kernels"]`` is ``result.tables["kernels"]`` (also "runs", "comparison",
+    "overhead", "cpu_op_changes", "modules", "module_busy"); in a notebook the result shows
+    its speedup table, and ``print(result)`` (or its repr) a short summary: the answer for
+    each workload and the tables it holds. Both are drawn by the report layer
+    (:mod:`tracekit.report.views`), imported when shown.
+    """
+
+    analysis: Analysis
+    comparison: pd.DataFrame
+    overhead: pd.DataFrame
+    baseline: str = "eager"
+    cpu_op_changes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    modules: pd.DataFrame = field(default_factory=pd.DataFrame)
+    module_busy: pd.DataFrame = field(default_factory=pd.DataFrame)
+    manifests: list[Manifest] = field(default_factory=list)
+
+    FRAMES = ("runs", "comparison", "overhead", "cpu_op_changes", "modules", "module_busy")
+
+    @classmethod
+    def of(cls, analysis: Analysis, baseline: str = "eager") -> "Result":
+        """The result of ``analysis`` compared with ``baseline``; the comparison's findings name
+        the modules that contribute most to each run's Δ busy (``top_modules``)."""
+        from tracekit.analysis.attribution.run_diff import busy_by_kind, top_modules, versus_baseline
+
+        ops = analysis.table("cpu_ops")
+        comparison = compare(analysis.runs, baseline)
+        changes = ops_analysis.changes(ops, comparison)
+        if len(ops) and len(comparison):  # CPU-only runs: findings made from their ops
+            by_run = dict(tuple(changes.groupby("run")))
+            comparison["finding"] = [f or ops_analysis.finding(by_run.get(run, pd.DataFrame()))
+                                     for f, run in zip(comparison["finding"], comparison["run"])]
+        runs = analysis.runs.drop_duplicates("run") if "iterations" in analysis.runs else pd.DataFrame()
+        iterations = dict(zip(runs.get("run", []), pd.to_numeric(runs.get("iterations", []), errors="coerce")))
+        attribution = analysis.table("attribution")
+        modules = versus_baseline(attribution, comparison, iterations)
+        if len(modules):
+            top = comparison["run"].map({r: top_modules(g) for r, g in modules.groupby("run")}).fillna("")
+            comparison["top_modules"] = top
+            comparison["finding"] = [f + (f"; by module: {t}" if f and t else "") for f, t in
+                                     zip(comparison["finding"], top)]
+        return cls(analysis, comparison, profiler_overhead(analysis.runs), baseline,
+                   changes, modules, busy_by_kind(attribution, comparison, iterations))
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        return self.analysis.runs
+
+    @property
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return self.analysis.tables
+
+    @property
+    def errors(self) -> list[tuple[str, str, int]]:
+        return self.analysis.errors
+
+    @property
+    def failures(self) -> list[tuple[str, str, str, str]]:
+        return self.analysis.failures
+
+    @property
+    def skipped(self) -> list[tuple[str, str]]:
+        return self.analysis.skipped
+
+    @property
+    def root(self) -> Path:
+        return Path(self.analysis.root)
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        if name in self.FRAMES:
+            return getattr(self, name)
+        return self.analysis.table(name)
+
+    def __repr__(self) -> str:
+        """A few lines: what was analyzed, the answer for each workload
+        (:func:`tracekit.report.views.answers`), unreadable files, and the tables by name."""
+        from tracekit.report.views import answers
+
+        lines = [f"tracekit.Result: {len(self.runs)} run(s) under {self.root}, compared with {self.baseline}"]
+        for first, why in answers(self.comparison, self.runs, self.baseline):
+            lines += [f"  {first}"] + ([f"    {why}"] if why else [])
+        if self.errors:
+            lines.append(f"  {len(self.errors)} unreadable file(s) in .errors")
+        shape = lambda df: f"{len(df)}x{len(df.columns)}"  # noqa: E731
+        frames = [f".{name} {shape(self[name])}" for name in self.FRAMES if name in ("runs", "comparison", "overhead")
+                  or len(self[name])]
+        lines.append("  " + ", ".join(frames) + "; .tables: " + ", ".join(n for n, t in self.tables.items() if len(t)))
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from tracekit.report.column_specs import SPEEDUP
+        from tracekit.report.draw import headline
+        from tracekit.report.views import comparison_view
+
+        headers, rows = headline(comparison_view(self.comparison), SPEEDUP)
+        table = pd.DataFrame(rows, columns=headers).to_html(index=False) if rows else "<p>no runs</p>"
+        return (f"<p>tracekit: {len(self.runs)} run(s) under {self.root}, compared with "
+                f"<code>{self.baseline}</code></p>{table}")

@@ -1,0 +1,263 @@
+"""Shared by the report formats: the views and texts every report of an analysis carries
+(the comparison as shown, findings per run, evidence, notes, the answer for each workload,
+where figures come from, links to the trace files). How a table is drawn from its spec is
+:mod:`tracekit.report.draw`."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from tracekit.analysis.attribution.gpu_ops import module_label
+from tracekit.analysis.comparison.trust import speedup_text
+from tracekit.analysis.distributed.job import labelled
+from tracekit.analysis.runs import Analysis
+from tracekit.io import records
+from tracekit.report.column_specs import BALANCE, CPU_OPS_SHOWN, JOBS, RANKS, STRAGGLERS
+
+PERFETTO_HINT = ("To look inside a run, open https://ui.perfetto.dev, choose \"Open trace file\" and pick its "
+                 "`.pt.trace.json.gz` (Perfetto reads the gzipped Kineto JSON as it is, in the browser).")
+
+SOURCES = (
+    "Where each figure comes from: **latency** and **speedup** from the unprofiled timed iterations "
+    "(`run.json`; CUDA events on a GPU, `perf_counter` on the CPU; median, range p10-p90); **kernels, "
+    "launches, GPU busy, idle by cause, profiled iter** from the profiled window's trace (per "
+    "`ProfilerStep` iteration); **Δ idle** in the speedup table = unprofiled latency minus traced GPU busy "
+    "per iteration (kernel times barely change under the profiler, host-side costs do), so Δ latency = "
+    "Δ GPU busy + Δ idle exactly. Δ = this mode minus the baseline, per iteration.")
+
+MODULES_HINT = ("Every GPU op is attributed to the module and aten op that launched it (module scopes in eager "
+                "runs, Inductor's provenance in compiled ones, the recorded capture for CUDA-graph replays); rows "
+                "are modules (path cut to 3 parts), per profiled iteration, mode minus baseline, the largest "
+                "|Δ busy| first; a run's rows sum to its Δ busy and Δ launches. `tracekit diff A B` gives every row.")
+
+
+def module_rows(modules: pd.DataFrame, n: int = 8) -> pd.DataFrame:
+    """The ``n`` rows of each run with the largest |Δ busy| (they come sorted so per run),
+    for display (:func:`module_view`)."""
+    return module_view(modules.groupby("run", sort=False).head(n)) if len(modules) else modules
+
+
+def module_view(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a module table for display: the model's own row (module "") named "(model)"."""
+    return rows.assign(module=rows["module"].map(module_label)) if "module" in rows else rows
+
+
+def comparison_view(comp: pd.DataFrame) -> pd.DataFrame:
+    """``comp`` for display: speedup_range ("1.38x (1.37-1.39)", or "inconclusive
+    (0.95-1.08x)" where the p10-p90 latency ranges overlap, "inconclusive (0.63-0.68x; wall
+    clock 1.27x)" where the timers contradict); deltas and ratios
+    blank on baseline rows (zero by definition); ran_on blank unless some run ran
+    on another device than its baseline."""
+    if comp.empty:
+        return comp
+    unsure = comp["inconclusive"] if "inconclusive" in comp else [False] * len(comp)
+    wall = comp["wall_speedup"] if "wall_speedup" in comp else [math.nan] * len(comp)
+    text = [speedup_text(s, lo, hi, bool(u), w)
+            for s, lo, hi, u, w in zip(comp["speedup"], comp["speedup_low"], comp["speedup_high"], unsure, wall)]
+    view = comp.assign(speedup_range=text)
+    for col in ("dominant", "dominant_profiled"):
+        view[col] = view[col].replace("", None)
+    is_base = view["run"] == view["baseline_run"]
+    delta = [c for c in view.columns if c.startswith("d_") or c.endswith("_ratio")]
+    view.loc[is_base, delta] = float("nan")
+    if ((view["ran_on"] == view["baseline_ran_on"]) | (view["baseline_ran_on"] == "")).all():
+        view["ran_on"] = None
+    return view
+
+
+def timing_view(comp: pd.DataFrame) -> pd.DataFrame:
+    """The comparison rows whose timing was checked (a synchronised wall clock, several
+    processes or a doubt recorded), with latency_range and wall_range ("0.070-0.090": p10-p90,
+    ms; None where unknown); empty when no run has any (older run.json files)."""
+    if comp.empty or "wall_median_ms" not in comp:
+        return comp.iloc[:0]
+    checked = comp["wall_median_ms"].notna() | (comp["processes"] > 1) | (comp["timing_warning"] != "")
+    timed = comp[checked]
+    ms = lambda col: timed[col] if col in timed else [math.nan] * len(timed)  # noqa: E731
+    return timed.assign(**{f"{name}_range": [f"{lo:.3f}-{hi:.3f}" if lo == lo and hi == hi else None
+                                             for lo, hi in zip(ms(f"{name}_p10_ms"), ms(f"{name}_p90_ms"))]
+                           for name in ("latency", "wall")})
+
+
+def cpu_op_view(changes: pd.DataFrame, n: int = CPU_OPS_SHOWN) -> pd.DataFrame:
+    """The ``n`` ops whose self time changed most, per run (``changes`` is sorted so)."""
+    return changes.groupby("run", sort=False).head(n) if len(changes) else changes
+
+
+def overhead_view(overhead: pd.DataFrame) -> pd.DataFrame:
+    """``overhead`` for display: flag "over 10%" (the profiler lengthened the iteration
+    that much), or "unreliable unprofiled timing" with no overhead figure (the profiled
+    iteration was the shorter: no negative overhead is printed)."""
+    unreliable = overhead["unreliable_unprofiled"].astype(bool)
+    flag = overhead["flagged"].map({True: "over 10%", False: ""}).where(~unreliable, "unreliable unprofiled timing")
+    return overhead.assign(flag=flag, profiler_overhead=overhead["profiler_overhead"].where(~unreliable))
+
+
+def gpu_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of runs whose traces hold GPU activity."""
+    return runs[runs["has_gpu"].fillna(False).astype(bool)] if "has_gpu" in runs else runs.iloc[:0]
+
+
+def evidence(runs: pd.DataFrame) -> list[str]:
+    """One line per run with GPU activity: ``run: verdict: the figures behind it`` (``run
+    (rank N): ...`` for a rank of a job)."""
+    if "evidence" not in runs:
+        return []
+    return [f"{labelled(r)}: {r['verdict']}: {r['evidence']}" for r in records(runs)
+            if isinstance(r.get("evidence"), str) and r.get("has_gpu")]
+
+
+def notes(runs: pd.DataFrame) -> list[str]:
+    """One line per run that has a note or a failure reason: ``run: text`` (``run (rank N):
+    text`` for a rank of a job)."""
+    out = []
+    for r in records(runs):
+        text = "; ".join(str(t) for t in (r.get("reason"), r.get("note")) if isinstance(t, str) and t)
+        if text:
+            out.append(f"{labelled(r)}: {text}")
+    return out
+
+
+def trace_links(analysis: Analysis, out: Path) -> dict[str, str]:
+    """run -> path of its first trace file relative to ``out`` (for links in reports)."""
+    runs = analysis.runs
+    if runs.empty or "trace" not in runs:
+        return {}
+    root = Path(analysis.root).absolute()
+    return {r: os.path.relpath(root / t, Path(out).absolute())
+            for r, t in zip(runs["run"], runs["trace"]) if isinstance(t, str) and t and r}
+
+
+def finding_rows(comp: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    """(workload, mode, finding, warning) of each row of a comparison
+    (:func:`tracekit.analysis.comparison.compare.compare`) with a finding or a warning."""
+    return [(r["workload"], r["mode"], r["finding"], r["warning"]) for r in comp.to_dict("records")
+            if r["finding"] or r["warning"]]
+
+
+def job_tables(analysis: Analysis) -> list[tuple[str, pd.DataFrame, list]]:
+    """(title, table, column spec) of each job table to show, in order; [] without jobs."""
+    jobs = analysis.table("jobs")
+    if jobs.empty:
+        return []
+    stragglers = analysis.table("stragglers")
+    if len(stragglers):
+        stragglers = stragglers.assign(flag=stragglers["straggler"].map({True: "yes", False: ""}))
+    shown = [("Distributed jobs: verdict, straggler, what each remedy could save", jobs, JOBS),
+             ("Ranks of each job: compute, communication and their overlap (HTA's definition), waits",
+              analysis.table("ranks"), RANKS),
+             ("Balance of each job over its ranks", analysis.table("job_balance"), BALANCE),
+             ("Stragglers: who arrives last at the collectives, and the wait it causes", stragglers, STRAGGLERS)]
+    return [(title, df, spec) for title, df, spec in shown if len(df)]
+
+
+def _verdicts(runs: pd.DataFrame) -> dict[str, str]:
+    """run -> the verdict of its first trace, for runs with GPU activity."""
+    if runs.empty or "verdict" not in runs or "has_gpu" not in runs:
+        return {}
+    first = runs.drop_duplicates("run")
+    return {r: v for r, v, g in zip(first["run"], first["verdict"], first["has_gpu"])
+            if pd.notna(g) and bool(g) and isinstance(v, str)}
+
+
+def _why(row: dict, verdicts: str) -> str:
+    """The second line of an answer: the split of Δ latency (and the runs' verdicts), or a CPU
+    run's Δ time in CPU ops."""
+    if row["dominant"]:
+        return (f"why: Δ GPU busy {row['d_busy_per_iter_ms']:+.3f} + Δ idle {row['d_idle_est_ms']:+.3f} ms/iter: "
+                f"{'GPU busy' if row['dominant'] == 'busy' else 'idle'} dominates" + (f" ({verdicts})" if verdicts else ""))
+    d_cpu = row.get("d_cpu_op_per_iter_ms")
+    cpu_only = pd.notna(row.get("has_gpu")) and not row.get("has_gpu")
+    if cpu_only and isinstance(d_cpu, float) and not math.isnan(d_cpu):
+        return (f"why: no GPU activity (CPU only): time in CPU ops {row['cpu_op_per_iter_ms'] - d_cpu:.3f} -> "
+                f"{row['cpu_op_per_iter_ms']:.3f} ms per profiled iteration")
+    return ""
+
+
+def answers(comp: pd.DataFrame, runs: pd.DataFrame, baseline: str) -> list[tuple[str, str]]:
+    """The answer for each workload of a comparison (:func:`tracekit.analysis.comparison.compare.compare`),
+    in one or two lines: (its fastest mode whose speedup is conclusive, that speedup with its
+    p10-p90 range and the latencies; "why: " Δ GPU busy + Δ idle per iteration, which dominates
+    and the verdicts of baseline and mode, or for CPU-only runs the time in CPU ops), "" as
+    the second line where there is nothing to say. A workload with no conclusive speedup,
+    only its baseline, or no baseline says so. ``runs``: ``Analysis.runs`` (the verdicts)."""
+    if comp.empty:
+        return []
+    verdicts = _verdicts(runs)
+    out = []
+    for workload, g in comp.groupby("workload", sort=False):
+        rows = g.to_dict("records")
+        base = next((r for r in rows if r["run"] == r["baseline_run"]), None)
+        failed = "".join(f"; {r['mode']} {r['status']}" for r in rows if r["status"] != "ok")
+        tried = [r for r in rows if r is not base and r["status"] == "ok" and not math.isnan(r["speedup"])]
+        if base is None:
+            timed = [f"{r['mode']} {r['latency_median_ms']:.3f} ms" for r in rows
+                     if r["status"] == "ok" and not math.isnan(r["latency_median_ms"])]
+            out.append((f"{workload}: no ok {baseline} run to compare with{failed}", ", ".join(timed)))
+            continue
+        before = f"{baseline} {base['latency_median_ms']:.3f} ms"
+        sure = [r for r in tried if not r["inconclusive"]]
+        text = lambda r: speedup_text(r["speedup"], r["speedup_low"], r["speedup_high"],  # noqa: E731
+                                      bool(r["inconclusive"]), r.get("wall_speedup", math.nan))
+        if not tried:
+            out.append((f"{workload}: only {before}{failed}",
+                        f"verdict: {verdicts[base['run']]}" if base["run"] in verdicts else ""))
+        elif not sure:
+            out.append((f"{workload}: no mode is conclusively faster or slower than {before}{failed}",
+                        "; ".join(f"{r['mode']} {text(r)}" for r in tried)))
+        else:
+            r = max(sure, key=lambda r: r["speedup"])
+            slower = f"every mode is slower than {baseline}, the least: " if r["speedup"] < 1 else ""
+            device = (f" (ran on {r['ran_on']}, {baseline} on {r['baseline_ran_on']}: DIFFERENT DEVICE)"
+                      if r["ran_on"] != r["baseline_ran_on"] else "")
+            v = [verdicts[x["run"]] for x in (base, r) if x["run"] in verdicts]
+            out.append((f"{workload}: {slower}{r['mode']} {text(r)} over {baseline}{device} "
+                        f"({base['latency_median_ms']:.3f} -> {r['latency_median_ms']:.3f} ms){failed}",
+                        _why(r, " -> ".join(dict.fromkeys(v)))))
+    return out
+
+
+def critical_path_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs that have a critical path (``tracekit analyze --critical-path``), for the
+    CRITICAL_PATH table; empty when none was asked for or found."""
+    if "cp_latency_us" not in runs:
+        return runs.iloc[0:0]
+    return runs[runs["cp_latency_us"].notna()]
+
+
+def critical_path_notes(runs: pd.DataFrame) -> list[str]:
+    """``run: note`` for each run whose critical path is uncalibrated, incomplete or missing."""
+    if "critical_path_note" not in runs:
+        return []
+    return [f"{labelled(r)}: critical path: {r['critical_path_note']}" for r in records(runs)
+            if isinstance(r.get("critical_path_note"), str) and r["critical_path_note"]]
+
+
+def _clip(name: str, width: int = 48) -> str:
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+def critical_path_lines(analysis: Analysis, n: int = 3) -> list[str]:
+    """One line per run with a critical path: what is on it most, by op, module and name
+    (kernels by their short name): ``run: on the path most: op convolution 64%, ...``."""
+    from tracekit.analysis.metrics.kernels import short_name
+
+    t = analysis.table("critical_path_top")
+    if t.empty:
+        return []
+    out = []
+    for (run, trace), rows in t.groupby(["run", "trace"], sort=False):
+        parts = []
+        for by in ("op", "module", "name"):
+            top = rows[(rows["by"] == by) & (rows["key"].astype(str) != "")].head(n)
+            if len(top):
+                keys = [_clip(short_name(k)) if by == "name" else k for k in top["key"].astype(str)]
+                parts.append(f"{by if by != 'name' else 'kernel or call'} " + ", ".join(
+                    f"{k} {share:.0%}" for k, share in zip(keys, top["share"])))
+        if parts:
+            out.append(f"{run}: on the critical path most: " + "; ".join(parts))
+    return out
