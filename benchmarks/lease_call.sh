@@ -2,10 +2,10 @@
 # One call of a study's full grid on a lent GPU machine (the `device` tool), resumable across
 # calls and machines:   bash benchmarks/lease_call.sh SUITE MINUTES HARD_SECONDS [BENCH OPTIONS...]
 #
-# The cells already done are the run.json files committed under $REPORTS/SUITE/traces/ (REPORTS:
-# reports/h100, or reports/h200 for the H200's suites; they
-# travel with the working tree); `tracekit bench` skips them and runs the
-# rest for MINUTES (what `make bench-h100-full FULL_SUITES=SUITE` runs). At HARD_SECONDS the bench
+# The cells already done are the manifests committed in $REPORTS/SUITE/manifests.jsonl.gz (REPORTS:
+# reports/h100, or reports/h200 for the H200's suites; it travels with the working tree), unpacked
+# into the lease dir as run.json files by benchmarks/packed_manifests.py; `tracekit bench` skips
+# them and runs the rest for MINUTES (what `make bench-h100-full FULL_SUITES=SUITE` runs). At HARD_SECONDS the bench
 # is interrupted whatever it is doing, so that the cells finished are always packed: their run.json,
 # cell.log and traces (uncompressed, then xz: about 20x smaller than gzip's 6x) into
 # $OUT/cells.tar.xz.NN, 15 MiB parts (the tool brings back at most 8 files, 16 MiB each).
@@ -22,7 +22,8 @@ $PY -c "import msgspec, click, rich, jinja2" 2>/dev/null || {
   export PYTHONPATH=/tmp/site; }
 L=${LEASE_DIR:-/tmp/tracekit-lease}; W=$(mktemp -d); mkdir -p $L/runs/$SUITE $W/pack
 R=${REPORTS:-reports/h100}
-[ -d $R/$SUITE/traces ] && cp -r $R/$SUITE/traces/. $L/runs/$SUITE/
+if [ -f $R/$SUITE/manifests.jsonl.gz ]; then
+  $PY "$(dirname "$0")/packed_manifests.py" unpack $R/$SUITE/manifests.jsonl.gz $L/runs/$SUITE || exit 1; fi
 touch $W/stamp; sleep 1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $OUT/gpu.txt 2>&1
 PYTHONUNBUFFERED=1 timeout -s INT $HARD $PY -m tracekit bench workloads/$SUITE.toml --traces $L/runs \

@@ -10,7 +10,7 @@ from tracekit.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 # Written on the H100 before run.json had a version, a phase or compile_only in its spec.
-OLD = ROOT / "reports/h100/vit-study/traces/vit16x6x384-b1/eager/run.json"
+OLD = ROOT / "tests/data/h100/vit-study/vit16x6x384-b1/eager/run.json"
 
 
 def test_a_version_1_manifest_reads_with_defaults_and_writes_back_unchanged(tmp_path):
