@@ -159,15 +159,11 @@ def name_segments(cp: CriticalPath, gpu_attribution: dict[int, pd.DataFrame]) ->
     (``gpu_attribution``: rank -> :func:`tracekit.analysis.attribution.attribute`'s frame, rows
     aligned with that rank's gpu_ops), a host call's from the GPU op it launches (host time
     before a launch is the dispatch of that op); "" where unknown."""
+    from tracekit.analysis.critical_path.whatif import gpu_names
+
     g, segs = cp.graph, cp.segments
-    op = np.full(len(g), "", dtype=object)
-    module = np.full(len(g), "", dtype=object)
-    for rank, att in gpu_attribution.items():
-        rows = np.flatnonzero((g.rank == rank) & (g.kind == GPU))
-        if len(att) != len(rows):
-            continue
-        op[rows] = att["op"].astype(str).to_numpy()[g.row[rows]]
-        module[rows] = att["module"].astype(str).to_numpy()[g.row[rows]]
+    names = gpu_names(g, gpu_attribution)
+    op, module = names.op, names.module
     launched = np.flatnonzero((g.kind == GPU) & (g.launch >= 0))
     op[g.launch[launched][::-1]] = op[launched][::-1]        # a call's first op (reversed: the first wins)
     module[g.launch[launched][::-1]] = module[launched][::-1]
