@@ -248,14 +248,18 @@ def test_an_interrupted_trace_exits_130_says_so_in_run_json_and_leaves_no_tempor
                              "--out", str(tmp_path / "traces")], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TMPDIR": str(scratch)})
     lines = []
-    for line in proc.stderr:
-        lines.append(line)
-        if "] timing (1000000 iterations" in line:
-            assert len(os.listdir(scratch)) == 1   # the run's temporary folder
-            proc.send_signal(getattr(signal, signal_name))
-            break
-    lines += proc.stderr.readlines()
-    assert proc.wait(timeout=120) == 130, "".join(lines)
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            if "] timing (1000000 iterations" in line:
+                assert len(os.listdir(scratch)) == 1   # the run's temporary folder
+                proc.send_signal(getattr(signal, signal_name))
+                break
+        lines += proc.stderr.readlines()
+        assert proc.wait(timeout=120) == 130, "".join(lines)
+    finally:   # a failed assertion leaves no run of a million iterations behind
+        if proc.poll() is None:
+            proc.kill()
     folder = tmp_path / "traces" / "mlp" / "eager"
     assert lines[-1] == (f"tracekit trace: {folder}: interrupted (Ctrl-C or SIGTERM) during {TIMING}; "
                          "run.json says so\n")
