@@ -49,9 +49,9 @@ class Backend:
     device the model and inputs are built on (default: the spec's).
     module_scopes: the prepared callable runs the module's Python forward (eagerly,
     or compiled only below some submodules), so the runner can mark each module's
-    calls (tracekit.attribution_record.module_scopes). graph_capture: where the mode
+    calls (tracekit.capture.module_scopes.module_scopes). graph_capture: where the mode
     captures CUDA graphs ("prepare", the "warmup" calls, or "" for none), so the
-    runner records the capture (tracekit.attribution_record.capture_recording).
+    runner records the capture (tracekit.capture.provenance.capture_recording).
     """
 
     name: str

@@ -22,20 +22,23 @@ import torch
 
 from tracekit.models.registry import (DTYPES, FAMILIES, PROVIDED, SOURCE_HELP, SOURCES, Family, Unavailable,
                                       UnknownModel, missing_library, register, register_source)
-from tracekit.spec import RunSpec, resolve
 
 # Register the families (each module registers itself at import) and the library sources.
 from tracekit.models import conv, lm, mlp, ops, rope, transformer, vit  # noqa: F401,I001
 from tracekit.models import hf, timm, torchvision, workloads  # noqa: F401,I001
 
-__all__ = ["DTYPES", "FAMILIES", "PROVIDED", "SOURCES", "Family", "Unavailable", "UnknownModel", "build", "catalog",
-           "check_seq", "cost", "default_batch", "lookup", "missing_library", "register", "register_source",
-           "resolved"]
+__all__ = ["DTYPES", "FAMILIES", "PROVIDED", "SOURCES", "Family", "Unavailable", "UnknownModel", "build", "build_from",
+           "catalog", "check_seq", "cost", "cost_from", "default_batch", "lookup", "missing_library", "register",
+           "register_source"]
 
 
 def cost(name: str, batch: int, dtype: str) -> dict | None:
     """{"flop", "bytes"} of one call of a single-op workload, or None (see Family.cost)."""
-    family, match = lookup(name)
+    return cost_from(*lookup(name), batch, dtype)
+
+
+def cost_from(family: Family, match: re.Match | None, batch: int | None, dtype: str) -> dict | None:
+    """:func:`cost` of a name already looked up (:func:`lookup`'s family and match)."""
     if family.cost is None:
         return None
     return family.cost(match, batch or family.default_batch, DTYPES[dtype].itemsize)
@@ -114,7 +117,15 @@ def build(name: str, batch: int | None = None, dtype: str = "fp32", device: str 
             (nn.Module, tuple of tensors).
         ValueError: unknown ``dtype``, a non-positive batch or seq, or seq for a model without one.
     """
-    family, match = lookup(name)
+    return build_from(*lookup(name), name, batch, dtype, device, seed, seq, phase)
+
+
+def build_from(family: Family, match: re.Match | None, name: str, batch: int | None = None, dtype: str = "fp32",
+               device: str = "cpu", seed: int = 0, seq: int | None = None, phase: str = "inference",
+               ) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """:func:`build` of a name already looked up (:func:`lookup`'s family and match): no second
+    lookup (an ``hf:`` name's config, a workload file's hash). Raises what :func:`build` raises
+    but UnknownModel."""
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; valid dtypes: {', '.join(DTYPES)}")
     batch = family.default_batch if batch is None else batch
@@ -154,12 +165,3 @@ def catalog() -> list[dict]:
 def default_batch(name: str) -> int:
     """The batch size ``build`` uses for ``name`` when none is given."""
     return lookup(name)[0].default_batch
-
-
-def resolved(spec: RunSpec, device: str) -> tuple[Family, RunSpec]:
-    """The family of ``spec.model`` and ``spec`` with its defaults filled as a run records them
-    (:func:`tracekit.spec.resolve`: the family's batch and sequence length, ``device`` where
-    the spec names none). Raises what :func:`lookup` raises."""
-    family = lookup(spec.model)[0]
-    return family, resolve(spec, family.default_batch, device, family.default_seq)
-
