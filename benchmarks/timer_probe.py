@@ -3,7 +3,7 @@
     python benchmarks/timer_probe.py OUT.jsonl MODEL PHASE MODE [MODEL PHASE MODE ...]
 
 For each (model, phase, mode) -- e.g. ``lm-large-512 forward default`` -- the workload is built (bf16,
-the lm suite's dtype) and prepared as tracekit's runner does (:mod:`tracekit.measure`), called once
+the lm suite's dtype) and prepared as tracekit's runner does (:mod:`tracekit.capture.stages`), called once
 (compile) and 5 times (warm-up); then ROUNDS rounds each take, one after the other:
 
 * ``events_ms`` and ``wall_ms``: 20 calls timed by CUDA events, interleaved with blocks of the
@@ -12,7 +12,7 @@ the lm suite's dtype) and prepared as tracekit's runner does (:mod:`tracekit.mea
 * ``synced_ms``: 20 calls each followed by a synchronize, perf_counter around call and sync;
 * ``loadavg_1m`` and the number of threads of this process (from /proc).
 
-As in the runner, the backend is prepared and called inside :class:`tracekit.attribution_record.Recorder`
+As in the runner, the backend is prepared and called inside :class:`tracekit.capture.provenance.ProvenanceRecorder`
 (Inductor's provenance tracking on); RECORDER=0 in the environment leaves it out.
 
 Written for issue 21's lm-large-512 forward, compiled: 14.85 ms by CUDA events, 8.11 ms by the
@@ -35,9 +35,11 @@ from contextlib import nullcontext
 import numpy as np
 import torch
 
-from tracekit import attribution_record, backends, models, timing
+from tracekit import timing
 from tracekit.backends import Prepared
-from tracekit.measure import stop_compile_workers
+from tracekit.capture.provenance import ProvenanceRecorder
+from tracekit.capture.resolved import resolve
+from tracekit.capture.stages import stop_compile_workers
 from tracekit.phases import make_step
 from tracekit.spec import RunSpec
 
@@ -50,10 +52,10 @@ def _threads() -> int:
 
 def probe(out: str, model: str, phase: str, mode: str) -> None:
     """Rounds of the four timings of one cell (medians in ms), after compile and warm-up, appended to ``out``."""
-    _, spec = models.resolved(RunSpec(model=model, phase=phase, mode=mode, dtype="bf16"), "cuda")
-    module, inputs = models.build(spec.model, spec.batch, spec.dtype, "cuda", spec.seed, spec.seq, spec.phase)
-    backend = backends.get(mode)
-    recorder = attribution_record.Recorder(backend) if os.environ.get("RECORDER", "1") == "1" else nullcontext()
+    run = resolve(RunSpec(model=model, phase=phase, mode=mode, dtype="bf16", device="cuda"), "cuda")
+    spec, backend = run.spec, run.backend
+    module, inputs = run.build()
+    recorder = ProvenanceRecorder(backend) if os.environ.get("RECORDER", "1") == "1" else nullcontext()
     cell = {"model": spec.model, "seq": spec.seq, "phase": spec.phase, "mode": spec.mode,
             "recorder": not isinstance(recorder, nullcontext), "torch": torch.__version__,
             "device": torch.cuda.get_device_name()}

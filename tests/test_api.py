@@ -92,9 +92,9 @@ def test_profile_runs_each_mode_like_tracekit_trace(tmp_path):
                               name="tiny", log=lambda m: None, **QUICK)
     assert [m.status for m in result.manifests] == ["ok", "ok"]
     eager, jit = result.manifests
-    assert eager.source == {"kind": "python", "class": f"{__name__}.TinyNet"}
-    assert eager.spec["batch"] == 6 and eager.spec["dtype"] == "fp32" and eager.spec["device"] == "cpu"
-    assert eager.latency_ms["n"] == 3 and eager.extra == {} and eager.parameters == 16 * 32 + 32 + 32 * 4 + 4
+    assert eager.source.to_dict() == {"kind": "python", "class": f"{__name__}.TinyNet"}
+    assert eager.spec.batch == 6 and eager.spec.dtype == "fp32" and eager.spec.device == "cpu"
+    assert eager.latency_ms.n == 3 and eager.extra == {} and eager.parameters == 16 * 32 + 32 + 32 * 4 + 4
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # each mode trained a copy
     assert sorted(result.runs["run"]) == ["tiny-train-step/eager", "tiny-train-step/jit"]
     assert (result.runs["iterations"] == 2).all()

@@ -11,6 +11,7 @@ import torch
 
 from tracekit import bench
 from tracekit.io import write_json
+from tracekit.manifest import Manifest
 from tracekit.suite import SuiteError, load_suite
 from tracebuilder import eager_trace, graph_trace, write_run
 
@@ -25,14 +26,15 @@ def _suite(tmp_path, text: str, name: str = "s"):
 
 def _finish(traces, suite, p, status="ok", **extra):
     """Write the run.json a finished run of ``p`` would leave."""
-    write_json(bench.suite_traces(traces, suite) / p.name / "run.json", {"spec": p.spec, "status": status, **extra})
+    write_json(bench.suite_traces(traces, suite) / p.name / "run.json",
+               {"spec": p.spec.to_dict(), "status": status, **extra})
 
 
 def test_done_means_a_final_status_for_the_same_spec(tmp_path):
     suite = _suite(tmp_path, '[[grid]]\nmodel = "mlp"\nmode = ["eager", "default"]\niters = 3\n')
     eager, default = bench.plan(suite, tmp_path)
     assert (eager.name, default.name) == ("mlp/eager", "mlp/default")
-    assert eager.spec["batch"] == 4 and eager.spec["device"] == "cpu" and eager.to_run
+    assert eager.spec.batch == 4 and eager.spec.device == "cpu" and eager.to_run
     _finish(tmp_path, suite, eager, "oom")
     _finish(tmp_path, suite, default, "running")
     eager, default = bench.plan(suite, tmp_path)
@@ -67,7 +69,7 @@ def test_cells_that_cannot_run_here_are_skipped_rows_written_without_a_process(t
     assert [p.to_run for p in planned] == [False] * 6
     manifests, ran = bench.run_planned(suite, planned, tmp_path)
     assert ran == []
-    reasons = {name: (m["status"], m["reason"]) for name, m in manifests.items()}
+    reasons = {name: (m.status, m.reason) for name, m in manifests.items()}
     assert reasons["mlp/nosuchmode"][0] == "skipped" and "valid modes" in reasons["mlp/nosuchmode"][1]
     assert "valid models" in reasons["nosuchmodel/nosuchmode"][1]
     assert reasons["mlp-cuda/eager"] == ("skipped", "needs a CUDA GPU; torch sees none here")
@@ -86,7 +88,7 @@ def test_a_cell_past_its_timeout_is_a_timeout_row(tmp_path):
     t0 = time.monotonic()
     manifest = bench.run_cell(p, tmp_path / "s", timeout_s=0.5)  # starting Python and torch alone takes longer
     assert time.monotonic() - t0 < 10
-    assert manifest["status"] == "timeout" and "0.5 s limit of one cell (--timeout)" in manifest["reason"]
+    assert manifest.status == "timeout" and "0.5 s limit of one cell (--timeout)" in manifest.reason
     assert bench.plan(suite, tmp_path)[0].done  # a timeout is a result: not redone unless --force
 
 
@@ -94,8 +96,8 @@ def test_a_child_that_dies_is_a_failed_row_with_its_output(tmp_path):
     suite = _suite(tmp_path, '[[grid]]\nmodel = "mlp"\ndtype = "fp8"\n')
     (p,) = bench.plan(suite, tmp_path)
     manifest = bench.run_cell(p, tmp_path / "s")
-    assert manifest["status"] == "failed"
-    assert "process exited 2" in manifest["reason"] and "unknown dtype 'fp8'" in manifest["reason"]
+    assert manifest.status == "failed"
+    assert "process exited 2" in manifest.reason and "unknown dtype 'fp8'" in manifest.reason
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only answer")
@@ -105,7 +107,7 @@ def test_a_run_that_finds_it_cannot_apply_stays_a_skipped_row(tmp_path):
     (p,) = bench.plan(suite, tmp_path)
     assert p.to_run  # nothing says so before the run
     manifest = bench.run_cell(p, tmp_path / "s")
-    assert manifest["status"] == "skipped" and "softmax-triton needs" in manifest["reason"]
+    assert manifest.status == "skipped" and "softmax-triton needs" in manifest.reason
 
 
 def test_a_stale_skipped_row_is_not_taken_for_the_result_of_a_child_that_died(tmp_path):
@@ -113,15 +115,15 @@ def test_a_stale_skipped_row_is_not_taken_for_the_result_of_a_child_that_died(tm
     (p,) = bench.plan(suite, tmp_path)
     _finish(tmp_path, suite, p, "skipped", reason="time limit")
     os.utime(tmp_path / "s" / p.name / "run.json", (time.time() - 60,) * 2)
-    assert bench.run_cell(p, tmp_path / "s")["status"] == "failed"
+    assert bench.run_cell(p, tmp_path / "s").status == "failed"
 
 
 def test_cells_past_the_deadline_are_skipped_and_run_next_time(tmp_path):
     suite = _suite(tmp_path, '[[grid]]\nmodel = ["mlp", "conv"]\n')
     planned = bench.plan(suite, tmp_path)
     manifests, ran = bench.run_planned(suite, planned, tmp_path, deadline=time.monotonic() - 1)
-    assert ran == [] and {m["status"] for m in manifests.values()} == {"skipped"}
-    assert "time limit" in manifests["conv/eager"]["reason"]
+    assert ran == [] and {m.status for m in manifests.values()} == {"skipped"}
+    assert "time limit" in manifests["conv/eager"].reason
     assert all(p.to_run for p in bench.plan(suite, tmp_path))
 
 
@@ -132,16 +134,16 @@ def test_a_cell_is_not_started_with_less_time_left_than_the_last_of_its_kind_too
     planned = bench.plan(suite, tmp_path)
 
     def fake_run_cell(p, root, timeout_s, deadline, on_stage):
-        time.sleep(1.0 if p.spec["mode"] == "eager" else 0.1)
+        time.sleep(1.0 if p.spec.mode == "eager" else 0.1)
         _finish(tmp_path, suite, p, "ok")
-        return {"status": "ok", "spec": p.spec}
+        return Manifest(status="ok", spec=p.spec)
 
     monkeypatch.setattr(bench.progress, "run_cell", fake_run_cell)
-    monkeypatch.setattr(bench.progress, "_outcome", lambda m: m["status"])
+    monkeypatch.setattr(bench.progress, "_outcome", lambda m: m.status)
     manifests, ran = bench.run_planned(suite, planned, tmp_path, deadline=time.monotonic() + 1.6)
     assert ran == ["mlp/eager", "mlp/default", "conv/default"]
-    assert manifests["conv/eager"]["status"] == "skipped"
-    assert "less than the 1 s the last cell of its kind took" in manifests["conv/eager"]["reason"]
+    assert manifests["conv/eager"].status == "skipped"
+    assert "less than the 1 s the last cell of its kind took" in manifests["conv/eager"].reason
     assert [p.name for p in bench.plan(suite, tmp_path) if p.to_run] == ["conv/eager"]
 
 
@@ -179,7 +181,7 @@ def _cells_running(traces: Path) -> list[int]:
             cmd = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"tracekit.bench" in cmd and any(str(traces).encode() in part for part in cmd):
+        if b"tracekit.capture" in cmd and any(str(traces).encode() in part for part in cmd):
             pids.append(int(proc.name))
     return pids
 

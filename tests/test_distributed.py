@@ -128,7 +128,7 @@ def test_suites_set_ranks():
     cells = plan(load_suite(root / "distributed-h100.toml"), "/nonexistent", device="cuda")
     assert [p.name for p in cells] == ["vit16x6x384-train-step-ddp-np2/eager",
                                        "vit16x6x384-train-step-ddp-np2/default"]
-    assert all(p.spec["nproc"] == 2 and p.spec.get("parallel", "ddp") == "ddp" for p in cells)
+    assert all(p.spec.nproc == 2 and p.spec.parallel == "ddp" for p in cells)
     names = [p.name for p in plan(load_suite(root / "distributed.toml"), "/nonexistent", device="cuda")]
     assert len(names) == 12 and "vit32x12x768-train-step-fsdp-np2/reduce-overhead" in names
 

@@ -66,7 +66,7 @@ def test_recording_prints_none_of_kinetos_usdt_lines_and_keeps_the_loops_own(tmp
 def test_a_loop_too_short_for_the_window_is_a_failed_row(tmp_path):
     rec = train(tmp_path / "short", steps=5)
     assert rec.manifest.status == "failed" and "ended after 5 steps" in rec.manifest.reason
-    assert rec.manifest.profile["iterations"] == 0 and rec.manifest.profile["traces"] == []
+    assert rec.manifest.profile.iterations == 0 and rec.manifest.profile.traces == []
 
 
 def test_an_exception_in_the_loop_is_recorded_and_goes_on(tmp_path):
@@ -102,6 +102,6 @@ def test_a_recorded_loop_on_the_gpu_is_timed_with_cuda_events_and_traces_kernels
             loss.backward()
             opt.step()
             rec.step()
-    assert rec.manifest.status == "ok" and rec.manifest.latency_ms["timer"] == "cuda_events"
+    assert rec.manifest.status == "ok" and rec.manifest.latency_ms.timer == "cuda_events"
     row = tracekit.analyze(tmp_path).runs.iloc[0]
     assert row["has_gpu"] and row["iterations"] == 3 and row["kernels"] > 0

@@ -12,11 +12,12 @@ from tracekit.spec import RunSpec
 def _process(median: float, samples: list[float], wall: float, status: str = "ok", load: float = 0.5,
              wall_samples: list[float] | None = None) -> Manifest:
     blocks = {"samples": wall_samples, "p10": min(wall_samples), "p90": max(wall_samples)} if wall_samples else {}
-    return Manifest(status=status, reason="" if status == "ok" else "CUDA out of memory", model="mlp", mode="eager",
-                    latency_ms={"median": median, "samples": samples, "timer": "cuda_events"},
-                    wall_ms={"median": wall, "timer": "torch.utils.benchmark.Timer.blocked_autorange", **blocks},
-                    host_load={"start": {"loadavg_1m": load, "cpus": 16}, "end": {"loadavg_1m": load + 1, "cpus": 16}},
-                    compile_s=median)
+    return Manifest.from_dict({
+        "status": status, "reason": "" if status == "ok" else "CUDA out of memory", "model": "mlp", "mode": "eager",
+        "latency_ms": {"median": median, "samples": samples, "timer": "cuda_events"},
+        "wall_ms": {"median": wall, "timer": "torch.utils.benchmark.Timer.blocked_autorange", **blocks},
+        "host_load": {"start": {"loadavg_1m": load, "cpus": 16}, "end": {"loadavg_1m": load + 1, "cpus": 16}},
+        "compile_s": median})
 
 
 def test_the_median_process_with_the_spread_across_processes():
@@ -25,14 +26,14 @@ def test_the_median_process_with_the_spread_across_processes():
              _process(2.5, [2.4, 2.5, 2.6], 2.5, load=3)]
     run, pick = repeats.combine(spec, procs)
     assert pick == 2 and run.compile_s == 2.5                 # the median process's own fields
-    assert run.latency_ms["median"] == 2.5 and run.latency_ms["n"] == 9
-    assert run.latency_ms["min"] == 1.9 and run.latency_ms["max"] == 3.1
-    assert run.latency_ms["p10"] == pytest.approx(1.98) and run.latency_ms["p90"] == pytest.approx(3.02)
-    assert run.repeats["spread"] == pytest.approx((3.0 - 2.0) / 2.5)
-    assert [p["latency_median_ms"] for p in run.repeats["processes"]] == [2.0, 3.0, 2.5]
-    assert run.wall_ms["median"] == 2.5 and run.timer_agreement == pytest.approx(0.0)
-    assert run.host_load == {"start": {"loadavg_1m": 1, "cpus": 16}, "end": {"loadavg_1m": 4, "cpus": 16}}
-    assert run.spec["repeats"] == 3
+    assert run.latency_ms.median == 2.5 and run.latency_ms.n == 9
+    assert run.latency_ms.min == 1.9 and run.latency_ms.max == 3.1
+    assert run.latency_ms.p10 == pytest.approx(1.98) and run.latency_ms.p90 == pytest.approx(3.02)
+    assert run.repeats.spread == pytest.approx((3.0 - 2.0) / 2.5)
+    assert [p.latency_median_ms for p in run.repeats.processes] == [2.0, 3.0, 2.5]
+    assert run.wall_ms.median == 2.5 and run.timer_agreement == pytest.approx(0.0)
+    assert run.host_load.to_dict() == {"start": {"loadavg_1m": 1, "cpus": 16}, "end": {"loadavg_1m": 4, "cpus": 16}}
+    assert run.spec.repeats == 3
 
 
 def test_the_wall_clock_blocks_of_every_process_are_pooled():
@@ -40,8 +41,8 @@ def test_the_wall_clock_blocks_of_every_process_are_pooled():
     procs = [_process(2.0, [2.0], 2.0, wall_samples=[1.9, 2.0, 2.1]), _process(3.0, [3.0], 3.0, wall_samples=[3.0]),
              _process(2.5, [2.5], 2.5, wall_samples=[2.4, 2.5, 2.6])]
     run, pick = repeats.combine(RunSpec("mlp", repeats=3), procs)
-    assert run.wall_ms["median"] == 2.5 and run.wall_ms["n"] == 7 and run.wall_ms["processes"] == 3
-    assert (run.wall_ms["min"], run.wall_ms["max"]) == (1.9, 3.0) and run.wall_ms["p10"] == pytest.approx(1.96)
+    assert run.wall_ms.median == 2.5 and run.wall_ms.n == 7 and run.wall_ms.processes == 3
+    assert (run.wall_ms.min, run.wall_ms.max) == (1.9, 3.0) and run.wall_ms.p10 == pytest.approx(1.96)
 
 
 def test_a_process_that_fails_makes_the_run_fail_saying_which():
@@ -83,10 +84,10 @@ def test_a_suite_cell_with_repeats_runs_its_processes_and_reports_their_spread(t
                     'device = "cpu"\n[[grid]]\nmodel = "mlp"\nmode = "eager"\n')
     suite = load_suite(path)
     [planned] = bench.plan(suite, tmp_path / "traces")
-    assert planned.name == "mlp/eager" and planned.spec["repeats"] == 2 and planned.to_run
+    assert planned.name == "mlp/eager" and planned.spec.repeats == 2 and planned.to_run
     [result] = bench.bench([suite], tmp_path / "traces", tmp_path / "reports")
     m = result.manifests["mlp/eager"]
-    assert m.status == "ok" and m.repeats["n"] == 2 and m.spec == planned.spec
+    assert m.status == "ok" and m.repeats.n == 2 and m.spec == planned.spec
     assert not any(p.done is False for p in bench.plan(suite, tmp_path / "traces"))  # done: not redone
     report = (tmp_path / "reports" / "r" / "report.md").read_text()
     assert "## How far the timing can be trusted" in report and "| mlp b4 fp32 cpu | eager |" in report

@@ -15,7 +15,7 @@ QUICK = dict(warmup=1, iters=3, profile_iters=2)
 def test_eager_run_writes_trace_and_manifest(tmp_path):
     manifest = runner.run(RunSpec("mlp", "eager", **QUICK), tmp_path, log=lambda m: None)
     folder = tmp_path / "mlp" / "eager"
-    assert manifest["status"] == "ok"
+    assert manifest.status == "ok"
     on_disk = json.loads((folder / "run.json").read_text())
     assert on_disk["status"] == "ok" and on_disk["spec"]["batch"] == 4 and on_disk["device_type"] == "cpu"
     assert on_disk["latency_ms"]["n"] == 3 and on_disk["latency_ms"]["timer"] == "perf_counter"
@@ -38,12 +38,12 @@ def test_eager_run_writes_trace_and_manifest(tmp_path):
 @pytest.mark.slow
 def test_compiled_run_matches_eager(tmp_path):
     manifest = runner.run(RunSpec("mlp", "default", **QUICK), tmp_path, log=lambda m: None)
-    assert manifest["status"] == "ok"
-    assert manifest["max_abs_diff"] < 1e-4
-    assert manifest["compile_s"] > 0
-    graphs = manifest["attribution"]["provenance"]["graphs"]   # Inductor's call sites, with their modules
+    assert manifest.status == "ok"
+    assert manifest.max_abs_diff < 1e-4
+    assert manifest.compile_s > 0
+    graphs = manifest.attribution.provenance.graphs   # Inductor's call sites, with their modules
     assert len(graphs) == 1 and re.fullmatch(r"\d+/\d+", graphs[0]["compile_id"]) and graphs[0]["key"]
-    problem = manifest["attribution"]["provenance"]["problem"]
+    problem = manifest.attribution.provenance.problem
     assert {m for _kernel, _handle, modules, _ops in graphs[0]["calls"] for m in modules} >= {"0", "2"}, problem
 
 
@@ -54,8 +54,8 @@ def test_failures_are_recorded_not_raised(tmp_path, monkeypatch):
 
     monkeypatch.setitem(backends.BACKENDS, "broken", backends.Backend("broken", "test", broken))
     manifest = runner.run(RunSpec("mlp", "broken", **QUICK), tmp_path, log=lambda m: None)
-    assert manifest["status"] == "failed"
-    assert "backend exploded" in manifest["reason"] and manifest["stage"] == "prepare"
+    assert manifest.status == "failed"
+    assert "backend exploded" in manifest.reason and manifest.stage == "prepare"
     rows = analyze(tmp_path).runs
     assert rows.iloc[0]["status"] == "failed"
 
@@ -64,7 +64,7 @@ def test_unavailable_backend_is_a_status_row(tmp_path, monkeypatch):
     b = backends.Backend("nope", "test", lambda *a: None, unavailable=lambda spec: "needs foo: pip install foo")
     monkeypatch.setitem(backends.BACKENDS, "nope", b)
     manifest = runner.run(RunSpec("mlp", "nope"), tmp_path, log=lambda m: None)
-    assert manifest["status"] == "skipped" and "pip install foo" in manifest["reason"]
+    assert manifest.status == "skipped" and "pip install foo" in manifest.reason
 
 
 def test_invalid_names_raise_before_writing(tmp_path):
@@ -115,7 +115,7 @@ def test_profiled_steps_hold_only_the_kernels_they_launched(tmp_path):
 
     m = runner.run(RunSpec("vit16x6x384", "reduce-overhead", batch=8, warmup=3, iters=5, profile_iters=3),
                    tmp_path, log=lambda s: None)
-    assert m["status"] == "ok", m.get("reason")
+    assert m.status == "ok", m.reason
     tables = load(next(f for d in tmp_path.rglob("run.json") for f in trace_files(d.parent)))
     ops = tables.gpu_ops
     in_steps = op_iterations(tables, ops) >= 0

@@ -15,14 +15,14 @@ def _run(study, tmp_path):
     suite = load_suite(f"workloads/{study}-quick.toml")
     (result,) = bench.bench([suite], tmp_path / "traces", tmp_path / "reports", console=Console(file=io.StringIO()))
     assert set(result.manifests) == {p.name for p in result.planned}  # every cell is a row
-    assert all(m["reason"] for m in result.manifests.values() if m["status"] != "ok")
+    assert all(m.reason for m in result.manifests.values() if m.status != "ok")
     report = (result.report_dir / "report.md").read_text()
     assert "## Results" in report and "## What the traces show" in report and "a trimmed variant" in report
     return result, report
 
 
 def _statuses(result) -> dict[str, str]:
-    return {name: m["status"] for name, m in result.manifests.items()}
+    return {name: m.status for name, m in result.manifests.items()}
 
 
 @pytest.mark.slow
@@ -38,11 +38,11 @@ def test_backends_quick(tmp_path):
     result, _ = _run("backends", tmp_path)
     for name, m in result.manifests.items():
         if name.startswith("mlp-cuda/") and not torch.cuda.is_available():
-            assert m["status"] == "skipped" and "CUDA" in m["reason"]
-        elif m["mode"] == "tensorrt":
-            assert m["status"] == "skipped" and "torch_tensorrt" in m["reason"]
+            assert m.status == "skipped" and "CUDA" in m.reason
+        elif m.mode == "tensorrt":
+            assert m.status == "skipped" and "torch_tensorrt" in m.reason
         else:
-            assert m["status"] == "ok", (name, m["reason"])
+            assert m.status == "ok", (name, m.reason)
 
 
 @pytest.mark.slow
@@ -50,11 +50,11 @@ def test_ops_quick(tmp_path):
     result, report = _run("ops", tmp_path)
     for name, m in result.manifests.items():
         if "triton" in name:
-            assert m["status"] == "ok" or "triton" in m["reason"] or "CUDA GPU" in m["reason"], m["reason"]
+            assert m.status == "ok" or "triton" in m.reason or "CUDA GPU" in m.reason, m.reason
             continue
-        assert m["status"] == "ok", (name, m["reason"])
-        spec = m["spec"]
-        assert m["flop_per_iter"] == models.cost(spec["model"], spec["batch"], spec["dtype"])["flop"]
+        assert m.status == "ok", (name, m.reason)
+        spec = m.spec
+        assert m.flop_per_iter == models.cost(spec.model, spec.batch, spec.dtype)["flop"]
     runs = {r["run"]: r for r in json.loads((result.report_dir / "runs.json").read_text())["runs"]}
     softmax = runs["softmax256-b64-fp16/eager"]
     seconds = softmax["latency_median_ms"] / 1e3
@@ -66,7 +66,7 @@ def test_ops_quick(tmp_path):
 def test_lm_quick(tmp_path):
     result, _ = _run("lm", tmp_path)
     assert set(_statuses(result).values()) == {"ok"}, result.manifests
-    assert {m["spec"]["phase"] for m in result.manifests.values()} == {"forward", "forward-backward", "train-step"}
+    assert {m.spec.phase for m in result.manifests.values()} == {"forward", "forward-backward", "train-step"}
 
 
 @pytest.mark.slow

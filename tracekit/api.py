@@ -167,7 +167,7 @@ def profile(module, inputs, modes: Sequence[str] = ("eager", "default"), phase: 
         for mode in modes:
             run_spec = replace(spec, mode=mode)
             manifests.append(runner.run(run_spec, out, **({"log": log} if log else {})))
-            names.append(runner.run_dir(run_spec, Path()).as_posix())
+            names.append(f"{manifests[-1].label}/{mode}")
     finally:
         del models.PROVIDED[name]
     result = analyze(out, baseline=baseline, only=set(names))

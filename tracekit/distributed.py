@@ -1,12 +1,12 @@
 """``tracekit trace --nproc N``: one workload on N ranks, started by PyTorch's own launcher.
 
 The run's process (:func:`launch`) starts ``python -m torch.distributed.run --standalone
---nproc-per-node N`` (the engine behind ``torchrun``) with this module as each rank's
-program (:func:`main`). Each rank joins the process group, builds the model, wraps it
+--nproc-per-node N`` (the engine behind ``torchrun``) with tracekit's child entry point as
+each rank's program (a :class:`~tracekit.capture.child.ChildJob` of task "rank", which runs
+:func:`rank`). Each rank joins the process group, builds the model, wraps it
 (``--parallel ddp``: DistributedDataParallel; ``fsdp``: FSDP2's ``fully_shard`` on each
-block of a ``ModuleList`` and on the whole model), and runs the runner's stages
-(each rank builds the model, then :func:`tracekit.measure.measure`: every backend mode
-applies per rank): first call,
+block of a ``ModuleList`` and on the whole model), and runs the capture's stages
+(:func:`tracekit.capture.stages.measure`: every backend mode applies per rank): first call,
 warm-up, timed iterations, the profiled window, its trace written as
 ``<host>_rank<r>.<ts>.pt.trace.json.gz`` into the one run folder, and its results into
 ``.rank<r>.result`` there. The launching process gathers them into the one ``run.json``:
@@ -22,26 +22,34 @@ nothing (DDP reduces gradients); the manifest notes it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from collections import deque
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import torch
 
+from tracekit import models
+from tracekit.capture import stages
+from tracekit.capture.child import ChildJob, die_with_parent
+from tracekit.capture.lifecycle import Lifecycle, stderr_log
+from tracekit.capture.profiling import worker_name
+from tracekit.capture.provenance import ProvenanceRecorder
+from tracekit.capture.resolved import ResolvedRun, resolve
 from tracekit.environment import child_env
+from tracekit.io import write_json
 from tracekit.manifest import Manifest
-from tracekit.quiet import from_environment, is_kineto_line
-from tracekit.spec import RunSpec
+from tracekit.manifest_sections import Distributed, Profile, RankSummary, Timer
+from tracekit.quiet import is_kineto_line
+from tracekit.timing import latency_stats
 
-WORKER = ["-m", "tracekit.distributed"]   # each rank's program
 RANK_FILE = ".rank{}.result"  # not *.json: never taken for a trace
 # Copied from rank 0's results into the run's manifest: the stages every rank measured.
 _RANK0_FIELDS = ("device_type", "device_name", "build_s", "parameters", "prepare_s", "backend", "first_call_s",
@@ -49,6 +57,29 @@ _RANK0_FIELDS = ("device_type", "device_name", "build_s", "parameters", "prepare
                  "bytes_per_iter", "op", "peak_memory_MB", "memory_source", "attribution", "wall_ms",
                  "timer_agreement", "interleaving")
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=10)
+
+
+@dataclass
+class RankResult:
+    """What a rank hands the launching process (``.rank<r>.result`` in the run folder): its
+    device, its timed latencies (ms, in call order), its manifest (status, reason, the stages it
+    measured), and when it failed (``time.time()``; None if it did not)."""
+
+    rank: int
+    device: str
+    samples_ms: list[float]
+    manifest: Manifest
+    failed_at: float | None = None
+
+    def write(self, path: Path) -> None:
+        """Write the result as one JSON object at ``path`` (the manifest as run.json holds it)."""
+        write_json(path, {**vars(self), "manifest": self.manifest.to_dict()})
+
+    @classmethod
+    def read(cls, path: Path) -> "RankResult":
+        """The result :meth:`write` wrote at ``path`` (raises OSError, ValueError where it cannot)."""
+        data = json.loads(path.read_text())
+        return cls(**{**data, "manifest": Manifest.from_dict(data["manifest"])})
 
 
 def backend_for(device_type: str, nproc: int) -> tuple[str, str]:
@@ -74,35 +105,33 @@ def _stream(proc: subprocess.Popen, log) -> list[str]:
     return list(tail)
 
 
-def launch(spec: RunSpec, directory: Path, manifest: Manifest, stage, log) -> None:
-    """Run ``spec`` on ``spec.nproc`` ranks and fill ``manifest`` from their results.
+def launch(run: ResolvedRun, directory: Path, life: Lifecycle) -> None:
+    """Run ``run`` on ``spec.nproc`` ranks and fill the run's manifest (``life``) from their results.
 
     Raises:
         models.Unavailable: a rank found the workload cannot run here.
         RuntimeError: the launcher or a rank failed (the rank's reason, else the output's end).
     """
-    from tracekit import models
-    from tracekit.timing import latency_stats
-
+    spec, manifest = run.spec, life.manifest
     backend, note = backend_for(spec.device.split(":")[0], spec.nproc)
     manifest.add_note(note)
     if spec.phase == "inference" and spec.parallel == "ddp":
         manifest.add_note("DDP in the inference phase communicates nothing (it reduces gradients)")
-    manifest.distributed = {"world_size": spec.nproc, "backend": backend, "parallel": spec.parallel,
-                            "launcher": "torch.distributed.run"}
+    manifest.distributed = Distributed(world_size=spec.nproc, backend=backend, parallel=spec.parallel,
+                                       launcher="torch.distributed.run")
     for old in directory.glob(RANK_FILE.format("*")):
         old.unlink()
-    stage(f"launching {spec.nproc} ranks (torch.distributed.run, {backend}, {spec.parallel})")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-           "--nproc-per-node", str(spec.nproc), *WORKER, "--spec", json.dumps(spec.to_dict()),
-           "--dir", str(directory), "--backend", backend]
+    life.stage(f"launching {spec.nproc} ranks (torch.distributed.run, {backend}, {spec.parallel})")
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                "--nproc-per-node", str(spec.nproc)]
+    cmd = ChildJob("rank", spec, str(directory), backend=backend).command(launcher)
     # OMP_NUM_THREADS: torchrun sets 1 where it is unset, and says so in a banner of warnings; set here
     # (the user's own setting is kept), the ranks get the same and the banner is not printed.
     env = child_env(PYTHONUNBUFFERED="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
                           env=env) as proc:
         try:
-            tail = _stream(proc, log)
+            tail = _stream(proc, life.emit)
         except BaseException:  # Ctrl-C or SIGTERM (as the CLI takes it): the launcher stops its ranks
             proc.terminate()
             try:
@@ -110,31 +139,29 @@ def launch(spec: RunSpec, directory: Path, manifest: Manifest, stage, log) -> No
             except subprocess.TimeoutExpired:
                 proc.kill()
             raise
-    ranks = [json.loads(p.read_text()) for p in sorted(directory.glob(RANK_FILE.format("*")),
-                                                       key=lambda p: int(p.name.split(".")[1][4:]))]
+    ranks = sorted((RankResult.read(p) for p in directory.glob(RANK_FILE.format("*"))), key=lambda r: r.rank)
     for p in directory.glob(RANK_FILE.format("*")):
         p.unlink()
     # the rank that failed first is the cause; the others lost their peer after it
-    bad = sorted((r for r in ranks if r.get("status") != "ok"), key=lambda r: r.get("failed_at", 0))
-    if bad and bad[0]["status"] == "skipped":
-        raise models.Unavailable(bad[0]["reason"])
+    bad = sorted((r for r in ranks if r.manifest.status != "ok"), key=lambda r: r.failed_at or 0)
+    if bad and bad[0].manifest.status == "skipped":
+        raise models.Unavailable(bad[0].manifest.reason)
     if bad or proc.returncode != 0 or len(ranks) != spec.nproc:
-        why = (f"rank {bad[0]['rank']}: {bad[0]['reason']}" if bad else
+        why = (f"rank {bad[0].rank}: {bad[0].manifest.reason}" if bad else
                f"torch.distributed.run exited {proc.returncode}: " + " | ".join(tail[-8:]))
         raise RuntimeError(why)
-    first = Manifest.from_dict(ranks[0]["manifest"])
+    first = ranks[0].manifest
     for name in _RANK0_FIELDS:
         setattr(manifest, name, getattr(first, name))
     manifest.add_note(first.note or "")
-    slowest = np.max([r["samples_ms"] for r in ranks], axis=0)
-    manifest.latency_ms = {**latency_stats(list(slowest)), "timer": first.latency_ms["timer"],
-                           "over_ranks": "the slowest rank of each iteration"}
-    manifest.distributed["ranks"] = [
-        {"rank": r["rank"], "device": r["device"], "latency_ms": latency_stats(r["samples_ms"]),
-         "peak_memory_MB": r["manifest"].get("peak_memory_MB"), "compile_s": r["manifest"].get("compile_s")}
-        for r in ranks]
-    traces = {t for r in ranks for t in r["manifest"]["profile"]["traces"]}
-    manifest.profile = {"iterations": spec.profile_iters, "traces": sorted(traces)}
+    slowest = np.max([r.samples_ms for r in ranks], axis=0)
+    manifest.latency_ms = Timer.of({**latency_stats(list(slowest)), "timer": first.latency_ms.timer,
+                                    "over_ranks": "the slowest rank of each iteration"})
+    manifest.distributed = msgspec.structs.replace(manifest.distributed, ranks=[
+        RankSummary(rank=r.rank, device=r.device, latency_ms=Timer.of(latency_stats(r.samples_ms)),
+                    peak_memory_MB=r.manifest.peak_memory_MB, compile_s=r.manifest.compile_s) for r in ranks])
+    traces = {t for r in ranks for t in r.manifest.profile.traces}
+    manifest.profile = Profile(iterations=spec.profile_iters, traces=sorted(traces))
 
 
 def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module:
@@ -154,61 +181,37 @@ def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module
     return fully_shard(module, mesh=mesh)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """One rank (run by torch.distributed.run, which sets RANK, LOCAL_RANK, WORLD_SIZE):
-    measure, write ``.rank<r>.result``; exit 0 if ok, 1 if not (the launcher then stops the others)."""
-    from tracekit import attribution_record, backends, measure, models, runner
-    from tracekit.bench.cells import _set_parent_death_signal
-
+def rank(job: ChildJob) -> int:
+    """One rank of a job (run by torch.distributed.run, which sets RANK, LOCAL_RANK, WORLD_SIZE):
+    the capture's stages on the rank's device, its results written to ``.rank<r>.result`` in the
+    run folder ``job.out``; returns 0 if ok, 1 if not (the launcher then stops the others)."""
     # torch.distributed.run starts each rank in a session of its own: a rank must not outlive
     # its launcher (a bench that kills a cell on timeout kills the launcher's process group).
-    _set_parent_death_signal(os.getppid())
-    from_environment()
-    parser = argparse.ArgumentParser(prog="python -m tracekit.distributed")
-    parser.add_argument("--spec", required=True, help="the resolved RunSpec as JSON")
-    parser.add_argument("--dir", required=True, type=Path, help="the run folder")
-    parser.add_argument("--backend", required=True, choices=["gloo", "nccl"])
-    args = parser.parse_args(argv)
-    spec = RunSpec.from_dict(json.loads(args.spec))
-    rank, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    die_with_parent(os.getppid())
+    folder, spec = Path(job.out), job.spec
+    rank_id, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
     device = spec.device
     if device.startswith("cuda"):
         device = f"cuda:{local % torch.cuda.device_count()}"
         torch.cuda.set_device(device)
-    spec = RunSpec.from_dict({**spec.to_dict(), "device": device})
-    torch.distributed.init_process_group(args.backend, timeout=PROCESS_GROUP_TIMEOUT)
-    manifest, samples = Manifest(status="running", stage="start", note=""), []
-
-    def stage(name: str) -> None:
-        manifest.stage = name
-        sys.stderr.write(f"[{args.dir} rank {rank}] {name}\n")   # one write: ranks share the pipe
-        sys.stderr.flush()
-
-    backend = backends.get(spec.mode)
-    try:
-        stage("build")
-        t0 = time.perf_counter()
-        built = models.build(spec.model, spec.batch, spec.dtype, backend.device(spec), spec.seed, spec.seq, spec.phase)
-        manifest.build_s = time.perf_counter() - t0
-        with attribution_record.Recorder(backend) as recorder:
-            samples = measure.measure(spec, backend, args.dir, manifest, stage, recorder, *built,
-                                      wrap=lambda m: wrap(m, spec.parallel, device),
-                                      worker=f"{socket.gethostname()}_rank{rank}")
-        manifest.attribution = recorder.result()
-        manifest.status, reason, failed_at = "ok", "", None
-    except Exception as exc:  # noqa: BLE001 - recorded for the launching process
-        failed_at = time.time()
-        manifest.status, reason = runner._classify(exc), f"{type(exc).__name__}: {str(exc).strip()[:2000]}"
-        stage(f"{manifest.status}: {reason[:300]}")
-    (args.dir / RANK_FILE.format(rank)).write_text(json.dumps(
-        {"rank": rank, "device": device, "status": manifest.status, "reason": reason, "failed_at": failed_at,
-         "samples_ms": samples,
-         "manifest": manifest.to_dict()}, default=str))
-    if manifest.status != "ok":
+    torch.distributed.init_process_group(job.backend, timeout=PROCESS_GROUP_TIMEOUT)
+    life = Lifecycle(Manifest(status="running", stage="start", note=""), None, stderr_log,
+                     where=f"{folder} rank {rank_id}")
+    samples = []
+    with life:
+        life.stage("build")
+        run = resolve(replace(spec, device=device))
+        workload = stages.build(run)
+        life.manifest.build_s = workload.build_s
+        with ProvenanceRecorder(run.backend) as recorder:
+            shard = lambda m: wrap(m, spec.parallel, device)  # noqa: E731
+            samples = stages.measure(run, life, workload, folder, recorder, wrap=shard,
+                                     worker=worker_name(f"rank{rank_id}"))
+        life.manifest.attribution = recorder.result()
+        life.end("ok")
+    failed_at = time.time() if life.manifest.status != "ok" else None
+    RankResult(rank_id, device, samples, life.manifest, failed_at).write(folder / RANK_FILE.format(rank_id))
+    if life.manifest.status != "ok":
         return 1   # the launcher stops the other ranks (a collective may be waiting for this one)
     torch.distributed.destroy_process_group()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -52,7 +52,7 @@ def _cpu_name() -> str:
 def describe(device: str) -> dict:
     """Versions and device facts: torch, CUDA runtime, driver, device name, Python, host."""
     info = {
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),  # a TorchVersion: a str subclass JSON encoders may not take
         "cuda_runtime": torch.version.cuda,
         "python": platform.python_version(),
         "host": platform.node(),

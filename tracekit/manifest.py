@@ -26,11 +26,18 @@ Versions (``manifest_version``):
   ``host_ms``: the host's time to issue one call with the GPU idle (:func:`tracekit.timing.host_times`;
   single-process runs).
 
+Every version is read by the same class; the JSON layout is the same in all, only fields were
+added. ``spec`` is a :class:`~tracekit.spec.RunSpec`, the other sections typed records
+(:mod:`tracekit.manifest_sections`, written as the same JSON objects).
+
 Adding a field is one line in :class:`Manifest`: its name, type, a default of
 None ("not recorded", as in every older file) and a comment with its unit.
 Fields that a newer tracekit wrote and this one does not know are kept in
 ``extra`` and written back unchanged, so reading and rewriting a manifest
-(the bench does, to record a status) never loses them.
+(the bench does, to record a status) never loses them; a section is written
+back as it was read (keys of a newer version inside it too) unless it was
+changed, and one that does not fit its type (a damaged file) reads as None and
+is written back as it was.
 """
 
 from __future__ import annotations
@@ -39,8 +46,14 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any, get_args, get_type_hints
+
+import msgspec
 
 from tracekit.io import write_json
+from tracekit.manifest_sections import (Attribution, Distributed, Environment, HostLoad, Interleaving, Profile,
+                                        Record, Repeats, Source, Timer)
+from tracekit.spec import RunSpec
 
 FILENAME = "run.json"
 VERSION = 5
@@ -56,7 +69,7 @@ class Manifest:
 
     manifest_version: int = VERSION
     tracekit: str | None = None            # the tracekit version that wrote it
-    spec: dict = field(default_factory=dict)  # the resolved RunSpec fields (or a suite cell's raw settings)
+    spec: RunSpec | None = None            # the resolved spec (a suite cell's as planned)
     label: str | None = None               # the workload folder name (RunSpec.label)
     model: str | None = None
     mode: str | None = None
@@ -65,15 +78,15 @@ class Manifest:
     reason: str | None = None              # why a run is not ok ("" if it is)
     stage: str | None = None               # the runner's last stage (where a failure happened)
     note: str | None = None                # caveats of the run, "; "-separated
-    source: dict | None = None             # where the model comes from: kind (built-in, library, file, module,
-                                           # python), file/module/function, library and version (models.Family)
-    environment: dict | None = None        # tracekit.environment.describe(): versions, device and host
+    source: Source | None = None           # where the model comes from: kind (built-in, library, file, module,
+                                           # python, loop), file/module/function, library and version
+    environment: Environment | None = None  # tracekit.environment.describe(): versions, device and host
     started_at: str | None = None          # ISO 8601, UTC
     build_s: float | None = None           # building the model and its inputs
     parameters: int | None = None          # the model's parameter count
     compile_cache: str | None = None       # "cold" or the user's TORCHINDUCTOR_CACHE_DIR
     prepare_s: float | None = None         # the backend's preparation (trace, export, capture)
-    backend: dict | None = None            # what the backend reports of itself (Prepared.info)
+    backend: dict[str, Any] | None = None  # what the backend reports of itself (Prepared.info: its own keys)
     device_name: str | None = None         # the device that did the work, where not the spec's
     first_call_s: float | None = None      # the first call (torch.compile compiles here)
     loss: str | None = None                # backward phases: the model's own loss or the synthetic one
@@ -82,13 +95,13 @@ class Manifest:
     diff_tolerance: float | None = None    # the largest max_abs_diff that is ok (tracekit.outputs.DIFF_RTOL)
     diff_ok: bool | None = None
     warmup_s: float | None = None
-    latency_ms: dict | None = None         # unprofiled iterations: timing.latency_stats() + "timer"
-    wall_ms: dict | None = None            # synchronised wall clock per call, per block: timing.interleaved()
-    interleaving: dict | None = None       # rounds, latency_calls, wall_calls, schedule: timing.interleaved()
+    latency_ms: Timer | None = None        # unprofiled iterations: timing.latency_stats() + "timer"
+    wall_ms: Timer | None = None           # synchronised wall clock per call, per block: timing.interleaved()
+    interleaving: Interleaving | None = None  # rounds, latency_calls, wall_calls, schedule: timing.interleaved()
     timer_agreement: float | None = None   # wall_ms median / latency_ms median - 1 (timing.agreement)
-    host_ms: dict | None = None            # the host's time to issue one call, GPU idle: timing.host_times()
-    host_load: dict | None = None          # {"start", "end"}: timing.host_load() at each end of the run
-    repeats: dict | None = None            # a run made in several processes: tracekit.repeats.combine()
+    host_ms: Timer | None = None           # the host's time to issue one call, GPU idle: timing.host_times()
+    host_load: HostLoad | None = None      # timing.host_load() at the start and the end of the run
+    repeats: Repeats | None = None         # a run made in several processes: tracekit.repeats.combine()
     steps: int | None = None               # a recorded loop (tracekit.record): the steps it ran
     steps_ms: list | None = None           # a recorded loop: each timed step outside the profiled window, ms
     flop_per_iter: float | None = None     # single ops: a call's minimum work (models.cost)
@@ -96,51 +109,59 @@ class Manifest:
     op: str | None = None                  # single ops: the op a call computes
     peak_memory_MB: float | None = None
     memory_source: str | None = None       # cuda_max_memory_allocated or process_max_rss
-    profile: dict | None = None            # the profiled window: iterations, trace file names
-    distributed: dict | None = None        # tracekit trace --nproc: world_size, backend, parallel, per-rank latencies
-    attribution: dict | None = None        # module scopes, Inductor provenance, CUDA-graph captures (tracekit.attribution_record)
+    profile: Profile | None = None         # the profiled window: iterations, trace file names
+    distributed: Distributed | None = None  # tracekit trace --nproc: world_size, backend, parallel, per-rank latencies
+    attribution: Attribution | None = None  # module scopes, Inductor provenance, CUDA-graph captures
     finished_at: str | None = None         # ISO 8601, UTC
     extra: dict = field(default_factory=dict)  # fields of a newer tracekit, kept as read
+    # typed field -> (its value as read, its JSON as read): written back as read while unchanged
+    as_read: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Manifest":
         """A manifest from parsed ``run.json`` content of any version (see the module docstring)."""
-        known = {f.name for f in fields(cls)} - {"extra"}
-        values = {k: v for k, v in data.items() if k in known}
+        values, as_read, extra = {}, {}, {}
+        for key, value in data.items():
+            if key not in _FIELDS:
+                extra[key] = value
+            elif key in _TYPED and value is not None:
+                try:
+                    typed = msgspec.convert(value, _TYPED[key], strict=False)
+                except (msgspec.ValidationError, TypeError):   # a damaged section: kept, read as not recorded
+                    typed = None
+                values[key], as_read[key] = typed, (typed, value)
+            else:
+                values[key] = value
         values.setdefault("manifest_version", 1)
-        return cls(**values, extra={k: v for k, v in data.items() if k not in known})
+        return cls(**values, extra=extra, as_read=as_read)
 
     def to_dict(self) -> dict:
         """The JSON object written as ``run.json``: recorded fields in order, then ``extra``."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
-        return {**{k: v for k, v in out.items() if v is not None}, **self.extra}
+        out = {}
+        for name in _FIELDS:
+            value = getattr(self, name)
+            read = self.as_read.get(name)
+            if read is not None and value is read[0]:
+                out[name] = read[1]
+            elif value is not None:
+                out[name] = value.to_dict() if isinstance(value, (Record, RunSpec)) else value
+        return {**out, **self.extra}
 
     @classmethod
     def read(cls, folder: Path | str) -> "Manifest | None":
-        """The manifest in ``folder`` (or at a ``run.json`` path); None when missing, unreadable or not an object."""
+        """The manifest in ``folder`` (its run.json), or in the file ``folder`` names; None when
+        missing, unreadable or not an object."""
         path = Path(folder)
-        path = path if path.name == FILENAME else path / FILENAME
+        path = path / FILENAME if path.is_dir() else path
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             return None
         return cls.from_dict(data) if isinstance(data, dict) else None
 
-    def write(self, folder: Path | str) -> Path:
-        """Write ``folder/run.json`` atomically; return its path."""
-        return write_json(Path(folder) / FILENAME, self.to_dict())
-
-    def __getitem__(self, key: str):
-        """Read access by run.json key, as in the file (``m["status"]``, an ``extra`` key too).
-
-        Raises:
-            KeyError: a field that is not recorded (None), or a key no version has.
-        """
-        return self.to_dict()[key]
-
-    def get(self, key: str, default=None):
-        """Like ``dict.get`` on the run.json content."""
-        return self.to_dict().get(key, default)
+    def write(self, folder: Path | str, filename: str = FILENAME) -> Path:
+        """Write ``folder/run.json`` (or ``folder/filename``) atomically; return its path."""
+        return write_json(Path(folder) / filename, self.to_dict())
 
     def add_note(self, text: str) -> None:
         """Append ``text`` to :attr:`note` ("; "-separated)."""
@@ -148,14 +169,22 @@ class Manifest:
 
     @property
     def phase(self) -> str:
-        return self.spec.get("phase", "inference")
+        """The spec's phase ("inference" where no spec is recorded)."""
+        return self.spec.phase if self.spec else "inference"
 
     @property
     def ran_on_name(self) -> str | None:
         """The name of the device that did the work (:attr:`device_name`, else the machine's device)."""
-        return self.device_name or (self.environment or {}).get("device_name")
+        return self.device_name or (self.environment.device_name if self.environment else None)
 
     def latency(self, stat: str) -> float:
         """One statistic of the unprofiled latency (``median``, ``p10``...) in ms; NaN if not recorded."""
-        value = (self.latency_ms or {}).get(stat)
+        value = getattr(self.latency_ms, stat, None) if self.latency_ms else None
         return math.nan if value is None else value
+
+
+_FIELDS = tuple(f.name for f in fields(Manifest) if f.name not in ("extra", "as_read"))
+# The typed fields (a section record or the RunSpec, by their annotations): each converted from
+# its JSON object when read (msgspec.convert).
+_TYPED = {name: kind for name, hint in get_type_hints(Manifest).items() if name in _FIELDS
+          for kind in get_args(hint) if isinstance(kind, type) and issubclass(kind, (Record, RunSpec))}

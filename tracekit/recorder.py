@@ -34,23 +34,22 @@ exception goes on).
 
 from __future__ import annotations
 
-import os
-import socket
 import sys
 import time
 from contextlib import nullcontext
-from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
+from tracekit.capture.lifecycle import Lifecycle, new_manifest
+from tracekit.capture.profiling import profiler
+from tracekit.capture.stages import peak_memory, stop_compile_workers
 from tracekit.environment import default_device
 from tracekit.manifest import Manifest
-from tracekit.measure import peak_memory, stop_compile_workers, sync_events_config
+from tracekit.manifest_sections import Profile, Timer
 from tracekit.quiet import kineto_lines_dropped
-from tracekit.runner import _classify, new_manifest
-from tracekit.timing import latency_stats
 from tracekit.spec import DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec
+from tracekit.timing import latency_stats
 from tracekit.trace.reader import trace_files
 
 DEFAULT_LOOP_ITERS = 20  # steps timed before the profiled window
@@ -70,6 +69,7 @@ class Recorder:
         self.spec, self.source = spec, source
         self.steps = 0
         self.manifest: Manifest | None = None
+        self._life: Lifecycle | None = None
         self._cuda = spec.device.startswith("cuda")
         self._first = spec.warmup + spec.iters + 2  # the first profiled step (after the profiler's warm-up step)
         self._last = self._first + spec.profile_iters - 1
@@ -84,24 +84,17 @@ class Recorder:
             self._events.append(event)
 
     def __enter__(self) -> "Recorder":
-        self.folder.mkdir(parents=True, exist_ok=True)
-        for old in trace_files(self.folder):
-            old.unlink()
-        self.manifest = new_manifest(self.spec, self.folder.parent.name, self.spec.device.split(":")[0], self.source)
-        self.manifest.stage = "loop"
-        self.manifest.write(self.folder)
+        # no model to build: the user's loop makes the calls
+        self._life = Lifecycle(new_manifest(self.spec, self.folder.parent.name, self.source), self.folder, log=None)
+        self.manifest = self._life.manifest
+        self._life.start()
+        self._life.stage("loop")
+        self._life.write()
         if self._cuda:
             torch.cuda.reset_peak_memory_stats(torch.device(self.spec.device))
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if self._cuda:
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        worker = f"{socket.gethostname()}_{os.getpid()}"
-        self._profiler = torch.profiler.profile(
-            activities=activities, record_shapes=True, experimental_config=sync_events_config(),
-            schedule=torch.profiler.schedule(skip_first=self.spec.warmup, wait=self.spec.iters, warmup=1,
-                                             active=self.spec.profile_iters, repeat=1),
-            on_trace_ready=torch.profiler.tensorboard_trace_handler(str(self.folder), worker_name=worker,
-                                                                    use_gzip=True))
+        s = self.spec
+        window = torch.profiler.schedule(skip_first=s.warmup, wait=s.iters, warmup=1, active=s.profile_iters, repeat=1)
+        self._profiler = profiler(s.device, self.folder, schedule=window)
         with kineto_lines_dropped():
             self._profiler.start()
         self._mark()
@@ -111,8 +104,8 @@ class Recorder:
         """End one iteration of the loop (call it after each)."""
         self.steps += 1
         if self.steps in (self._first - 1, self._last) and self._cuda:
-            # as in the runner (tracekit.measure): the profiler's warm-up step's kernels finish before the
-            # window opens, the last profiled step's inside it
+            # as in a run's profiled window (tracekit.capture.stages): the profiler's warm-up step's kernels
+            # finish before the window opens, the last profiled step's inside it
             torch.cuda.synchronize()
         self._mark()
         # Kineto prints its start and stop lines in the profiler's calls around the window; none of
@@ -137,32 +130,29 @@ class Recorder:
         m, spec = self.manifest, self.spec
         if self._cuda:
             times = [a.elapsed_time(b) for a, b in zip(self._events, self._events[1:])]
-            m.latency_ms = {"timer": "cuda_events"}
+            timer = "cuda_events"
         else:
             times = [(b - a) * 1e3 for a, b in zip(self._times, self._times[1:])]
-            m.latency_ms = {"timer": "perf_counter"}
+            timer = "perf_counter"
         if len(self._times) > 1:
             m.first_call_s = m.compile_s = self._times[1] - self._times[0]
         timed = [t for i, t in enumerate(times, 1) if i > spec.warmup and not self._profiled(i)]
-        if timed:
-            m.latency_ms = {**latency_stats(timed), **m.latency_ms}
+        m.latency_ms = Timer.of({**(latency_stats(timed) if timed else {}), "timer": timer})
         m.steps, m.steps_ms = self.steps, timed
         m.peak_memory_MB, m.memory_source = peak_memory(spec.device)
-        traces = [p.name for p in trace_files(self.folder)]
-        m.profile = {"iterations": max(0, min(self.steps, self._last) - self._first + 1), "traces": traces}
+        m.profile = Profile(iterations=max(0, min(self.steps, self._last) - self._first + 1),
+                            traces=[p.name for p in trace_files(self.folder)])
         if exc is not None:
-            m.status = _classify(exc) if isinstance(exc, Exception) else "failed"
-            m.reason = f"{exc_type.__name__} in the loop at step {self.steps + 1}: {str(exc).strip()[:2000]}"
+            self._life.fail(exc, f" in the loop at step {self.steps + 1}")
         elif self.steps < self._last:
-            m.status = "failed"
-            m.reason = (f"the loop ended after {self.steps} steps, before the profiled window's end (step "
-                        f"{self._last}: {spec.warmup} warm-up + {spec.iters} timed + 1 profiler warm-up + "
-                        f"{spec.profile_iters} profiled); run more steps or record with smaller counts")
+            self._life.end("failed", f"the loop ended after {self.steps} steps, before the profiled window's end "
+                           f"(step {self._last}: {spec.warmup} warm-up + {spec.iters} timed + 1 profiler warm-up + "
+                           f"{spec.profile_iters} profiled); run more steps or record with smaller counts")
         else:
-            m.status, m.reason = "ok", ""
-        m.stage = "done" if m.status == "ok" else f"loop step {self.steps + 1}"
-        m.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        m.write(self.folder)
+            self._life.end("ok")
+        if m.status != "ok":
+            m.stage = f"loop step {self.steps + 1}"
+        self._life.finish()
         return False
 
 

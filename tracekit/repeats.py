@@ -3,8 +3,8 @@
 Host speed varies between processes (up to 1.6x on the lent H100), more than
 within one: the p10-p90 range of one process's timed iterations does not show
 it. ``repeats = N`` (``--repeats N``, ``REPEATS=N``, a suite's ``repeats``)
-runs the spec in N fresh processes, one after the other (``python -m
-tracekit.bench --cell``, as a suite's cells run), each a whole run with its
+runs the spec in N fresh processes, one after the other (a
+:class:`~tracekit.capture.child.ChildJob` of task "run", as a suite's cells run), each a whole run with its
 own compile, timing and profiled window. :func:`combine` makes the run's
 manifest from theirs:
 
@@ -28,11 +28,9 @@ folder holds one run and its trace (see :func:`tracekit.trace.discover`).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -41,19 +39,22 @@ from typing import Callable
 import numpy as np
 
 from tracekit import timing
+from tracekit.capture.child import ChildJob
+from tracekit.capture.resolved import ResolvedRun
 from tracekit.environment import child_env
 from tracekit.errors import Interrupted
 from tracekit.manifest import Manifest
+from tracekit.manifest_sections import HostLoad, ProcessSummary, Repeats, Timer
 from tracekit.spec import RunSpec
 from tracekit.trace.reader import trace_files
 
 
-def _pooled(parts: list[dict], timer: str) -> dict:
-    """Median of the parts' medians (``latency_ms`` or ``wall_ms`` dicts); the other figures over their
-    pooled samples (none where no part kept any)."""
-    samples = np.concatenate([np.asarray(p.get("samples", []), dtype=np.float64) for p in parts])
+def _pooled(parts: list[Timer], timer: str) -> dict:
+    """Median of the parts' medians (their ``latency_ms`` or ``wall_ms``); the other figures over
+    their pooled samples (none where no part kept any), as :func:`tracekit.timing.latency_stats`."""
+    samples = np.concatenate([np.asarray(p.samples or [], dtype=np.float64) for p in parts])
     pooled = timing.latency_stats(samples) if samples.size else {}
-    return {**pooled, "timer": timer, "median": float(np.median([p["median"] for p in parts]))}
+    return {**pooled, "timer": timer, "median": float(np.median([p.median for p in parts]))}
 
 
 def combine(spec: RunSpec, processes: list[Manifest]) -> tuple[Manifest, int]:
@@ -64,36 +65,34 @@ def combine(spec: RunSpec, processes: list[Manifest]) -> tuple[Manifest, int]:
     order = sorted(ok, key=lambda i: medians[i])
     pick = order[(len(order) - 1) // 2] if order else len(processes) - 1
     run = Manifest.from_dict(processes[pick].to_dict())
-    run.spec = spec.to_dict()
-    run.repeats = {"n": len(processes), "median_process": pick, "processes": [
-        {"status": m.status, "reason": m.reason or "", "latency_median_ms": m.latency("median"),
-         "wall_median_ms": (m.wall_ms or {}).get("median"), "host_load": m.host_load} for m in processes]}
+    run.spec = spec
+    each = [ProcessSummary(status=m.status, reason=m.reason or "", latency_median_ms=m.latency("median"),
+                           wall_median_ms=m.wall_ms.median if m.wall_ms else None, host_load=m.host_load)
+            for m in processes]
+    run.repeats = Repeats(n=len(processes), median_process=pick, processes=each)
     failed = [(i, m) for i, m in enumerate(processes) if m.status != "ok"]
     if failed:
         i, m = failed[0]
         run.status, run.reason = m.status, f"process {i + 1} of {len(processes)}: {m.reason}"
         return run, pick
-    run.latency_ms = _pooled([m.latency_ms for m in processes], processes[pick].latency_ms["timer"])
+    run.latency_ms = Timer.of(_pooled([m.latency_ms for m in processes], processes[pick].latency_ms.timer))
     if all(m.wall_ms for m in processes):
         walls = [m.wall_ms for m in processes]
-        run.wall_ms = {**walls[pick], **_pooled(walls, walls[pick]["timer"]), "processes": len(processes)}
-        run.timer_agreement = timing.agreement(run.latency_ms["median"], run.wall_ms["median"])
-    run.repeats["spread"] = (max(medians) - min(medians)) / run.latency_ms["median"]
-    run.host_load = {"start": (processes[0].host_load or {}).get("start"),
-                     "end": (processes[-1].host_load or {}).get("end")}
+        run.wall_ms = Timer.of({**walls[pick].to_dict(), **_pooled(walls, walls[pick].timer),
+                                "processes": len(processes)})
+        run.timer_agreement = timing.agreement(run.latency_ms.median, run.wall_ms.median)
+    run.repeats = Repeats(n=len(processes), median_process=pick, processes=each,
+                          spread=(max(medians) - min(medians)) / run.latency_ms.median)
+    first, last = processes[0].host_load, processes[-1].host_load
+    run.host_load = HostLoad(start=first.start if first else None, end=last.end if last else None)
     return run, pick
 
 
-def run(spec: RunSpec, out: Path | str, log: Callable[[str], None]) -> Manifest:
-    """Run ``spec`` in ``spec.repeats`` processes and write the run's folder (run.json and
+def run(resolved: ResolvedRun, out: Path | str, log: Callable[[str], None]) -> Manifest:
+    """Run the spec in ``spec.repeats`` processes and write the run's folder (run.json and
     the median process's trace) where a single run would go; return its manifest."""
-    from tracekit import models
-    from tracekit.environment import default_device
-    from tracekit.runner import run_dir
-
-    directory = run_dir(spec, Path(out))
+    spec, directory = resolved.spec, resolved.directory(out)   # the spec as a single run records it
     directory.mkdir(parents=True, exist_ok=True)
-    spec = models.resolved(spec, default_device())[1]  # as a single run records it
     one = replace(spec, repeats=1)
     processes = []
     # tmp holds the processes' run folders; scratch their temporary files, removed even when one is killed
@@ -104,20 +103,19 @@ def run(spec: RunSpec, out: Path | str, log: Callable[[str], None]) -> Manifest:
             log(f"[{directory}] process {i + 1} of {spec.repeats}")
             root = Path(tmp) / str(i)
             try:
-                subprocess.run([sys.executable, "-m", "tracekit.bench", "--cell", json.dumps(one.to_dict()), "--out",
-                                str(root), "--parent", str(os.getpid())], stdin=subprocess.DEVNULL, check=False,
-                               env=child_env(TMPDIR=scratch))
+                subprocess.run(ChildJob("run", one, str(root), parent=os.getpid()).command(),
+                               stdin=subprocess.DEVNULL, check=False, env=child_env(TMPDIR=scratch))
             except KeyboardInterrupt:
                 for old in trace_files(directory):
                     old.unlink()
                 reason = f"interrupted (Ctrl-C or SIGTERM) during process {i + 1} of {spec.repeats}"
-                Manifest(spec=spec.to_dict(), label=directory.parent.name, model=spec.model, mode=spec.mode,
+                Manifest(spec=spec, label=directory.parent.name, model=spec.model, mode=spec.mode,
                          status="interrupted", reason=reason).write(directory)
                 raise Interrupted(f"{directory}: {reason}; run.json says so") from None
-            folder = run_dir(one, root)
+            folder = resolved.directory(root)   # the label leaves the number of processes out
             folders.append(folder)
             processes.append(Manifest.read(folder) or Manifest(
-                spec=one.to_dict(), model=spec.model, mode=spec.mode, status="failed",
+                spec=one, model=spec.model, mode=spec.mode, status="failed",
                 reason="the process ended without writing run.json"))
         manifest, pick = combine(spec, processes)
         for old in trace_files(directory):

@@ -20,8 +20,8 @@ def _run(tmp_path, model, mode, **kw):
 @pytest.mark.slow
 def test_jit(tmp_path):
     m = _run(tmp_path, "transformer", "jit")
-    assert m["status"] == "ok" and m["diff_ok"], m.get("reason")
-    assert "optimize_for_inference" in m["backend"]["torchscript"]
+    assert m.status == "ok" and m.diff_ok, m.reason
+    assert "optimize_for_inference" in m.backend["torchscript"]
 
 
 @pytest.mark.slow
@@ -31,16 +31,16 @@ def test_onnx_runtime_cpu_provider_is_labelled_cpu(tmp_path, monkeypatch, capfd)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     m = _run(tmp_path / "traces", "mlp", "onnx")
-    assert m["status"] == "ok", m.get("reason")
+    assert m.status == "ok", m.reason
     assert os.listdir(tmp_path / "tmp") == []   # the export, its weights and ORT's profile went with the run
     assert "[torch.onnx]" not in capfd.readouterr().out   # the exporter's progress lines
-    assert m["device_type"] == "cpu" and m["backend"]["execution_provider"] == "CPUExecutionProvider"
-    assert m["compile_s"] >= m["prepare_s"] > 0 and m["diff_ok"]
+    assert m.device_type == "cpu" and m.backend["execution_provider"] == "CPUExecutionProvider"
+    assert m.compile_s >= m.prepare_s > 0 and m.diff_ok
     rows = analyze(tmp_path / "traces").runs
     assert set(rows["source"]) == {"pytorch", "onnxruntime"}
     ort = rows[rows["source"] == "onnxruntime"].iloc[0]
     # ORT's profile is trimmed to the profiled window: as many runs as torch.profiler's steps.
-    assert ort["iterations"] == m["profile"]["iterations"] and ort["cpu_ops"] > 0 and ort["cpu_op_busy_us"] > 0
+    assert ort["iterations"] == m.profile.iterations and ort["cpu_ops"] > 0 and ort["cpu_op_busy_us"] > 0
 
 
 @pytest.mark.parametrize("mode", ["cudagraphs", "cudagraphs-compile", "fp8-scaled-mm", "torchao-fp8",
@@ -49,7 +49,7 @@ def test_cuda_only_modes_are_skipped_on_the_cpu(tmp_path, mode):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     m = _run(tmp_path, "mlp", mode, device="cpu")
-    assert m["status"] == "skipped" and "needs CUDA" in m["reason"]
+    assert m.status == "skipped" and "needs CUDA" in m.reason
     assert json.loads((tmp_path / "mlp" / mode / "run.json").read_text())["status"] == "skipped"
 
 
@@ -61,8 +61,8 @@ def test_missing_packages_are_skipped_with_an_install_hint(tmp_path, mode, packa
     except ImportError:
         pass
     m = _run(tmp_path, "mlp", mode)
-    assert m["status"] == "skipped"
-    assert f"{package} not installed" in m["reason"] and "pip install" in m["reason"]
+    assert m.status == "skipped"
+    assert f"{package} not installed" in m.reason and "pip install" in m.reason
 
 
 def test_the_list_on_a_cpu_does_not_promise_cuda_graphs(monkeypatch):
@@ -93,49 +93,49 @@ def test_the_cuda_list_where_torch_sees_no_gpu_says_why_each_cuda_mode_cannot_ru
 
 def test_phase_not_supported_is_skipped(tmp_path):
     m = _run(tmp_path, "mlp", "onnx", phase="train-step")
-    assert m["status"] == "skipped" and "supports phases inference" in m["reason"]
+    assert m.status == "skipped" and "supports phases inference" in m.reason
 
 
 @pytest.mark.slow
 def test_surgical_compiles_rope_and_qkv_reshape_only(tmp_path):
     m = _run(tmp_path, "ropetx2x256x64", "surgical", batch=2)
-    assert m["status"] == "ok", m.get("reason")
-    assert m["backend"]["compiled"] == ["layers.0.qkv_reshape", "layers.0.rope", "layers.1.qkv_reshape",
+    assert m.status == "ok", m.reason
+    assert m.backend["compiled"] == ["layers.0.qkv_reshape", "layers.0.rope", "layers.1.qkv_reshape",
                                         "layers.1.rope"]
-    assert m["diff_ok"]
+    assert m.diff_ok
 
 
 def test_surgical_without_a_match_fails_with_the_names(tmp_path):
     m = _run(tmp_path, "mlp", "surgical", compile_only="nothing*")
-    assert m["status"] == "failed" and "no submodule matches" in m["reason"] and "some names: 0" in m["reason"]
+    assert m.status == "failed" and "no submodule matches" in m.reason and "some names: 0" in m.reason
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("phase", ["forward", "forward-backward", "train-step"])
 def test_training_phases(tmp_path, phase):
     m = _run(tmp_path, "mlp", "eager", phase=phase)
-    assert m["status"] == "ok" and m["label"] == f"mlp-{phase}" and m["max_abs_diff"] == 0.0
+    assert m.status == "ok" and m.label == f"mlp-{phase}" and m.max_abs_diff == 0.0
 
 
 @pytest.mark.slow
 def test_compiled_train_step(tmp_path):
     m = _run(tmp_path, "mlp", "default", phase="train-step")
-    assert m["status"] == "ok" and m["diff_ok"], m.get("reason")
+    assert m.status == "ok" and m.diff_ok, m.reason
 
 
 def test_a_wrong_result_is_flagged(tmp_path, monkeypatch):
     wrong = backends.Backend("wrong", "test", lambda module, inputs, spec: (lambda *x: module(*x) + 1.0))
     monkeypatch.setitem(backends.BACKENDS, "wrong", wrong)
     m = _run(tmp_path, "mlp", "wrong")
-    assert m["status"] == "ok" and not m["diff_ok"] and m["max_abs_diff"] == pytest.approx(1.0, abs=1e-4)
-    assert "above the fp32 tolerance" in m["note"]
+    assert m.status == "ok" and not m.diff_ok and m.max_abs_diff == pytest.approx(1.0, abs=1e-4)
+    assert "above the fp32 tolerance" in m.note
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", ["cudagraphs", "cudagraphs-compile", "fp8-scaled-mm", "torchao-fp8"])
 def test_cuda_modes_on_a_gpu(tmp_path, mode):
     m = _run(tmp_path, "vit16x6x384", mode, batch=2)
-    assert m["status"] == "ok" and m["device_type"] == "cuda" and m["diff_ok"], m.get("reason")
+    assert m.status == "ok" and m.device_type == "cuda" and m.diff_ok, m.reason
 
 
 def test_rows_name_the_device_that_did_the_work(tmp_path):
@@ -171,7 +171,7 @@ def test_torchao_missing_is_skipped_with_an_install_hint(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torchao_fp8.importlib.util, "find_spec", lambda name: None)
     m = _run(tmp_path, "mlp", "torchao-fp8")
-    assert m["status"] == "skipped" and "torchao not installed" in m["reason"] and "pip install torchao" in m["reason"]
+    assert m.status == "skipped" and "torchao not installed" in m.reason and "pip install torchao" in m.reason
 
 
 def _fp8_here(monkeypatch, mode):
@@ -188,12 +188,12 @@ def test_torchao_fp8_converts_the_eligible_linears_and_runs(tmp_path, monkeypatc
     pytest.importorskip("torchao")
     _fp8_here(monkeypatch, mode)
     m = _run(tmp_path, "ropetx2x256x64", mode, batch=2, dtype="bf16", phase=phase)
-    assert m["status"] == "ok", m.get("reason")
+    assert m.status == "ok", m.reason
     module, _ = models.build("ropetx2x256x64")
     linears = [n for n, sub in module.named_modules() if type(sub) is torch.nn.Linear]
-    assert m["backend"]["fp8_linears"] == len(linears) == 8  # qkv, out and the MLP's two, in each of 2 layers
-    assert m["backend"]["torchao"] and "tensorwise" in m["backend"]["fp8_recipe"]
-    assert m["diff_ok"] and 0 < m["max_abs_diff"] <= m["diff_tolerance"]  # FP8 is not bit-equal to bf16
+    assert m.backend["fp8_linears"] == len(linears) == 8  # qkv, out and the MLP's two, in each of 2 layers
+    assert m.backend["torchao"] and "tensorwise" in m.backend["fp8_recipe"]
+    assert m.diff_ok and 0 < m.max_abs_diff <= m.diff_tolerance  # FP8 is not bit-equal to bf16
 
 
 @pytest.mark.slow
@@ -205,8 +205,8 @@ def test_torchao_fp8_surgical_compiles_only_the_targets_around_fp8_linears(tmp_p
 
     _fp8_here(monkeypatch, "torchao-fp8-surgical")
     m = _run(tmp_path, "ropetx1x256x64", "torchao-fp8-surgical", batch=2, dtype="bf16")
-    assert m["status"] == "ok" and m["diff_ok"], m.get("reason")
-    assert m["backend"]["compiled"] == ["layers.0.qkv_reshape", "layers.0.rope"] and m["backend"]["fp8_linears"] == 4
+    assert m.status == "ok" and m.diff_ok, m.reason
+    assert m.backend["compiled"] == ["layers.0.qkv_reshape", "layers.0.rope"] and m.backend["fp8_linears"] == 4
     module, _ = models.build("ropetx1x256x64")
     converted, names, _ = torchao_fp8.to_float8(module)
     assert all(isinstance(converted.get_submodule(n), Float8Linear) for n in names)
@@ -216,8 +216,8 @@ def test_torchao_fp8_surgical_compiles_only_the_targets_around_fp8_linears(tmp_p
 @pytest.mark.parametrize("phase", ["forward-backward", "train-step"])
 def test_cudagraphs_captures_a_whole_training_iteration(tmp_path, phase):
     m = _run(tmp_path, "mlp", "cudagraphs", phase=phase, device="cuda")
-    assert m["status"] == "ok" and m["diff_ok"], m.get("reason")
-    assert "whole training step" in m["backend"]["cuda_graph"]
+    assert m.status == "ok" and m.diff_ok, m.reason
+    assert "whole training step" in m.backend["cuda_graph"]
 
 
 @pytest.mark.gpu

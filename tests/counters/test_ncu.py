@@ -1,5 +1,8 @@
 import json
+import subprocess
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -7,7 +10,9 @@ from ncucsv import NcuCsv
 from tracebuilder import TraceBuilder
 
 from tracekit.cli import main
+from tracekit import counters
 from tracekit.analysis.counters import metrics
+from tracekit.capture.child import ChildJob
 from tracekit.counters import ncu
 from tracekit.errors import ExitCode
 from tracekit.spec import RunSpec
@@ -22,13 +27,38 @@ def test_command_skips_warmup_limits_kernels_and_keeps_clocks(tmp_path):
     assert cmd[0] == "/opt/ncu" and cmd[-3:] == ["python3", "-m", "w"]
 
 
-def test_workload_command_carries_the_spec(tmp_path):
-    cmd = ncu.workload_command(RunSpec("matmul8192", dtype="bf16", warmup=3), 2, tmp_path / "w.json")
-    assert cmd[1:3] == ["-m", "tracekit.counters.workload"]
-    assert cmd[cmd.index("--model") + 1] == "matmul8192" and cmd[cmd.index("--dtype") + 1] == "bf16"
-    assert cmd[cmd.index("--warmup") + 1] == "3" and cmd[cmd.index("--phase") + 1] == "inference"
-    assert "--batch" not in cmd and "--device" not in cmd
-    assert "--batch" in ncu.workload_command(RunSpec("vit16x6x384", batch=8, device="cuda"), 2, tmp_path / "w.json")
+def test_counters_profiles_the_spec_it_names_its_folder_after(tmp_path, monkeypatch):
+    """`tracekit counters --seq 32` profiled the default sequence in a folder named -s32 (issue 33):
+    the process ncu profiles now gets the whole spec. Run here without ncu: the command ncu would
+    profile runs as it is, and the workload function records the sequence it was built with."""
+    (tmp_path / "tokens.py").write_text(
+        "from pathlib import Path\nimport torch\n\n"
+        "def tokens(batch, dtype, device, seq=16):\n"
+        "    Path(__file__).with_suffix('.seq').write_text(str(seq))\n"
+        "    return torch.nn.Embedding(100, 8), (torch.randint(0, 100, (batch, seq)),)\n")
+    ran = []
+
+    def profile_without_ncu(workload, directory, kernels, log):
+        ran.append(subprocess.run(workload, capture_output=True, text=True))
+        raise ncu.ProfilerError("no ncu here")
+    monkeypatch.setattr(ncu, "profile", profile_without_ncu)
+    r = CliRunner().invoke(main, ["counters", "--model", f"{tmp_path / 'tokens.py'}:tokens", "--seq", "32", "--device",
+                                  "cpu", "--warmup", "1", "--iters", "1", "--out", str(tmp_path / "out")])
+    assert r.exit_code == ExitCode.PROFILER and ran[0].returncode == 0, ran[0].stderr if ran else r.output
+    assert (tmp_path / "tokens.seq").read_text() == "32"
+    [info] = (tmp_path / "out").glob("*/eager/workload.json")
+    assert info.parent.parent.name == "tokens-tokens-s32" and json.loads(info.read_text())["spec"]["seq"] == 32
+
+
+def test_the_workload_command_carries_the_whole_spec(tmp_path, monkeypatch):
+    seen = []
+    monkeypatch.setattr(ncu, "profile", lambda workload, *a: seen.append(workload) or tmp_path / "none.csv")
+    monkeypatch.setattr(counters, "analyze", lambda csv, trace, device: SimpleNamespace(notes=[]))
+    spec = RunSpec("matmul8192", dtype="bf16", warmup=3, threads=2, compile_only="blocks.*", device="cpu")
+    counters.run(spec, tmp_path / "out", None, iters=4)
+    job = ChildJob.from_json(seen[0][-1])
+    assert seen[0][1:3] == ["-m", "tracekit.capture"] and job.task == "counters"
+    assert job.spec == replace(spec, batch=1, profile_iters=4)
 
 
 def test_metrics_follow_what_the_device_has():

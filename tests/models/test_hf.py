@@ -129,8 +129,8 @@ def test_bad_names_are_clear_errors(name, problem):
 
 def test_a_sequence_over_the_positions_is_a_failed_row(tmp_path):
     manifest = runner.run(RunSpec(GPT2 + "&positions=16", seq=32, **QUICK), tmp_path, log=lambda m: None)
-    assert manifest["status"] == "failed" and manifest["stage"] == "build"
-    assert "seq 32 is over gpt2's 16 positions" in manifest["reason"]
+    assert manifest.status == "failed" and manifest.stage == "build"
+    assert "seq 32 is over gpt2's 16 positions" in manifest.reason
 
 
 def test_runs_at_two_sequence_lengths_are_two_workloads(tmp_path):
@@ -167,13 +167,15 @@ def test_tiny_gpt2_and_llama_run_offline_and_analyze_reads_them(tmp_path):
 @pytest.mark.slow
 def test_a_compiled_hf_model_matches_eager_through_its_model_output(tmp_path):
     manifest = runner.run(RunSpec(LLAMA, "default", batch=2, seq=16, **QUICK), tmp_path, log=lambda m: None)
-    assert manifest["status"] == "ok", manifest["reason"]
-    assert manifest["diff_ok"] and 0 <= manifest["max_abs_diff"] < 1e-3
+    assert manifest.status == "ok", manifest.reason
+    assert manifest.diff_ok and 0 <= manifest.max_abs_diff < 1e-3
 
 
 def test_a_spec_is_resolved_as_a_run_records_it():
     """Every path that runs a spec (one process, repeats, a suite's plan) fills its defaults
     alike, so a repeated run's manifest matches the plan's cell (sequence length included)."""
-    family, spec = models.resolved(RunSpec("hf:gpt2", repeats=3), "cpu")
-    assert (spec.batch, spec.seq, spec.device, spec.repeats) == (8, 128, "cpu", 3)
-    assert (family.default_batch, family.default_seq) == (8, 128)
+    from tracekit.capture.resolved import resolve
+
+    run = resolve(RunSpec("hf:gpt2", repeats=3), "cpu")
+    assert (run.spec.batch, run.spec.seq, run.spec.device, run.spec.repeats) == (8, 128, "cpu", 3)
+    assert (run.family.default_batch, run.family.default_seq) == (8, 128) and run.label == "hf-gpt2"

@@ -23,8 +23,8 @@ def test_a_library_not_installed_is_a_skipped_row_with_the_install_command(prefi
     if HAS[prefix]:
         pytest.skip(f"{prefix} is installed here; this checks a machine without it")
     manifest = runner.run(RunSpec(f"{prefix}:resnet50"), tmp_path, log=lambda m: None)
-    assert manifest["status"] == "skipped" and install in manifest["reason"]
-    assert manifest["label"] == f"{prefix}-resnet50" and manifest["source"]["library"] == prefix
+    assert manifest.status == "skipped" and install in manifest.reason
+    assert manifest.label == f"{prefix}-resnet50" and manifest.source.library == prefix
     suite = tmp_path / "s.toml"
     suite.write_text(f'name = "s"\n[[grid]]\nmodel = "{prefix}:resnet50"\nmode = ["eager", "default"]\n')
     planned = plan(load_suite(suite), tmp_path / "traces")
@@ -60,5 +60,5 @@ def test_timm_vit_base_is_the_published_architecture():
 def test_a_torchvision_model_runs_a_train_step(tmp_path):
     manifest = runner.run(RunSpec("torchvision:resnet18", batch=2, phase="train-step", warmup=1, iters=2,
                                   profile_iters=1), tmp_path, log=lambda m: None)
-    assert manifest["status"] == "ok" and manifest["loss"].startswith("synthetic")
-    assert manifest["source"]["version"] and manifest["parameters"] == 11_689_512
+    assert manifest.status == "ok" and manifest.loss.startswith("synthetic")
+    assert manifest.source.version and manifest.parameters == 11_689_512

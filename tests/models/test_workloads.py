@@ -204,11 +204,11 @@ def test_a_bad_workload_file_is_one_line_exit_2_and_no_run_folder(theirs, monkey
 def test_a_workload_file_runs_like_a_built_in_and_analyze_reads_it(theirs, tmp_path):
     manifest = runner.run(RunSpec(f"{theirs}:their_model", "eager", batch=4, **QUICK), tmp_path / "t",
                           log=lambda m: None)
-    assert manifest["status"] == "ok" and manifest["max_abs_diff"] == 0.0
-    assert manifest["label"] == "their_file-their_model-b4" and manifest["parameters"] == 32 * 64 + 64 + 64 * 8 + 8
-    assert manifest["source"]["file"] == str(theirs) and manifest["source"]["function"] == "their_model"
+    assert manifest.status == "ok" and manifest.max_abs_diff == 0.0
+    assert manifest.label == "their_file-their_model-b4" and manifest.parameters == 32 * 64 + 64 + 64 * 8 + 8
+    assert manifest.source.file == str(theirs) and manifest.source.function == "their_model"
     on_disk = json.loads((tmp_path / "t" / "their_file-their_model-b4" / "eager" / "run.json").read_text())
-    assert on_disk["source"] == manifest["source"] and on_disk["spec"]["model"] == f"{theirs}:their_model"
+    assert on_disk["source"] == manifest.source.to_dict() and on_disk["spec"]["model"] == f"{theirs}:their_model"
     row = analyze(tmp_path / "t").runs.iloc[0]
     assert row["run"] == "their_file-their_model-b4/eager" and row["iterations"] == 2 and row["status"] == "ok"
 
@@ -232,8 +232,8 @@ def test_a_suite_names_workload_files_and_a_bad_one_is_a_skipped_row(theirs, tmp
     assert planned[0].problem is None and "no function 'missing'" in planned[1].problem
     manifests, ran = run_planned(s, planned, tmp_path / "traces")
     assert ran == ["their_file-their_model/eager"]  # the bad one never started a process
-    assert manifests["their_file-their_model/eager"]["status"] == "ok"
-    assert manifests["their_file-missing/eager"]["status"] == "skipped"
+    assert manifests["their_file-their_model/eager"].status == "ok"
+    assert manifests["their_file-missing/eager"].status == "skipped"
 
 
 @pytest.mark.slow

@@ -39,6 +39,8 @@ from tracekit.analysis import critical_path
 from tracekit.analysis.attribution.gpu_ops import attribute
 from tracekit.analysis.critical_path.path import PARTS
 from tracekit.analysis.metrics import idle
+from tracekit.manifest import Manifest
+from tracekit.manifest_sections import Attribution
 from tracekit.trace import TraceError, discover, load
 from tracekit.trace.annotate import annotated_path, write
 from tracekit.trace.reader import ANNOTATED, EventTables
@@ -120,7 +122,7 @@ def module_tracks(att: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return out
 
 
-def tracks(tables: EventTables, record: dict | None = None) -> tuple[dict[str, pd.DataFrame], list[str]]:
+def tracks(tables: EventTables, record: Attribution | None = None) -> tuple[dict[str, pd.DataFrame], list[str]]:
     """Every track of one trace (module docstring), and notes: one line per track that could
     not be made (why) and per limit of the critical path (markers or edges the trace lacks).
 
@@ -164,14 +166,14 @@ def annotate(path: Path | str, out: Path | str | None = None) -> pd.DataFrame:
     path = Path(path)
     rows = []
     for run in discover(path):
-        record = (run.manifest or {}).get("attribution")
+        record = Manifest.from_dict(run.manifest).attribution if run.manifest else None
         for trace in run.traces:
             where = None if out is None else Path(out) / (trace.parent.relative_to(path) if path.is_dir() else "")
             rows.append(_annotate_one(trace, record, where))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _annotate_one(trace: Path, record: dict | None, out: Path | None) -> list:
+def _annotate_one(trace: Path, record: Attribution | None, out: Path | None) -> list:
     if trace.name.endswith((ANNOTATED, ANNOTATED + ".gz")):
         return [trace, None, [], ["already an annotated copy"]]
     try:

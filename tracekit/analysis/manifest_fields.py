@@ -8,11 +8,18 @@ from __future__ import annotations
 import math
 
 from tracekit.manifest import Manifest
+from tracekit.manifest_sections import Environment, HostLoad, LoadReading, Repeats, Timer
 from tracekit.peaks import peaks
+from tracekit.spec import RunSpec
 from tracekit.timing import host_problems
 
 # Manifest fields copied into each row, with units in the names.
 _LATENCY_FIELDS = ("median", "mean", "p10", "p90", "std", "min")
+
+
+def _spec_fields(spec: RunSpec | None) -> dict:
+    """batch, seq and dtype of the spec (None each without one)."""
+    return {k: getattr(spec, k) if spec else None for k in ("batch", "seq", "dtype")}
 
 
 def _nan(value) -> float:
@@ -28,19 +35,20 @@ def manifest_fields(manifest: Manifest | None) -> dict:
         return {"status": "trace only", "reason": ""}
     spec = manifest.spec
     row = {
-        "model": manifest.model, "mode": manifest.mode, "batch": spec.get("batch"),
-        "seq": spec.get("seq"), "dtype": spec.get("dtype"), "phase": manifest.phase, "op": manifest.op,
+        "model": manifest.model, "mode": manifest.mode, **_spec_fields(spec), "phase": manifest.phase,
+        "op": manifest.op,
         # ranks and how they share the model: "ddp x2"; "" for one process
-        "parallel": f"{spec.get('parallel', 'ddp')} x{spec['nproc']}" if spec.get("nproc", 1) > 1 else "",
-        "device_type": manifest.device_type, "requested_device": spec.get("device"),
+        "parallel": f"{spec.parallel} x{spec.nproc}" if spec and spec.nproc > 1 else "",
+        "device_type": manifest.device_type, "requested_device": spec.device if spec else None,
         "device_name": manifest.ran_on_name,  # where the work ran
-        "requested_device_name": (manifest.environment or {}).get("device_name"),  # the spec's device (the machine's GPU)
+        # the spec's device (the machine's GPU)
+        "requested_device_name": manifest.environment.device_name if manifest.environment else None,
         "status": manifest.status or "unknown",
         "reason": manifest.reason or "", "note": manifest.note or "",
         "compile_s": _nan(manifest.compile_s),
         "peak_memory_MB": _nan(manifest.peak_memory_MB),
         "max_abs_diff": _nan(manifest.max_abs_diff),
-        "latency_timer": (manifest.latency_ms or {}).get("timer"),
+        "latency_timer": manifest.latency_ms.timer if manifest.latency_ms else None,
         **_timing_fields(manifest),
     }
     row.update({f"latency_{k}_ms": manifest.latency(k) for k in _LATENCY_FIELDS})
@@ -53,21 +61,21 @@ def _timing_fields(manifest: Manifest) -> dict:
     clock beside the latency (median, p10 and p90 over its blocks, calls a block), the host's
     load (timing_warning: a busy host), the threads, the processes it was made in. Why the
     two timers are apart needs the trace too: :func:`tracekit.analysis.comparison.trust.timer_gap`."""
-    load = manifest.host_load or {}
-    repeats = manifest.repeats or {}
-    wall_ms = manifest.wall_ms or {}
-    wall = wall_ms.get("median", math.nan)
+    load, repeats = manifest.host_load or HostLoad(), manifest.repeats or Repeats()
+    wall_ms, environment = manifest.wall_ms or Timer(), manifest.environment or Environment()
+    start, end = load.start or LoadReading(), load.end or LoadReading()
+    wall = _nan(wall_ms.median)
     return {
         "wall_median_ms": wall,
-        **{f"wall_{k}_ms": _nan(wall_ms.get(k)) for k in ("p10", "p90")},
-        "wall_calls_per_block": _nan(wall_ms.get("calls_per_block")),
+        **{f"wall_{k}_ms": _nan(getattr(wall_ms, k)) for k in ("p10", "p90")},
+        "wall_calls_per_block": _nan(wall_ms.calls_per_block),
         "timer_agreement": wall / latency - 1 if (latency := manifest.latency("median")) > 0 else math.nan,
-        "host_load_start": (load.get("start") or {}).get("loadavg_1m", math.nan),
-        "host_load_end": (load.get("end") or {}).get("loadavg_1m", math.nan),
-        "host_cpus": (load.get("start") or load.get("end") or {}).get("cpus", math.nan),
-        "threads": (manifest.environment or {}).get("cpu_threads", math.nan),
-        "processes": repeats.get("n", 1), "process_spread": repeats.get("spread", math.nan),
-        "timing_warning": "; ".join(host_problems(load)),
+        "host_load_start": _nan(start.loadavg_1m),
+        "host_load_end": _nan(end.loadavg_1m),
+        "host_cpus": _nan((start or end).cpus),
+        "threads": _nan(environment.cpu_threads),
+        "processes": 1 if repeats.n is None else repeats.n, "process_spread": _nan(repeats.spread),
+        "timing_warning": "; ".join(host_problems(load.to_dict())),
     }
 
 
@@ -82,7 +90,7 @@ def _achieved(manifest: Manifest, latency_ms: float, device_name: str | None) ->
     peak = peaks(device_name)
     if peak:
         bw, compute = peak
-        dtype = manifest.spec.get("dtype", "fp32")
+        dtype = manifest.spec.dtype if manifest.spec else "fp32"
         # fp32 matmuls may use TF32 tensor cores; the fp32 (CUDA-core) peak is the stricter yardstick
         out["pct_peak_compute"] = 100 * out["achieved_TFLOPs"] / compute.get(dtype, compute["fp32"])
         out["pct_peak_bw"] = 100 * out["achieved_GBps"] / bw

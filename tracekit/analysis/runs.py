@@ -18,6 +18,7 @@ from tracekit.analysis.trace_file import FileResult, analyze_file, outcome
 from tracekit.errors import ExitCode
 from tracekit.io import records
 from tracekit.manifest import Manifest
+from tracekit.manifest_sections import Distributed
 from tracekit.trace import Run, TraceError, discover
 
 if TYPE_CHECKING:
@@ -133,10 +134,10 @@ def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[File
         if base.get("device_type") is None:
             base = {**base, "device_type": r.device_type, "device_name": r.device_name}
         in_job = None if r.rank is None else job.job_name(run.name, rel, manifest is not None, root)
-        launched = (manifest.distributed if manifest else None) or {}
+        launched = (manifest.distributed if manifest else None) or Distributed()
         ranked = {"rank": r.rank, "job": in_job,
-                  "world_size": r.distributed.get("world_size") or launched.get("world_size"),
-                  "backend": r.distributed.get("backend") or launched.get("backend")}
+                  "world_size": r.distributed.get("world_size") or launched.world_size,
+                  "backend": r.distributed.get("backend") or launched.backend}
         result.runs.append({**base, "trace": rel, **ranked, **metrics, "note": "; ".join(n for n in notes if n),
                             "trace_problems": len(r.problems)})
         for name, df in r.tables.items():
@@ -145,6 +146,12 @@ def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[File
 
 
 PARALLEL_FILES_MIN_BYTES = 16 << 20  # several files totalling more than this are analyzed in parallel
+
+
+def _iterations(manifest: Manifest | None, given: int | None) -> int | None:
+    """The iterations a run's traces hold: its profiled window's, else ``given``."""
+    profile = manifest.profile if manifest else None
+    return profile.iterations if profile and profile.iterations is not None else given
 
 
 def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations: int | None,
@@ -161,9 +168,8 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations
         tracekit.analysis.dask_cluster.ClusterError: ``dask`` given, and dask is missing or its
             scheduler unreachable.
     """
-    jobs = [(p.absolute(), ((m and m.profile) or {}).get("iterations", iterations),
-             ((m and m.latency_ms) or {}).get("median"), m and m.attribution, ((m and m.host_ms) or {}).get("median"),
-             critical_path)
+    jobs = [(p.absolute(), _iterations(m, iterations), m.latency_ms.median if m and m.latency_ms else None,
+             m.attribution if m else None, m.host_ms.median if m and m.host_ms else None, critical_path)
             for r, m in zip(runs, manifests) for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
     if dask and jobs:

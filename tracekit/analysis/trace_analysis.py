@@ -14,6 +14,7 @@ from tracekit.analysis.critical_path.figures import EMPTY as CP_EMPTY
 from tracekit.analysis.critical_path.figures import trace_figures
 from tracekit.analysis.distributed import collectives, communication
 from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
+from tracekit.manifest_sections import Attribution
 from tracekit.trace.reader import EventTables
 
 QUANTILES = np.linspace(0, 1, 101)
@@ -66,7 +67,7 @@ class Sections:
 
 
 def analyze_trace(tables: EventTables, iterations: int | None = None,
-                  latency_ms: float | None = None, attribution: dict | None = None,
+                  latency_ms: float | None = None, attribution: Attribution | None = None,
                   host_ms: float | None = None, critical_path: bool = False) -> TraceResult:
     """Run every analysis on one trace.
 

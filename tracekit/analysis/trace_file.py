@@ -15,6 +15,8 @@ from tracekit.trace import NotATrace, TraceError, load
 if TYPE_CHECKING:
     import pandas as pd
 
+    from tracekit.manifest_sections import Attribution
+
 
 @dataclass
 class FileResult:
@@ -32,7 +34,7 @@ class FileResult:
     failures: list[dict] = field(default_factory=list)  # analyses that raised (trace_analysis.Sections)
 
 
-def analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None, attribution: dict | None,
+def analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None, attribution: Attribution | None,
                  host_ms: float | None, critical_path: bool, workers: int | None) -> FileResult:
     """One file's result; whatever goes wrong is its error, never the other files' (issue 31)."""
     try:

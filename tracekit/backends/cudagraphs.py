@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from tracekit.backends import Backend, Prepared, needs_cuda, register
+from tracekit.backends.registry import Backend, Prepared, needs_cuda, register
 from tracekit.backends.torch_compile import mark_step
 from tracekit.phases import make_step
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from tracekit.backends import Backend, Prepared, register
+from tracekit.backends.registry import Backend, Prepared, register
 from tracekit.io import write_atomic
 from tracekit.trace.ort import drop_first_runs
 

@@ -118,7 +118,7 @@ def recorded_device(traces: Path | str, suite: Suite) -> str | None:
     for path in sorted(suite_traces(traces, suite).glob("**/run.json")):
         env = (Manifest.read(path) or Manifest()).environment
         if env:
-            if env.get("cuda_driver"):
+            if env.cuda_driver:
                 return "cuda"
             found = "cpu"
     return found

@@ -1,26 +1,22 @@
-"""Running one cell in its own process: the child (``python -m tracekit.bench``) runs the
-spec and writes its trace and run.json; the parent watches it, enforces the cell's
-timeout and the suite's deadline, and records what the child could not (a timeout, a
-crash, the time limit) as a status row."""
+"""Running one cell in its own process: the child (a :class:`~tracekit.capture.child.ChildJob`
+of task "run") runs the spec and writes its trace and run.json; the parent watches it,
+enforces the cell's timeout and the suite's deadline, and records what the child could not
+(a timeout, a crash, the time limit) as a status row."""
 
 from __future__ import annotations
 
-import argparse
-import ctypes
-import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tracekit import __version__, backends, models, quiet
+from tracekit import __version__
 from tracekit.bench.plan import FINAL, Planned
+from tracekit.capture.child import ChildJob
 from tracekit.environment import child_env, default_device
 from tracekit.manifest import Manifest
-from tracekit.spec import RunSpec
 from tracekit.trace.reader import trace_files
 
 CELL_LOG = "cell.log"
@@ -31,10 +27,9 @@ def write_status(folder: Path, p: Planned, status: str, reason: str) -> Manifest
     spec (environment, start time), drops any trace file (partial or stale)."""
     manifest = Manifest.read(folder)
     if manifest is None or manifest.spec != p.spec:
-        values = p.cell.values
-        device = str(p.spec.get("device") or default_device())
-        manifest = Manifest(tracekit=__version__, spec=p.spec, label=p.name.rsplit("/", 1)[0], model=values["model"],
-                            mode=values.get("mode", "eager"), device_type=device.split(":")[0], stage="not started")
+        device = str(p.spec.device or default_device())
+        manifest = Manifest(tracekit=__version__, spec=p.spec, label=p.name.rsplit("/", 1)[0], model=p.spec.model,
+                            mode=p.spec.mode, device_type=device.split(":")[0], stage="not started")
     manifest.status, manifest.reason = status, reason
     folder.mkdir(parents=True, exist_ok=True)
     for old in trace_files(folder):
@@ -95,7 +90,7 @@ def run_cell(p: Planned, root: Path, timeout_s: float | None = None, deadline: f
              on_stage=lambda stage: None) -> Manifest:
     """Run one cell in a child process; return its final manifest (also on disk).
 
-    The child (``python -m tracekit.bench --cell ...``) writes the trace and
+    The child (``python -m tracekit.capture``, :class:`~tracekit.capture.child.ChildJob`) writes the trace and
     run.json; its output goes to ``cell.log``. Past ``timeout_s`` seconds the
     cell is killed and recorded as "timeout"; past ``deadline`` (a
     ``time.monotonic()`` value) as "skipped" (time limit, redone next time).
@@ -110,8 +105,7 @@ def run_cell(p: Planned, root: Path, timeout_s: float | None = None, deadline: f
     folder = root / p.name
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / CELL_LOG
-    cmd = [sys.executable, "-m", "tracekit.bench", "--cell", json.dumps(p.spec), "--out", str(root),
-           "--parent", str(os.getpid())]
+    cmd = ChildJob("run", p.spec, str(root), parent=os.getpid()).command()
     t0, started = time.monotonic(), time.time()
     stopped = None
     # The child's temporary files (its run's scratch folder: Inductor's cache, an ONNX export) go to a
@@ -157,35 +151,3 @@ def run_cell(p: Planned, root: Path, timeout_s: float | None = None, deadline: f
         return write_status(folder, p, "skipped", f"time limit: the suite's time ran out {elapsed:.0f} s into "
                                                    f"this cell, during: {stage}")
     return write_status(folder, p, "failed", f"process {_exit_text(rc)} during {stage}: {_log_tail(log)}")
-
-
-def _set_parent_death_signal(parent: int) -> None:
-    """Die with the bench: ask Linux to SIGKILL this process when its parent exits
-    (prctl PR_SET_PDEATHSIG), so a killed bench leaves no cell running behind it."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-
-
-def cell_main(argv: list[str] | None = None) -> int:
-    """Entry point of a cell's process: run one spec given as JSON; exit 0 if ok, 1 if not, 2 on bad input."""
-    from tracekit import runner
-
-    parser = argparse.ArgumentParser(prog="python -m tracekit.bench")
-    parser.add_argument("--cell", required=True, help="the RunSpec as JSON")
-    parser.add_argument("--out", required=True, help="traces root of the suite")
-    parser.add_argument("--parent", type=int, default=None, help="pid of the bench, to die with it")
-    args = parser.parse_args(argv)
-    quiet.from_environment()
-    if args.parent is not None:
-        _set_parent_death_signal(args.parent)
-    try:
-        manifest = runner.run(RunSpec(**json.loads(args.cell)), args.out)
-    except (models.UnknownModel, backends.UnknownMode, ValueError, TypeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0 if manifest.status == "ok" else 1

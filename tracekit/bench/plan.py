@@ -10,10 +10,10 @@ from pathlib import Path
 import torch
 from rich.table import Table
 
-from tracekit import backends, models
+from tracekit import backends
+from tracekit.capture.resolved import resolve
 from tracekit.environment import default_device
 from tracekit.manifest import Manifest
-from tracekit.runner import run_dir
 from tracekit.spec import RunSpec, validate
 from tracekit.suite import SPEC_FIELDS, Cell, Suite, SuiteError
 
@@ -25,8 +25,8 @@ class Planned:
     """One cell of a suite, as it stands before a run.
 
     name: the run's folder under the suite's traces, ``<label>/<mode>``.
-    spec: what run.json records as ``spec`` (resolved RunSpec fields; the raw
-        settings for a cell that has no RunSpec here).
+    spec: what run.json records as ``spec``: the resolved RunSpec (for a cell with fields
+        this RunSpec does not have, the fields it has).
     problem: why it cannot run here, or None.
     selected: matched by ``--only`` (every cell when no pattern is given).
     done: a final run.json for this spec exists (and ``--force`` was not given).
@@ -34,7 +34,7 @@ class Planned:
 
     cell: Cell
     name: str
-    spec: dict
+    spec: RunSpec
     problem: str | None
     selected: bool
     done: bool
@@ -49,7 +49,7 @@ def suite_traces(traces: Path | str, suite: Suite) -> Path:
     return Path(traces) / suite.name
 
 
-def _identify(cell: Cell, device: str) -> tuple[str, dict, str | None]:
+def _identify(cell: Cell, device: str) -> tuple[str, RunSpec, str | None]:
     """(run name, spec as recorded, problem or None) of a cell, without running it."""
     values = cell.values
     mode = str(values.get("mode", "eager"))
@@ -58,14 +58,13 @@ def _identify(cell: Cell, device: str) -> tuple[str, dict, str | None]:
     except SuiteError as exc:
         known = RunSpec(**{k: v for k, v in values.items() if k in SPEC_FIELDS})
         label = known.label(-1, device) + "".join(f"-{values[k]}" for k in cell.unknown)
-        return f"{label}/{mode}", values, str(exc)
+        return f"{label}/{mode}", known, str(exc)
     try:
         validate(spec)
-        family, resolved = models.resolved(spec, device)
-        models.check_seq(family, spec.model, spec.seq)
+        run = resolve(spec, device)
     except ValueError as exc:  # an unknown model, a workload file that cannot be used, a bad seq or count
-        return f"{spec.label(-1, device)}/{mode}", spec.to_dict(), str(exc)
-    return run_dir(spec, Path(), device).as_posix(), resolved.to_dict(), _problem(resolved) or family.missing
+        return f"{spec.label(-1, device)}/{mode}", spec, str(exc)
+    return run.directory(Path()).as_posix(), run.spec, _problem(run.spec) or run.family.missing
 
 
 def _problem(spec: RunSpec) -> str | None:
@@ -91,7 +90,7 @@ def plan(suite: Suite, traces: Path | str, only: tuple[str, ...] = (), force: bo
     """
     root, device = suite_traces(traces, suite), device or default_device()
     out: list[Planned] = []
-    seen: dict[str, dict] = {}
+    seen: dict[str, RunSpec] = {}
     for cell in suite.cells:
         name, spec, problem = _identify(cell, device)
         if name in seen:

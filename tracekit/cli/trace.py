@@ -95,14 +95,14 @@ def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, i
     except (models.UnknownModel, backends.UnknownMode, ValueError) as exc:
         raise UserError(str(exc), ExitCode.USAGE) from None
     if manifest.status == "ok":
-        wall = (manifest.wall_ms or {}).get("median", float("nan"))
-        spread = (manifest.repeats or {}).get("spread")
+        wall = manifest.wall_ms.median if manifest.wall_ms and manifest.wall_ms.median is not None else float("nan")
+        spread = manifest.repeats.spread if manifest.repeats else None
         click.echo(f"{manifest.label}/{mode}: ok, latency p50 {manifest.latency('median'):.3f} ms "
                    f"(synchronised wall clock {wall:.3f} ms)"
                    + (f", median of {repeats} processes (spread {spread:.0%})" if spread is not None else "")
                    + f", first call {manifest.compile_s:.2f} s")
-        for problem in timing.problems(manifest.latency("median"), wall, manifest.latency_ms.get("timer"),
-                                       manifest.host_load):
+        for problem in timing.problems(manifest.latency("median"), wall, manifest.latency_ms.timer,
+                                       manifest.host_load.to_dict() if manifest.host_load else None):
             click.echo(f"warning: {problem}")
     else:
         click.echo(f"{manifest.label}/{mode}: {manifest.status}: {manifest.reason[:500]}")

@@ -5,12 +5,13 @@ The command (Nsight Compute CLI documentation, "Command Line Options")::
     ncu --csv --page raw --print-units base --print-kernel-base demangled
         --clock-control none --nvtx --nvtx-include tracekit/ --launch-count N
         --metrics <tracekit's metrics> --log-file <out>/ncu.csv
-        python -m tracekit.counters.workload --model ... --mode ... --iters I
+        python -m tracekit.capture '{"task": "counters", "spec": {...}, ...}'
 
-* The workload (:mod:`tracekit.counters.workload`) runs its first call and
-  warm-up outside any NVTX range, then each measured iteration inside a
-  push/pop range named ``tracekit``; ``--nvtx-include tracekit/`` profiles
-  only kernels launched inside it, so compile and warm-up are skipped.
+* The workload (:mod:`tracekit.counters.workload`, started as every child process is,
+  :class:`tracekit.capture.child.ChildJob`: the whole spec, as JSON) runs its first call
+  and warm-up outside any NVTX range, then each measured iteration inside a push/pop
+  range named ``tracekit``; ``--nvtx-include tracekit/`` profiles only kernels launched
+  inside it, so compile and warm-up are skipped.
 * ``--launch-count N`` stops after N kernels: ncu replays each profiled
   kernel several times (one pass per group of counters), so N bounds the cost.
 * ``--clock-control none`` leaves the GPU's clocks as they are in real runs
@@ -24,13 +25,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from tracekit.analysis.counters import metrics as M
 from tracekit.analysis.counters.parse import CountersError, parse
 
 RANGE = "tracekit"
+WORKLOAD_FILE = "workload.json"  # the workload's manifest, beside ncu.csv
 NCU_ENV = "TRACEKIT_NCU"
 DEFAULT_PATHS = ("/usr/local/cuda/bin/ncu",)
 
@@ -67,18 +68,6 @@ def command(ncu: str, metrics: list[str], csv: Path, kernels: int, workload: lis
     return [ncu, "--csv", "--page", "raw", "--print-units", "base", "--print-kernel-base", "demangled",
             "--clock-control", "none", "--nvtx", "--nvtx-include", f"{RANGE}/", "--launch-count", str(kernels),
             "--metrics", ",".join(metrics), "--log-file", str(csv), *workload]
-
-
-def workload_command(spec, iters: int, info: Path) -> list[str]:
-    """The ``python -m tracekit.counters.workload`` command line that runs ``spec`` (a RunSpec)."""
-    cmd = [sys.executable, "-m", "tracekit.counters.workload", "--model", spec.model, "--mode", spec.mode,
-           "--dtype", spec.dtype, "--phase", spec.phase, "--warmup", str(spec.warmup), "--iters", str(iters),
-           "--info", str(info)]
-    if spec.batch is not None:
-        cmd += ["--batch", str(spec.batch)]
-    if spec.device is not None:
-        cmd += ["--device", spec.device]
-    return cmd
 
 
 def _failure(log: str) -> str:

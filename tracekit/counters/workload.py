@@ -1,12 +1,12 @@
-"""The workload ncu runs: build, prepare, first call and warm-up outside NVTX, then measured iterations inside.
+"""The workload ncu runs: the capture's stages up to the warm-up outside NVTX, then the measured
+iterations inside (a :class:`~tracekit.capture.child.ChildJob` of task "counters").
 
-``python -m tracekit.counters.workload --model M --mode X [--batch --dtype --device --phase --warmup --iters --info F]``
-
-Each measured iteration runs inside an NVTX push/pop range named
-:data:`tracekit.counters.ncu.RANGE` (on CUDA), the range ncu's
-``--nvtx-include`` selects; the first call (compilation in compiled modes) and
-``--warmup`` more calls run outside it. ``--info`` writes a JSON with the spec
-and the device (name, versions) for the report's peak table.
+Build, prepare, first call (compilation in compiled modes) and ``spec.warmup`` more calls run
+as in a traced run (:mod:`tracekit.capture.stages`), outside any NVTX range; then each of the
+``spec.profile_iters`` measured iterations runs inside an NVTX push/pop range named
+:data:`tracekit.counters.ncu.RANGE` (on CUDA), the range ncu's ``--nvtx-include`` selects.
+The run's manifest (spec, device, stages, status) is written as ``workload.json`` in the job's
+folder, for the report's peak table.
 """
 
 from __future__ import annotations
@@ -14,69 +14,62 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import click
 import torch
 
-from tracekit import backends, models
-from tracekit.counters.ncu import RANGE
-from tracekit.environment import default_device, describe
-from tracekit.io import write_json
-from tracekit.phases import make_step
-from tracekit.spec import PHASES, RunSpec
+from tracekit import backends
+from tracekit.capture import stages
+from tracekit.capture.child import ChildJob
+from tracekit.capture.lifecycle import Lifecycle, new_manifest, stderr_log, torch_threads
+from tracekit.capture.resolved import resolve
+from tracekit.counters.ncu import RANGE, WORKLOAD_FILE
+from tracekit.manifest import Manifest
+from tracekit.manifest_sections import Profile
+from tracekit.spec import validate
 
 
-def run(spec: RunSpec, iters: int) -> None:
-    """Run ``spec``'s workload as the runner does (same backend, same phase step): 1 + warmup
-    calls, then ``iters`` calls each in an NVTX range (on CUDA).
-
-    Raises:
-        models.UnknownModel, backends.UnknownMode, ValueError: invalid spec.
-        RuntimeError: the backend cannot run this spec here.
-    """
-    backend = backends.get(spec.mode)
-    if reason := backends.why_not(backend, spec):
-        raise RuntimeError(f"mode {spec.mode} unavailable: {reason}")
-    build_on = backend.device(spec)
-    module, inputs = models.build(spec.model, spec.batch, spec.dtype, build_on, spec.seed, spec.seq, spec.phase)
-    prepared = backend.prepare(module, inputs, spec)
-    step = ((prepared.step if isinstance(prepared, backends.Prepared) else None)
-            or make_step(prepared.fn if isinstance(prepared, backends.Prepared) else prepared, module, spec.phase))
-    cuda = build_on.startswith("cuda")
-    for _ in range(1 + spec.warmup):
-        step(inputs)
-    if cuda:
-        torch.cuda.synchronize()
-    for _ in range(iters):
+def measured_iterations(w: stages.Workload, iterations: int) -> None:
+    """``iterations`` calls of the prepared step, each inside an NVTX range :data:`RANGE` on CUDA."""
+    cuda = w.device.startswith("cuda")
+    for _ in range(iterations):
         if cuda:
             torch.cuda.nvtx.range_push(RANGE)
-        step(inputs)
+        w.step(w.inputs)
         if cuda:
             torch.cuda.nvtx.range_pop()
-    if cuda:
-        torch.cuda.synchronize()
+    stages.sync(w.device)
 
 
-@click.command()
-@click.option("--model", required=True)
-@click.option("--mode", default="eager")
-@click.option("--batch", type=int, default=None)
-@click.option("--dtype", default="fp32")
-@click.option("--device", default=None)
-@click.option("--phase", type=click.Choice(PHASES), default="inference")
-@click.option("--warmup", type=int, default=RunSpec.warmup)
-@click.option("--iters", type=int, default=2)
-@click.option("--info", type=click.Path(dir_okay=False, path_type=Path), default=None)
-def main(model, mode, batch, dtype, device, phase, warmup, iters, info) -> None:
-    try:
-        spec = models.resolved(RunSpec(model=model, mode=mode, batch=batch, dtype=dtype, device=device,
-                                       phase=phase, warmup=warmup), default_device())[1]
-        run(spec, iters)
-    except (ValueError, RuntimeError) as exc:
-        sys.exit(f"tracekit.counters.workload: {exc}")
-    if info:
-        write_json(info, {"spec": spec.to_dict(), "profiled_iterations": iters,
-                          "environment": describe(spec.device)})
+def run(job: ChildJob) -> Manifest:
+    """Run ``job.spec``'s workload as a traced run does (same backend, same phase step): build,
+    prepare, first call, warm-up, then ``spec.profile_iters`` measured iterations
+    (:func:`measured_iterations`); write its manifest to ``job.out``/workload.json and return it.
+    A failure is its status and reason there (:func:`tracekit.capture.lifecycle.failure`), and
+    one line on stderr.
 
-
-if __name__ == "__main__":
-    main()
+    Raises:
+        models.UnknownModel, backends.UnknownMode, ValueError: invalid spec (nothing written).
+    """
+    validate(job.spec)
+    resolved = resolve(job.spec)
+    backends.get(job.spec.mode)   # an unknown mode is an invalid spec, not a failed run
+    folder = Path(job.out)
+    life = Lifecycle(new_manifest(resolved.spec, resolved.label, resolved.family.source), None, stderr_log,
+                     where=str(folder))
+    with life, torch_threads(resolved.spec.threads):
+        if reason := resolved.unavailable():
+            raise RuntimeError(f"mode {resolved.spec.mode} unavailable: {reason}")
+        life.stage("build")
+        w = stages.build(resolved)
+        life.manifest.build_s = w.build_s
+        stages.prepare(w, resolved, life)
+        stages.first_call(w, resolved, life)
+        stages.warm_up(w, resolved, life)
+        life.stage(f"measured iterations ({resolved.spec.profile_iters}, in NVTX ranges {RANGE})")
+        measured_iterations(w, resolved.spec.profile_iters)
+        life.manifest.profile = Profile(iterations=resolved.spec.profile_iters, traces=[])
+        life.end("ok")
+    folder.mkdir(parents=True, exist_ok=True)
+    life.manifest.write(folder, WORKLOAD_FILE)
+    if life.manifest.status != "ok":
+        print(f"tracekit.counters.workload: {life.manifest.reason}", file=sys.stderr, flush=True)
+    return life.manifest

@@ -1,6 +1,7 @@
 """Workload registry: model name -> (nn.Module, example inputs).
 
-Three kinds of names, each resolved by :func:`lookup` to a :class:`Family`:
+Three kinds of names, each resolved by :func:`lookup` to a :class:`Family` (the registry's
+primitives, which each family's module imports, are in :mod:`tracekit.models.registry`):
 
 * built-in families in pure torch, one module each, registered with :func:`register`
   at import and matched by a regular expression, so parametrised names such as
@@ -15,107 +16,29 @@ Three kinds of names, each resolved by :func:`lookup` to a :class:`Family`:
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import re
-from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
-from tracekit.spec import DTYPES as DTYPE_NAMES
-from tracekit.spec import RunSpec, resolve
+from tracekit.models.registry import (DTYPES, FAMILIES, PROVIDED, SOURCE_HELP, SOURCES, Family, Unavailable,
+                                      UnknownModel, missing_library, register, register_source)
 
-# The torch dtype of each dtype name (tracekit.spec.DTYPES).
-DTYPES = dict(zip(DTYPE_NAMES, (torch.float32, torch.bfloat16, torch.float16), strict=True))
-BUILD_OPTIONS = ("dtype", "device", "seq", "phase")
+# Register the families (each module registers itself at import) and the library sources.
+from tracekit.models import conv, lm, mlp, ops, rope, transformer, vit  # noqa: F401,I001
+from tracekit.models import hf, timm, torchvision, workloads  # noqa: F401,I001
 
-
-@dataclass(frozen=True)
-class Family:
-    """A model family: the names it accepts and how to build one.
-
-    builder(match, batch, **options) -> (module, inputs): ``match`` is the regex
-    match of the name (None for library and workload-file families); ``options``
-    are the :data:`BUILD_OPTIONS` the family lists in ``options`` (dtype as a
-    ``torch.dtype``). A family whose options include ``device`` builds the model
-    where it belongs itself; the others are built on the CPU in fp32 and moved.
-    """
-
-    pattern: re.Pattern | None
-    example: str  # a valid name, shown in error messages and `tracekit models`
-    default_batch: int
-    builder: Callable[..., tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]
-    description: str
-    compile_targets: str = ""  # default name patterns for surgical compile
-    # cost(match, batch, element_bytes) -> {"flop": ..., "bytes": ...}: the arithmetic and the
-    # fewest DRAM bytes one call needs, for achieved TFLOP/s and GB/s (single-op workloads);
-    # optionally "op": the model whose op a variant computes (softmax4096-triton: softmax4096).
-    cost: Callable[..., dict] | None = None
-    default_seq: int | None = None  # the sequence length of token inputs (--seq); None: the family takes none
-    options: tuple[str, ...] = ()
-    # Where the model comes from, recorded in run.json: kind (built-in, library, file, module, python),
-    # and file, module, function, library and version as they apply.
-    source: dict = field(default_factory=dict)
-    missing: str | None = None  # why it cannot be built here (a library not installed) and how to fix it
-    # check(match) -> why the sizes in a name that fits the pattern cannot be built, or None
-    check: Callable[[re.Match], str | None] | None = None
-
-
-FAMILIES: dict[str, Family] = {}
-SOURCES: dict[str, Callable[[str], Family]] = {}  # library prefix -> resolve(name after the prefix)
-SOURCE_HELP: dict[str, tuple[str, str]] = {}  # library prefix -> (an example name after it, what names it takes)
-PROVIDED: dict[str, Family] = {}  # names given a module directly (tracekit.profile), for the runs it makes
-
-
-class UnknownModel(ValueError):
-    """A model name no family accepts, or whose sizes its family cannot build
-    (``vit16x6x38``); the message says why and gives valid names."""
-
-
-class Unavailable(RuntimeError):
-    """A workload that cannot run here (a package or a device missing); the message says
-    why and how to fix it. Raised by a builder or a forward; the runner records the run
-    as "skipped" with that reason."""
-
-
-def register(key: str, pattern: str, example: str, default_batch: int, description: str,
-             compile_targets: str = "", cost: Callable[..., dict] | None = None,
-             check: Callable[[re.Match], str | None] | None = None):
-    """Decorator: add ``builder(match, batch) -> (module, inputs)`` to the registry.
-    ``check(match)``: why a name that fits ``pattern`` cannot be built (None if it can),
-    asked before anything runs or is written."""
-    def wrap(builder):
-        FAMILIES[key] = Family(re.compile(pattern), example, default_batch, builder, description, compile_targets,
-                               cost, source={"kind": "built-in", "module": builder.__module__}, check=check)
-        return builder
-    return wrap
-
-
-def register_source(prefix: str, resolve: Callable[[str], Family], example: str, names: str) -> None:
-    """Names ``prefix:<rest>`` resolve to ``resolve(rest)``, which raises UnknownModel for a
-    name the library does not have, and returns a Family with ``missing`` set when the
-    library is not installed (the run is then "skipped" with the install command).
-    ``example`` (a name after the prefix) and ``names`` (what it accepts) are for ``tracekit models``."""
-    SOURCES[prefix] = resolve
-    SOURCE_HELP[prefix] = (example, names)
-
-
-def missing_library(library: str, install: str) -> str | None:
-    """Why ``library`` cannot be used here (not installed, or failing to import, as a
-    torchvision built for another torch does), with ``install``; None when it imports."""
-    if importlib.util.find_spec(library) is None:
-        return f"needs {library}, not installed here: {install}"
-    try:
-        importlib.import_module(library)
-    except Exception as exc:  # noqa: BLE001 - any import failure makes the library unusable
-        return f"{library} does not import here ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); {install}"
-    return None
+__all__ = ["DTYPES", "FAMILIES", "PROVIDED", "SOURCES", "Family", "Unavailable", "UnknownModel", "build", "build_from",
+           "catalog", "check_seq", "cost", "cost_from", "default_batch", "lookup", "missing_library", "register",
+           "register_source"]
 
 
 def cost(name: str, batch: int, dtype: str) -> dict | None:
     """{"flop", "bytes"} of one call of a single-op workload, or None (see Family.cost)."""
-    family, match = lookup(name)
+    return cost_from(*lookup(name), batch, dtype)
+
+
+def cost_from(family: Family, match: re.Match | None, batch: int | None, dtype: str) -> dict | None:
+    """:func:`cost` of a name already looked up (:func:`lookup`'s family and match)."""
     if family.cost is None:
         return None
     return family.cost(match, batch or family.default_batch, DTYPES[dtype].itemsize)
@@ -194,7 +117,15 @@ def build(name: str, batch: int | None = None, dtype: str = "fp32", device: str 
             (nn.Module, tuple of tensors).
         ValueError: unknown ``dtype``, a non-positive batch or seq, or seq for a model without one.
     """
-    family, match = lookup(name)
+    return build_from(*lookup(name), name, batch, dtype, device, seed, seq, phase)
+
+
+def build_from(family: Family, match: re.Match | None, name: str, batch: int | None = None, dtype: str = "fp32",
+               device: str = "cpu", seed: int = 0, seq: int | None = None, phase: str = "inference",
+               ) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """:func:`build` of a name already looked up (:func:`lookup`'s family and match): no second
+    lookup (an ``hf:`` name's config, a workload file's hash). Raises what :func:`build` raises
+    but UnknownModel."""
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; valid dtypes: {', '.join(DTYPES)}")
     batch = family.default_batch if batch is None else batch
@@ -234,15 +165,3 @@ def catalog() -> list[dict]:
 def default_batch(name: str) -> int:
     """The batch size ``build`` uses for ``name`` when none is given."""
     return lookup(name)[0].default_batch
-
-
-def resolved(spec: RunSpec, device: str) -> tuple[Family, RunSpec]:
-    """The family of ``spec.model`` and ``spec`` with its defaults filled as a run records them
-    (:func:`tracekit.spec.resolve`: the family's batch and sequence length, ``device`` where
-    the spec names none). Raises what :func:`lookup` raises."""
-    family = lookup(spec.model)[0]
-    return family, resolve(spec, family.default_batch, device, family.default_seq)
-
-
-from tracekit.models import conv, lm, mlp, ops, rope, transformer, vit  # noqa: E402,F401  (register the families)
-from tracekit.models import hf, timm, torchvision, workloads  # noqa: E402,F401,I001  (the sources)

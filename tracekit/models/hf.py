@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl
 import torch
 from torch import nn
 
-from tracekit.models import Family, UnknownModel, missing_library, register_source
+from tracekit.models.registry import Family, UnknownModel, missing_library, register_source
 from tracekit.phases import TRAINING
 
 DEFAULT_BATCH = 8

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tracekit.models import register
+from tracekit.models.registry import register
 
 IMAGE = 224
 CLASSES = 1000

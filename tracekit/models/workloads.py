@@ -36,7 +36,7 @@ from typing import Callable
 
 import torch
 
-from tracekit import models
+from tracekit.models.registry import DTYPES, Family, Unavailable
 
 ATTRIBUTE = "__tracekit_workload__"
 DEFAULT_BATCH = 1
@@ -175,7 +175,7 @@ def _check(out, shown: str) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     return module, tuple(inputs)
 
 
-def _family(name: str, shown: str, fn: Callable, source: dict, path: Path | None) -> models.Family:
+def _family(name: str, shown: str, fn: Callable, source: dict, path: Path | None) -> Family:
     """The Family of a workload function (its signature and metadata checked)."""
     signature = inspect.signature(fn)
     try:
@@ -193,7 +193,7 @@ def _family(name: str, shown: str, fn: Callable, source: dict, path: Path | None
     def builder(match, batch: int, dtype: torch.dtype, device: str, seq: int | None = None):
         try:
             out = fn(batch, dtype, device, **({"seq": seq} if seq is not None else {}))
-        except (models.Unavailable, torch.cuda.OutOfMemoryError):
+        except (Unavailable, torch.cuda.OutOfMemoryError):
             raise
         except Exception as exc:  # noqa: BLE001 - a bug in the user's function is one line, not a run
             if "out of memory" in str(exc).lower():
@@ -205,9 +205,9 @@ def _family(name: str, shown: str, fn: Callable, source: dict, path: Path | None
     doc = (inspect.getdoc(fn) or "").strip().splitlines()
     cost = None
     if meta.cost is not None:
-        by_size = {d.itemsize: d for d in models.DTYPES.values()}
+        by_size = {d.itemsize: d for d in DTYPES.values()}
         cost = lambda match, batch, element_bytes: meta.cost(batch, by_size[element_bytes])  # noqa: E731
-    return models.Family(None, name, meta.batch, builder, meta.description or (doc[0] if doc else source["function"]),
+    return Family(None, name, meta.batch, builder, meta.description or (doc[0] if doc else source["function"]),
                          meta.compile_targets, cost, seq.default if seq is not None else None, options, source)
 
 
@@ -216,7 +216,7 @@ def _file_source(path: Path) -> dict:
     return {"kind": "file", "file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
-def load(name: str) -> models.Family:
+def load(name: str) -> Family:
     """The Family of a workload reference ``path/to/file.py:fn`` or ``package.module:fn``.
 
     Imports the file or module (once per version of a file). The family builds
@@ -249,7 +249,7 @@ def load(name: str) -> models.Family:
     return _family(name, ref, fn, source, path)
 
 
-def find(name: str) -> models.Family | None:
+def find(name: str) -> Family | None:
     """The workload function ``name`` of a file in :func:`folder`, or None when no file defines it.
 
     Files are searched by their syntax (not run); only the file that defines

@@ -7,6 +7,7 @@ import pytest
 from tests.tracebuilder import TID, TraceBuilder, add_cpu_range, add_graph_launch, add_host_call
 from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED, attribute, captured_launches, common_module
 from tracekit.analysis.attribution.opnames import kernel_ops, normalize_op
+from tracekit.manifest_sections import Attribution
 from tracekit.trace import load
 
 KEY = "fxkey1"
@@ -83,7 +84,7 @@ def compiled_default() -> TraceBuilder:
 
 def test_inductor_provenance_rule(tmp_path):
     tables = _load(compiled_default(), tmp_path)
-    att = attribute(tables, PROVENANCE)
+    att = attribute(tables, Attribution.of(PROVENANCE))
     fused = att[att["kernel"] == "triton_poi_fused_addmm_gelu_0"].sort_values("ts")
     assert fused["module"].tolist() == ["blocks.0.mlp", "blocks.1.mlp"]   # k-th call -> k-th call site
     assert set(fused["op"]) == {"addmm+gelu"} and set(fused["rule"]) == {"inductor provenance"}
@@ -107,7 +108,7 @@ def test_compiled_without_provenance_keeps_ops(tmp_path):
 def test_provenance_count_mismatch_is_not_guessed(tmp_path):
     one_mm = {"provenance": {"graphs": [{**PROVENANCE["provenance"]["graphs"][0],
                                          "calls": PROVENANCE["provenance"]["graphs"][0]["calls"][:3]}]}}
-    att = attribute(_load(compiled_default(), tmp_path), one_mm)
+    att = attribute(_load(compiled_default(), tmp_path), Attribution.of(one_mm))
     assert _rows(att)["gemm_0"] == (UNATTRIBUTED, "mm", "none: call count differs from the graph's call sites")
     assert _rows(att)["triton_poi_fused_addmm_gelu_0"][2] == "inductor provenance"
 
@@ -131,14 +132,14 @@ CAPTURE = [["blocks.0.mlp", "addmm+gelu", "inductor provenance"], ["blocks.0.mlp
 
 def test_graph_capture_rule(tmp_path):
     record = {**PROVENANCE, "captures": [{"graph": KEY, "launches": CAPTURE}]}
-    att = attribute(_load(replayed(), tmp_path), record).sort_values("ts")
+    att = attribute(_load(replayed(), tmp_path), Attribution.of(record)).sort_values("ts")
     assert att["module"].tolist() == [m for m, _, _ in CAPTURE]   # i-th replayed op = i-th captured launch
     assert set(att["rule"]) == {"graph capture"} and att["replay"].all()
 
 
 def test_replay_without_capture_matches_triton_kernels_by_name(tmp_path):
     short = {**PROVENANCE, "captures": [{"graph": KEY, "launches": CAPTURE[:4]}]}  # counts differ: not used
-    att = attribute(_load(replayed(), tmp_path), short).sort_values("ts")
+    att = attribute(_load(replayed(), tmp_path), Attribution.of(short)).sort_values("ts")
     assert att["module"].tolist() == ["blocks.0.mlp", UNATTRIBUTED, UNATTRIBUTED, "blocks.1.mlp", UNATTRIBUTED,
                                       UNATTRIBUTED]
     assert att["rule"].iloc[0] == "graph replay (kernel name)"
@@ -167,7 +168,7 @@ def test_captured_launches(tmp_path, wrapper):
         add_host_call(t, "cudaMemsetAsync", start + 11)
         add_host_call(t, "cudaLaunchKernel", start + 14)
     add_host_call(t, "cudaStreamEndCapture", 190)
-    captures = captured_launches(_load(t, tmp_path), PROVENANCE)
+    captures = captured_launches(_load(t, tmp_path), Attribution.of(PROVENANCE))
     assert len(captures) == 1 and captures[0]["graph"] == KEY
     assert [m for m, _, _ in captures[0]["launches"]] == [m for m, _, _ in CAPTURE]
 
@@ -183,7 +184,8 @@ def test_scope_prefixes_a_compiled_submodule(tmp_path):
     t.kernel("gemm", start=30, dur=3, launch_at=12)
     record = {"provenance": {"graphs": [{"key": KEY, "compile_id": "1/0",
                                          "calls": [["extern_kernels.mm", 1, ["qkv"], ["addmm"]]]}]}}
-    assert _rows(attribute(_load(t, tmp_path), record))["gemm"] == ("blocks.0.attn.qkv", "addmm", "inductor provenance")
+    att = attribute(_load(t, tmp_path), Attribution.of(record))
+    assert _rows(att)["gemm"] == ("blocks.0.attn.qkv", "addmm", "inductor provenance")
 
 
 @pytest.mark.parametrize("name, ops", [
@@ -214,5 +216,5 @@ def test_graph_capture_is_chosen_by_its_number_of_launches(tmp_path):
     capture of its graph call with as many launches as it has ops."""
     other = [["head", "mm", "inductor provenance"]] * 2
     record = {**PROVENANCE, "captures": [{"graph": KEY, "launches": CAPTURE}, {"graph": KEY, "launches": other}]}
-    att = attribute(_load(replayed(), tmp_path), record).sort_values("ts")
+    att = attribute(_load(replayed(), tmp_path), Attribution.of(record)).sort_values("ts")
     assert att["module"].tolist() == [m for m, _, _ in CAPTURE]

@@ -11,6 +11,7 @@ from tracekit.analysis.attribution import modules
 from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED
 from tracekit.analysis.metrics import idle, summary
 from tracekit.analysis.metrics.intervals import busy_shares
+from tracekit.manifest_sections import Attribution
 from tracekit.trace import load
 
 
@@ -59,7 +60,7 @@ def test_graph_launch_counts_once_for_the_common_module(tmp_path):
     tables = load(replayed().write(tmp_path / "t.json"))
     capture = [["blocks.0.mlp", "addmm+gelu", "x"], ["blocks.0.mlp.2", "addmm", "x"], ["blocks.0.mlp.2", "addmm", "x"],
                ["blocks.1.mlp", "addmm+gelu", "x"], ["blocks.1.mlp.2", "addmm", "x"], ["blocks.1.mlp.2", "addmm", "x"]]
-    att = modules.attributed_ops(tables, {**PROVENANCE, "captures": [{"graph": KEY, "launches": capture}]})
+    att = modules.attributed_ops(tables, Attribution.of({**PROVENANCE, "captures": [{"graph": KEY, "launches": capture}]}))
     long = _sums_match(tables, att)
     launch_rows = long[long["launches"] > 0]
     # blocks.0.* and blocks.1.*: the graph's one launch belongs to "blocks", which holds both

@@ -17,7 +17,7 @@ in the nest of CPU ops of its thread; the first rule that applies wins:
    site of that kernel in the graph's generated code.
 3. ``inductor provenance``: the launch lies in a ``## Call CompiledFxGraph <key> ##``
    range whose graph the runner recorded (run.json ``attribution.provenance``,
-   :class:`tracekit.attribution_record.InductorProvenance`). The CPU op directly inside that
+   :class:`tracekit.capture.provenance.InductorProvenance`). The CPU op directly inside that
    range (a ``triton_*`` kernel's range, or ``aten::mm`` for a library call) is the
    k-th of its name in this call of the graph, and the generated code makes its
    calls in a fixed order: it is the k-th call site of that name, which lists the
@@ -27,7 +27,7 @@ in the nest of CPU ops of its thread; the first rule that applies wins:
    site (``graph input copy``: cudagraph trees copying a replay's inputs into the
    graph's buffers) belongs to the module the graph computes (its call sites' common one).
 4. ``module scope``: the innermost ``module::<path>`` range (the runner's scopes,
-   :func:`tracekit.attribution_record.module_scopes`) around the launch; the op is the
+   :func:`tracekit.capture.module_scopes.module_scopes`) around the launch; the op is the
    innermost ``aten::`` op around it.
 
 Otherwise the module is ``(unattributed)`` with the reason as the rule (``none:
@@ -53,6 +53,7 @@ from tracekit.analysis.metrics import categorical
 from tracekit.analysis.metrics.idle import launch_index, op_iterations
 from tracekit.analysis.metrics.kernels import short_name
 from tracekit.analysis.metrics.nest import Nest
+from tracekit.manifest_sections import Attribution
 from tracekit.trace.reader import EventTables
 
 REGION_PREFIX = "Torch-Compiled Region: "
@@ -92,10 +93,10 @@ def _join(scope: str, path: str) -> str:
     return f"{scope}.{path}" if scope and path else scope or path
 
 
-def _sites(record: dict | None) -> dict[str, dict[str, list]]:
+def _sites(record: Attribution | None) -> dict[str, dict[str, list]]:
     """Provenance call sites: graph key -> normalized call name -> [(modules, ops)] in call order."""
     out: dict[str, dict[str, list]] = {}
-    for graph in ((record or {}).get("provenance") or {}).get("graphs", []):
+    for graph in (record.provenance.graphs if record and record.provenance else None) or []:
         by_name: dict[str, list] = {}
         for kernel, _handle, modules, ops in graph.get("calls", []):
             by_name.setdefault(normalize_op(kernel), []).append((modules, ops))
@@ -108,7 +109,7 @@ def _graph_module(by_name: dict[str, list]) -> str:
     return common_module([p for calls in by_name.values() for paths, _ in calls for p in paths])
 
 
-def launch_rules(tables: EventTables, calls: pd.DataFrame, record: dict | None) -> pd.DataFrame:
+def launch_rules(tables: EventTables, calls: pd.DataFrame, record: Attribution | None) -> pd.DataFrame:
     """Rules 3-4 for launch calls (rows of ``tables.host_calls``).
 
     Returns one row per call (same index), categorical columns (:mod:`tracekit.analysis.metrics.categorical`):
@@ -195,7 +196,7 @@ def _rule3(out: pd.DataFrame, hits: np.ndarray, calls: np.ndarray, site_of: dict
         out["op"] = categorical.assign(out["op"].array, np.array(op_at), ops)
 
 
-def captured_launches(tables: EventTables, record: dict | None) -> list[dict]:
+def captured_launches(tables: EventTables, record: Attribution | None) -> list[dict]:
     """The launches of each CUDA graph captured in ``tables`` (a profile of the calls
     that captured them), in order, attributed by :func:`launch_rules`.
 
@@ -229,7 +230,7 @@ def captured_launches(tables: EventTables, record: dict | None) -> list[dict]:
     return out
 
 
-def attribute(tables: EventTables, record: dict | None = None) -> pd.DataFrame:
+def attribute(tables: EventTables, record: Attribution | None = None) -> pd.DataFrame:
     """Attribute every GPU op of ``tables`` (see the module docstring).
 
     Args:
@@ -271,7 +272,7 @@ def attribute(tables: EventTables, record: dict | None = None) -> pd.DataFrame:
     return att
 
 
-def _replays(att: pd.DataFrame, graph: pd.Series, record: dict | None) -> None:
+def _replays(att: pd.DataFrame, graph: pd.Series, record: Attribution | None) -> None:
     """Rules 1-2 for the ops of CUDA-graph launches, in place."""
     replay = att[att["replay"]].sort_values(["ts", "stream"])
     if replay.empty:
@@ -283,7 +284,7 @@ def _replays(att: pd.DataFrame, graph: pd.Series, record: dict | None) -> None:
     by_kernel = replay.groupby(["correlation", "kernel"], sort=False)
     rank, same = by_kernel.cumcount().to_numpy(), by_kernel["ts"].transform("size").to_numpy()
     captures: dict[tuple[str, int], list] = {}   # (graph key, launches) -> the latest such capture
-    for c in (record or {}).get("captures", []):
+    for c in (record.captures if record else None) or []:
         captures[(c["graph"], len(c["launches"]))] = c["launches"]
     sites = _sites(record)
     found = []

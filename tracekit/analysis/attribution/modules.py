@@ -30,6 +30,7 @@ from tracekit.analysis.attribution.opnames import SCOPE_PREFIX
 from tracekit.analysis.metrics import categorical, idle
 from tracekit.analysis.metrics.intervals import busy_shares
 from tracekit.analysis.metrics.nest import Nest
+from tracekit.manifest_sections import Attribution
 from tracekit.trace.reader import EventTables
 
 KEYS = ["module", "op", "kernel", "rule"]
@@ -38,7 +39,7 @@ SUMS = ["gpu_ops", "kernels", "busy_us", "launches", "launch_cpu_us",
 DEFAULT_DEPTH = 3
 
 
-def attributed_ops(tables: EventTables, record: dict | None = None, gaps: pd.DataFrame | None = None,
+def attributed_ops(tables: EventTables, record: Attribution | None = None, gaps: pd.DataFrame | None = None,
                    att: pd.DataFrame | None = None) -> pd.DataFrame:
     """:func:`attribute`'s rows plus busy_us (share of busy time), idle_<cause>_us
     (the gap before the op), and, on the first op of each launch, launches (1),

@@ -1,7 +1,7 @@
 """Names of ops as attribution shows them, with no pandas: the module-scope prefix the
 runner records, aten op names normalized across backends (:func:`normalize_op`), the aten
 ops an Inductor kernel's name lists (:func:`kernel_ops`). Used while a run records
-(:mod:`tracekit.attribution_record`) and by :mod:`tracekit.analysis.attribution.gpu_ops`."""
+(:mod:`tracekit.capture.provenance`) and by :mod:`tracekit.analysis.attribution.gpu_ops`."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import pandas as pd
 from tracekit.analysis.critical_path import CriticalPath, _retimed, prepare
 from tracekit.analysis.critical_path.calibrate import Calibration, calibrate
 from tracekit.analysis.critical_path.whatif import Edit, Names, Replay, apply, gpu_names
+from tracekit.manifest_sections import Attribution
 from tracekit.trace.reader import EventTables
 
 
@@ -36,7 +37,7 @@ class WhatIf:
 
 
 def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit], measured_ms: float | None = None,
-            attribution: dict | None = None, annotation: str | None = None,
+            attribution: Attribution | None = None, annotation: str | None = None,
             replay: Replay | None = None, host_ms: float | None = None) -> WhatIf:
     """The iteration latency a trace's run would have after ``edits``.
 
@@ -79,7 +80,7 @@ def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) 
     from tracekit.analysis.critical_path.whatif import default_replay
 
     known = manifest is not None
-    host = (manifest.host_ms or {}).get("median") if known else None
+    host = manifest.host_ms.median if known and manifest.host_ms else None
     return predict(ranks, edits, manifest.latency("median") if known else None,
                    manifest.attribution if known else None, annotation, default_replay(ranks, manifest), host)
 

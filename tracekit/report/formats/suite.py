@@ -43,10 +43,10 @@ def _table(df: pd.DataFrame, spec: list[tuple[str, str, str]]) -> str:
 def _environment(manifests: dict[str, Manifest]) -> str:
     seen = []
     for m in manifests.values():
-        env = m.environment or {}
-        if env.get("device_name"):
-            text = f"{env['device_name']} (torch {env.get('torch')}" + (
-                f", CUDA {env.get('cuda_runtime')}, driver {env.get('cuda_driver')}" if env.get("cuda_driver") else "") + ")"
+        env = m.environment
+        if env and env.device_name:
+            text = f"{env.device_name} (torch {env.torch}" + (
+                f", CUDA {env.cuda_runtime}, driver {env.cuda_driver}" if env.cuda_driver else "") + ")"
             if text not in seen:
                 seen.append(text)
     return "; ".join(seen) or "no run has finished yet"

@@ -1,4 +1,4 @@
-"""What runs record for attribution (tracekit.attribution_record), on the CPU with real torch."""
+"""What runs record for attribution (tracekit.capture.provenance, module_scopes), on the CPU with real torch."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import torch
 
 from tracekit.analysis.attribution.gpu_ops import launch_rules
 from tracekit.analysis.attribution.opnames import SCOPE_PREFIX
-from tracekit.attribution_record import _calls, _scoped_modules, module_path, module_scopes
+from tracekit.capture.module_scopes import _scoped_modules, module_scopes
+from tracekit.capture.provenance import _calls, module_path
+from tracekit.manifest_sections import Attribution
 from tracekit.trace import load
 
 
@@ -69,7 +71,7 @@ def test_provenance_and_scopes_agree_on_a_real_model(tmp_path, monkeypatch):
     import torch._inductor.config as config
 
     from tracekit.models import build
-    from tracekit.attribution_record import InductorProvenance
+    from tracekit.capture.provenance import InductorProvenance
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
     model, inputs = build("vit16x2x64", 1, "fp32", "cpu", 0)
@@ -84,7 +86,7 @@ def test_provenance_and_scopes_agree_on_a_real_model(tmp_path, monkeypatch):
     graph_call = cpu[cpu["name"].str.startswith("## Call CompiledFxGraph")].iloc[0]
     calls = cpu[(cpu["depth"] == graph_call["depth"] + 1) & (cpu["ts"] >= graph_call["ts"])
                 & (cpu["end"] <= graph_call["end"])].assign(ts=lambda c: c["ts"] + 1e-3)
-    rules = launch_rules(tables, calls, {"provenance": rec.to_dict()})
+    rules = launch_rules(tables, calls, Attribution.of({"provenance": rec.to_dict()}))
     assert (rules["rule"] == "inductor provenance").all()
     linears = rules.loc[calls["name"] == "aten::addmm", "module"].tolist()
     eager_calls = eager.cpu_ops[eager.cpu_ops["name"] == "aten::addmm"].assign(ts=lambda c: c["ts"] + 1e-3)
@@ -108,7 +110,7 @@ def test_a_cache_hit_in_the_same_process_keeps_module_paths():
     import json
     import logging
 
-    from tracekit.attribution_record import InductorProvenance
+    from tracekit.capture.provenance import InductorProvenance
 
     def record(name, payload):
         r = logging.LogRecord("torch.__trace", logging.DEBUG, "", 0, "", None, None)

@@ -1,9 +1,9 @@
-"""What the runner records, beside the trace, so every GPU op can be attributed to a
-module and an aten op (:mod:`tracekit.analysis.attribution.gpu_ops` reads it; issue 20).
+"""Provenance: what a run records, beside the trace, so every GPU op can be traced back to
+a module and an aten op (:mod:`tracekit.analysis.attribution.gpu_ops` reads it; issue 20).
 
-* :func:`module_scopes`: a ``record_function`` range ``module::<path>`` around each
-  call of each module (forward pre/post hooks), for modes that run the model's
-  Python eagerly. Installed for the profiled window only.
+* :func:`tracekit.capture.module_scopes.module_scopes`: a ``module::<path>`` range around
+  each call of each module, for modes that run the model's Python eagerly. Installed for
+  the profiled window only.
 * :class:`InductorProvenance`: for each graph Inductor compiles, the kernels and
   library calls of its generated code in call order, each with the module paths and
   aten ops of the FX nodes it computes. It reads Inductor's provenance tracking
@@ -17,7 +17,8 @@ module and an aten op (:mod:`tracekit.analysis.attribution.gpu_ops` reads it; is
   graph's launches in order with their module and op, so a replay's i-th kernel is
   the i-th captured launch.
 
-Everything recorded lands in run.json under ``attribution``.
+:class:`ProvenanceRecorder` holds the three for a run; everything recorded lands in run.json
+under ``attribution``.
 """
 
 from __future__ import annotations
@@ -32,65 +33,14 @@ from pathlib import Path
 
 import torch
 
-from tracekit.analysis.attribution.opnames import SCOPE_PREFIX, VIEW_OPS, normalize_op
+from tracekit.analysis.attribution.opnames import VIEW_OPS, normalize_op
+from tracekit.capture.module_scopes import module_scopes
+from tracekit.capture.profiling import profiler
+from tracekit.manifest_sections import Attribution, Provenance
 from tracekit.quiet import kineto_lines_dropped
 
 _ROOT = re.compile(r"^(L\[['\"]\w+['\"]\]|self)")  # the compiled module: L['self'], L['mod'], self
 _PATH_PARTS = re.compile(r"\._modules\['([^']+)'\]|\[['\"]?([^'\"\]]+)['\"]?\]")
-
-
-def _optimized_module():
-    try:
-        from torch._dynamo.eval_frame import OptimizedModule
-    except ImportError:  # a torch without Dynamo
-        return ()
-    return OptimizedModule
-
-
-def _scoped_modules(module: torch.nn.Module, prefix: str = ""):
-    """(path, module) of ``module`` and its descendants, stopping below compiled submodules
-    (an ``OptimizedModule`` gets a scope; what it compiled runs without Python hooks)."""
-    yield prefix, module
-    if isinstance(module, _optimized_module()):
-        return
-    for name, child in module.named_children():
-        yield from _scoped_modules(child, f"{prefix}.{name}" if prefix else name)
-
-
-@contextmanager
-def module_scopes(module: torch.nn.Module):
-    """A ``module::<path>`` range (``module::`` for the root) around every call of
-    ``module`` and its submodules while the context is open.
-
-    Ranges are opened in forward pre-hooks and closed in forward hooks (run even when
-    forward raises), so they nest like the calls. Shared modules get their first path.
-    """
-    fast = getattr(torch._C._profiler, "_RecordFunctionFast", None)
-    open_ranges: list = []
-
-    def enter(name: str):
-        def hook(_module, _args):
-            scope = fast(name) if fast else torch.autograd.profiler.record_function(name)
-            scope.__enter__()
-            open_ranges.append(scope)
-        return hook
-
-    def leave(_module, _args, _output):
-        if open_ranges:
-            open_ranges.pop().__exit__(None, None, None)
-
-    handles, seen = [], set()
-    for path, sub in _scoped_modules(module):
-        if id(sub) in seen:
-            continue
-        seen.add(id(sub))
-        handles.append(sub.register_forward_pre_hook(enter(SCOPE_PREFIX + path)))
-        handles.append(sub.register_forward_hook(leave, always_call=True))
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def module_path(nn_module_stack: dict | None) -> str:
@@ -213,6 +163,7 @@ class InductorProvenance:
             self._undo.pop()()
 
     def to_dict(self) -> dict:
+        """``{"graphs": [...], "problem": str}``: run.json's ``attribution.provenance``."""
         return {"graphs": [{k: v for k, v in g.items() if k != "mapping"} for g in self.graphs],
                 "problem": self.problem}
 
@@ -258,29 +209,29 @@ def _calls(mapping: dict, nodes: dict[str, tuple[str, str]]) -> list[list]:
 def capture_recording(device: str, provenance: InductorProvenance, record: dict, scopes_of=None):
     """Profile the calls made inside the context (CPU and CUDA activities) and put the
     launches of the CUDA graphs captured there into ``record["captures"]``
-    (:func:`tracekit.analysis.attribution.captured_launches`); on failure, the reason
+    (:func:`tracekit.analysis.attribution.gpu_ops.captured_launches`); on failure, the reason
     in ``record["captures_problem"]``. ``scopes_of``: a module to give module scopes
     while capturing (an eager model captured whole). Does nothing off CUDA."""
     if not device.startswith("cuda"):
         yield
         return
-    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with tempfile.TemporaryDirectory(prefix="tracekit-capture-") as tmp:
         path = Path(tmp) / "capture.pt.trace.json"
-        with kineto_lines_dropped(), torch.profiler.profile(activities=activities) as prof, \
+        with kineto_lines_dropped(), profiler(device, detailed=False) as prof, \
                 (module_scopes(scopes_of) if scopes_of is not None else nullcontext()):
             yield
         try:
             prof.export_chrome_trace(str(path))
             from tracekit.analysis.attribution.gpu_ops import captured_launches   # pandas: only once a capture is read
             from tracekit.trace import load
-            record["captures"] = captured_launches(load(path), {"provenance": provenance.to_dict()})
+            recorded = Attribution(provenance=Provenance.of(provenance.to_dict()))
+            record["captures"] = captured_launches(load(path), recorded)
         except Exception as exc:  # noqa: BLE001 - a missing capture record only costs attribution
             record["captures_problem"] = f"{type(exc).__name__}: {exc}"[:500]
 
 
-class Recorder:
-    """Everything a run records for attribution, for the runner: Inductor provenance
+class ProvenanceRecorder:
+    """Everything a run records for attribution, for its stages: Inductor provenance
     while the context is open, the CUDA-graph capture where the backend makes one
     (:meth:`capture`), module scopes in the profiled window (:meth:`scopes`).
     :meth:`result` is run.json's ``attribution``."""
@@ -290,7 +241,7 @@ class Recorder:
         self.provenance = InductorProvenance()
         self.record: dict = {"module_scopes": backend.module_scopes}
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> "ProvenanceRecorder":
         self.provenance.__enter__()
         return self
 
@@ -312,5 +263,7 @@ class Recorder:
         """Module scopes around the profiled iterations, for backends that run the module's Python."""
         return module_scopes(module) if self.backend.module_scopes else nullcontext()
 
-    def result(self) -> dict:
-        return {**self.record, "provenance": self.provenance.to_dict()}
+    def result(self) -> Attribution:
+        """What was recorded, as run.json's ``attribution``: module scopes (bool), the captured
+        CUDA graphs' launches (or why not), Inductor's provenance."""
+        return Attribution.of({**self.record, "provenance": self.provenance.to_dict()})

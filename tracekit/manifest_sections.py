@@ -1,0 +1,182 @@
+"""The sections of ``run.json`` (:class:`tracekit.manifest.Manifest`) as small typed records,
+each written as the JSON object it always was: a field that is None is left out, a field a
+record does not know is ignored when read (:meth:`tracekit.manifest.Manifest.from_dict`
+keeps a section as it was read, unknown keys too, until it is changed). msgspec Structs:
+:meth:`Record.of` checks the types of what it converts. Times in ms (``_ms``), seconds
+(``_s``), memory in MB."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+
+class Record(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
+    """A section of run.json; every field None ("not recorded") unless set. Frozen: a changed
+    section is a new record (``msgspec.structs.replace``), which is what the manifest writes
+    instead of the section as it was read."""
+
+    def __bool__(self) -> bool:
+        """False when nothing is recorded (every field None), as an empty JSON object."""
+        return any(getattr(self, name) not in (None, UNSET) for name in self.__struct_fields__)
+
+    @classmethod
+    def of(cls, data: dict):
+        """The record of a JSON object (keys it does not know are ignored).
+
+        Raises:
+            msgspec.ValidationError: a value of the wrong type (a ValueError).
+        """
+        return msgspec.convert(data, cls, strict=False)
+
+    def to_dict(self) -> dict:
+        """The JSON object run.json holds (fields that are None left out)."""
+        return msgspec.to_builtins(self)
+
+
+class Timer(Record):
+    """A timer's statistics over its samples (:func:`tracekit.timing.latency_stats`), ms:
+    ``latency_ms`` (per call), ``wall_ms`` (per call of each synchronised block), ``host_ms``
+    (the host's time to issue one call), each rank's latency of a job."""
+
+    n: int | None = None
+    mean: float | None = None
+    median: float | None = None
+    p10: float | None = None
+    p90: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    iqr: float | None = None              # wall_ms of manifests version 3-4 (blocked_autorange)
+    samples: list[float] | None = None    # every timed call (latency_ms), every block (wall_ms)
+    calls_per_block: int | None = None    # wall_ms: calls in each synchronised block
+    calls: int | None = None              # wall_ms: calls in all its blocks
+    timer: str | None = None              # cuda_events, perf_counter, tracekit.timing.WALL_TIMER...
+    over_ranks: str | None = None         # a job's latency_ms: how ranks were combined
+    processes: int | None = None          # wall_ms of a run made in several processes
+
+
+class Interleaving(Record):
+    """How the two timers alternated (:func:`tracekit.timing.interleaved`)."""
+
+    rounds: int | None = None
+    latency_calls: list[int] | None = None   # timed calls of each round's per-call block
+    wall_calls: int | None = None            # calls of each round's wall-clock block
+    schedule: str | None = None              # "sized" or "fixed" (the ranks of a job)
+
+
+class LoadReading(Record):
+    """The host's load at one moment (:func:`tracekit.timing.host_load`)."""
+
+    loadavg_1m: float | None = None
+    loadavg_5m: float | None = None
+    cpus: int | None = None
+
+
+class HostLoad(Record):
+    """The host's load at the start and at the end of a run."""
+
+    start: LoadReading | None = None
+    end: LoadReading | None = None
+
+
+class Environment(Record):
+    """Versions, device and host (:func:`tracekit.environment.describe`)."""
+
+    torch: str | None = None
+    # None (null in run.json) on a CPU build or machine; UNSET: not recorded (the key absent)
+    cuda_runtime: str | None | UnsetType = UNSET
+    python: str | None = None
+    host: str | None = None
+    cpu: str | None = None
+    cpu_threads: int | None = None        # torch's intra-op threads
+    device_name: str | None = None        # the spec's device: the GPU, or the CPU's name
+    gpu_memory_GB: float | None = None
+    sm_count: int | None = None
+    capability: str | None = None
+    cuda_driver: str | None | UnsetType = UNSET
+
+
+class Source(Record):
+    """Where the model comes from (:attr:`tracekit.models.Family.source`): ``kind`` (built-in,
+    library, file, module, python, loop) and what applies of the rest."""
+
+    kind: str | None = None
+    module: str | None = None             # a built-in family's or a workload's module
+    library: str | None = None            # transformers, timm, torchvision
+    version: str | None = None
+    type: str | None = None               # hf: the model type
+    class_: str | None = msgspec.field(default=None, name="class")   # the model's class
+    head: str | None = None               # hf: the head
+    config: dict[str, Any] | None = None  # hf: the sizes the config was built with
+    options: dict[str, Any] | None = None  # hf: the sizes given in the name
+    name: str | None = None               # timm, torchvision: the architecture
+    file: str | None = None               # a workload file, a recorded loop's file
+    sha256: str | None = None             # a workload file's hash
+    function: str | None = None           # a workload function
+    found_in: str | None = None           # the workloads folder a bare name was found in
+    line: int | None = None               # a recorded loop: the line of tracekit.record
+
+
+class Profile(Record):
+    """The profiled window: its iterations and the trace files it wrote."""
+
+    iterations: int | None = None
+    traces: list[str] | None = None
+
+
+class Provenance(Record):
+    """Inductor's call sites of each compiled graph (:class:`tracekit.capture.provenance.InductorProvenance`)."""
+
+    graphs: list[dict[str, Any]] | None = None   # key, compile_id, calls: [[call, handle, [modules], [ops]]]
+    problem: str | None = None                   # why nothing could be recorded ("" when fine)
+
+
+class Attribution(Record):
+    """What a run recorded for attribution (:class:`tracekit.capture.provenance.ProvenanceRecorder`)."""
+
+    module_scopes: bool | None = None            # the profiled window has module::<path> ranges
+    captures: list[dict[str, Any]] | None = None  # each captured CUDA graph's launches in order
+    captures_problem: str | None = None          # why the captures are not recorded
+    provenance: Provenance | None = None
+
+
+class RankSummary(Record):
+    """One rank of a job."""
+
+    rank: int | None = None
+    device: str | None = None
+    latency_ms: Timer | None = None
+    peak_memory_MB: float | None = None
+    compile_s: float | None = None
+
+
+class Distributed(Record):
+    """A job of several ranks (:mod:`tracekit.distributed`)."""
+
+    world_size: int | None = None
+    backend: str | None = None            # the process group's: nccl or gloo
+    parallel: str | None = None           # ddp or fsdp
+    launcher: str | None = None
+    ranks: list[RankSummary] | None = None
+
+
+class ProcessSummary(Record):
+    """One process of a run made in several (:mod:`tracekit.repeats`)."""
+
+    status: str | None = None
+    reason: str | None = None
+    latency_median_ms: float | None = None
+    wall_median_ms: float | None = None
+    host_load: HostLoad | None = None
+
+
+class Repeats(Record):
+    """A run made in several processes: the median process and the spread across them."""
+
+    n: int | None = None
+    median_process: int | None = None     # index of the process whose trace and fields are the run's
+    processes: list[ProcessSummary] | None = None
+    spread: float | None = None           # (max - min) / median of the processes' latency medians
