@@ -243,7 +243,7 @@ def test_an_interrupted_trace_exits_130_says_so_in_run_json_and_leaves_no_tempor
     import sys
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    TIMING = "timing (1000000 iterations, interleaved with a synchronised wall clock)"   # measure.py's stage
+    TIMING = "timing (1000000 iterations, interleaved with a synchronised wall clock)"   # capture/stages.py's stage
     proc = subprocess.Popen([sys.executable, "-m", "tracekit", "trace", "--model", "mlp", "--iters", "1000000",
                              "--out", str(tmp_path / "traces")], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "TMPDIR": str(scratch)})
