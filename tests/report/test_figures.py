@@ -10,7 +10,7 @@ from owndata import CPU_RUNS, H100_STUDY
 
 from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
-from tracekit.report import figures
+from tracekit.report import figures, timeline_figure
 
 LONG = "hf:llama?layers=16&hidden=2048&heads=32&kv_heads=8&ffn=8192 b1 s512 bf16 cuda"
 
@@ -47,7 +47,7 @@ def test_each_workload_figure_keeps_its_texts_inside(h100):
     timeline = h100.analysis.table("timeline")
     for workload, g in h100.comparison.groupby("workload"):
         assert cut_texts(figures.workload_figure(g, h100.analysis.table("kernel_quantiles"), workload)) == []
-        assert cut_texts(figures.timeline_figure(g, timeline, f"{workload}: one profiled iteration per mode")) == []
+        assert cut_texts(timeline_figure.timeline_figure(g, timeline, f"{workload}: one profiled iteration per mode")) == []
 
 
 def test_a_long_workload_name_wraps_instead_of_being_cut(h100):

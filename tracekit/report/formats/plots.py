@@ -50,8 +50,8 @@ def write_plots(comp: pd.DataFrame, quantiles: pd.DataFrame, timeline: pd.DataFr
         workload has GPU activity. PNGs of an earlier report in ``out`` that this
         one does not draw (workloads since renamed or gone) are removed.
     """
-    from tracekit.report.figures import (modules_figure, overview_figure, save, slug, timeline_figure, with_gpu_ops,
-                                         workload_figure)
+    from tracekit.report.figures import modules_figure, overview_figure, save, slug, workload_figure
+    from tracekit.report.timeline_figure import timeline_figure, with_gpu_ops
 
     out = Path(out)
     old = set(out.glob("*.png"))
