@@ -173,6 +173,29 @@ def test_captured_launches(tmp_path, wrapper):
     assert [m for m, _, _ in captures[0]["launches"]] == [m for m, _, _ in CAPTURE]
 
 
+def test_captured_launches_of_a_training_step_include_the_autograd_thread(tmp_path):
+    """A captured training step: the forward is launched by the capturing thread, the
+    backward by the autograd engine's device thread; the graph replays them in launch order.
+    A second capture on a third thread keeps its own launches."""
+    t = TraceBuilder()
+    add_host_call(t, "cudaStreamBeginCapture", 100)
+    add_cpu_range(t, "module::blocks.0", 105, 10)
+    add_cpu_range(t, "aten::addmm", 106, 5)
+    add_host_call(t, "cudaLaunchKernel", 107)                       # forward: capturing thread
+    add_cpu_range(t, "aten::mm", 120, 5, tid=2)
+    add_host_call(t, "cudaLaunchKernel", 121, tid=2)                # backward: autograd thread
+    add_host_call(t, "cudaStreamBeginCapture", 122, tid=3)
+    add_cpu_range(t, "aten::gelu", 124, 3, tid=3)
+    add_host_call(t, "cudaLaunchKernel", 125, tid=3)                # another graph's capture
+    add_host_call(t, "cudaStreamEndCapture", 128, tid=3)
+    add_cpu_range(t, "aten::_foreach_add_", 130, 5)
+    add_host_call(t, "cudaLaunchKernel", 131)                       # optimizer: capturing thread
+    add_host_call(t, "cudaStreamEndCapture", 140)
+    captures = captured_launches(_load(t, tmp_path), Attribution.of({}))
+    assert [[o for _, o, _ in c["launches"]] for c in captures] == [["addmm", "mm", "_foreach_add_"], ["gelu"]]
+    assert captures[0]["launches"][0][0] == "blocks.0"
+
+
 def test_scope_prefixes_a_compiled_submodule(tmp_path):
     """A compiled submodule (surgical mode): provenance paths are relative to the
     compiled module, whose scope is around its region."""

@@ -202,7 +202,10 @@ def captured_launches(tables: EventTables, record: Attribution | None) -> list[d
 
     A captured launch is a launch call that enqueued no GPU op (nothing runs while a
     stream captures) between a ``cudaStreamBeginCapture`` and ``cudaStreamEndCapture``
-    on its thread (anywhere, where the trace has no such calls).
+    on its thread, or on a thread that begins no capture itself: the backward of a captured
+    training step is launched by the autograd engine's device thread, onto the captured stream
+    (PyTorch's "whole-network capture", https://pytorch.org/docs/stable/notes/cuda.html#whole-network-capture);
+    anywhere, where the trace has no such calls. Launches are taken in time order, across threads.
 
     Returns:
         [{"graph": the FX graph key of the launches' graph call ("" for a capture
@@ -217,11 +220,13 @@ def captured_launches(tables: EventTables, record: Attribution | None) -> list[d
         windows = [(b.ts, ends.loc[(ends["ts"] > b.ts) & (ends["tid"] == b.tid), "ts"].min(), b.tid)
                    for b in begins.itertuples()]
     launch_like = calls["name"].str.contains("Launch|Memset|Memcpy", regex=True) & ~calls["name"].isin(GRAPH_LAUNCHES)
-    captured = calls[launch_like & ~calls["correlation"].isin(executed)]
+    captured = calls[launch_like & ~calls["correlation"].isin(executed)].sort_values("ts", kind="stable")
+    capturing = set(begins["tid"].tolist())
     rules = launch_rules(tables, captured, record)
     out = []
     for start, end, tid in windows:
-        inside = (captured["ts"] > start) & (captured["ts"] < end) & ((captured["tid"] == tid) if tid else True)
+        own = (captured["tid"] == tid) | ~captured["tid"].isin(capturing) if tid else True
+        inside = (captured["ts"] > start) & (captured["ts"] < end) & own
         part = rules[inside.to_numpy()]
         if len(part):
             out.append({"graph": part["graph"].iloc[0],
