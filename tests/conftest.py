@@ -46,6 +46,21 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def cpu_machine_unless_gpu(request, monkeypatch):
+    """A test not marked ``gpu`` runs as on a machine without one, wherever it runs: torch sees
+    no GPU in the test's process and its child processes (the default device, folder names
+    like ``mlp`` rather than ``mlp-cpu``, CUDA-event timing are then those of CI's machine)."""
+    if "gpu" in request.keywords:
+        return
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    try:
+        import torch
+    except ImportError:
+        return
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
 @pytest.fixture
 def study(tmp_path) -> Path:
     """Two runs of one workload in folders whose names say nothing: eager (launch-bound,

@@ -122,7 +122,8 @@ def test_trace_events_of_the_wrong_type_is_exit_9(tmp_path, value, got):
 
 
 @pytest.mark.parametrize("name, data", [("e.json.gz", gzip.compress(b"")), ("w.json", b"  \n\t "),
-                                        ("wz.json.gz", gzip.compress(b" \n"))])
+                                        ("wz.json.gz", gzip.compress(b" \n"))],
+                         ids=["empty-gzip", "whitespace", "whitespace-gzip"])  # gzip's mtime: ids stable for xdist
 def test_empty_gzip_or_whitespace_is_empty_exit_7(tmp_path, name, data):
     (tmp_path / name).write_bytes(data)
     r = _cli(tmp_path / name, tmp_path)
