@@ -52,7 +52,9 @@ def records(df: pd.DataFrame) -> list[dict]:
     time: pandas 3 builds it from one ``iloc`` per column and boxes each value again, 45 ms of the
     `tracekit analyze --json` of a 100 MB trace, most of it on the 150 columns of the runs table."""
     columns = list(df.columns)
-    if not df.columns.is_unique or not columns:
+    if not columns:
+        return [{} for _ in range(len(df))]  # pandas 2 gives [] here, pandas 3 one {} a row
+    if not df.columns.is_unique:
         return df.to_dict("records")
     return [dict(zip(columns, row)) for row in zip(*(df[c].tolist() for c in columns))]
 
