@@ -63,3 +63,21 @@ def test_a_run_looks_its_model_up_once(tmp_path, monkeypatch):
     manifest = runner.run(RunSpec("mlp", device="cpu", warmup=0, iters=1, profile_iters=1), tmp_path,
                           log=lambda m: None)
     assert manifest.status == "ok" and lookups == ["mlp"]
+
+
+def test_a_run_leaves_inductor_no_folder_of_its_own_scratch(tmp_path):
+    """Inductor fixes its precompiled headers' folder under the temporary folder of its first
+    import; a run's temporary folder is removed at its end, so that folder must not be it (a later
+    C++ compile in the process failed for a missing header on torch 2.11). A fresh process: this
+    one has imported Inductor already."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tempfile; from tracekit import runner; from tracekit.spec import RunSpec\n"
+            f"runner.run(RunSpec('mlp', warmup=0, iters=1, profile_iters=1, device='cpu'), {str(tmp_path)!r}, "
+            "log=lambda m: None)\n"
+            "import torch._inductor.codecache as c; print(c._HEADER_DIR); print(tempfile.gettempdir())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    header_dir, tmp = out.stdout.split()[-2:]
+    assert "tracekit-run-" not in header_dir and header_dir.startswith(tmp)

@@ -165,8 +165,13 @@ def scratch():
 
     Yields "cold" or the user's cache folder, recorded in the manifest.
     Inductor reads TORCHINDUCTOR_CACHE_DIR at each use and keeps Triton's cache
-    under it (torch/_inductor/runtime/cache_dir_utils.py).
+    under it (torch/_inductor/runtime/cache_dir_utils.py). One folder it fixes once, when
+    ``torch._inductor.codecache`` is imported: its precompiled C++ headers', under the temporary
+    folder of that moment. It is imported here first, before the run's folder is the temporary
+    one: imported inside, the folder would be gone after the run, and a later C++ compile in the
+    process (the API's next run, the user's own) fails for a missing header (seen with torch 2.11).
     """
+    import torch._inductor.codecache  # noqa: F401 - see above; every run imports it anyway (provenance)
     saved = {name: os.environ.get(name) for name in ("TMPDIR", "TORCHINDUCTOR_CACHE_DIR")}
     before = tempfile.tempdir
     with tempfile.TemporaryDirectory(prefix="tracekit-run-", ignore_cleanup_errors=True) as tmp:
