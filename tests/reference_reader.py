@@ -93,7 +93,7 @@ def read(path) -> dict[str, pd.DataFrame]:
             if table == "host":
                 row.update(api=HOST_CALL_KINDS[cat], correlation=_int(args.get("correlation")))
             else:
-                row["cat"] = CPU_OP_CATS[cat]
+                row.update(cat=CPU_OP_CATS[cat], sequence=_int(args.get("Sequence number")))
         rows[table].append(row)
         if table in ("gpu", "cpu") and COMM_EVENT.search(row["name"]):
             rows["comms"].append({

@@ -57,7 +57,7 @@ GPU_COLUMNS = ["kind", "name", "device", "stream", "ts", "dur", "correlation", "
                "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                "registers", "shared_memory", "occupancy_pct", "bytes"]
 HOST_COLUMNS = ["api", "name", "pid", "tid", "ts", "dur", "correlation", "external_id"]
-CPU_COLUMNS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id"]
+CPU_COLUMNS = ["cat", "name", "pid", "tid", "ts", "dur", "external_id", "sequence"]  # sequence: autograd's, -1 none
 # GPU-side syncs: a wait's stream and the correlation id of the cudaEventRecord it waits on (-1: none).
 SYNC_COLUMNS = GPU_COLUMNS + ["wait_on_stream", "wait_on_correlation"]
 MARKER_COLUMNS = ["step", "ts", "dur"]
@@ -168,6 +168,8 @@ def tabulate(events: list[Event]) -> Chunk:
                 cols.update((c, ints(list(map(attrgetter(c), args)))) for c in ("wait_on_stream", "wait_on_correlation"))
         else:
             cols.update(pid=by_key("pid", rows), tid=by_key("tid", rows))
+            if table == "cpu":
+                cols["sequence"] = ints(list(map(attrgetter("sequence"), pick(args_all, rows))))
             if table == "host":
                 cols["correlation"] = ints(list(map(attrgetter("correlation"), pick(args_all, rows))))
         chunk.tables[table] = cols

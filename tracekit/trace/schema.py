@@ -31,6 +31,8 @@ class LeanArgs(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     :class:`LeanEvent`); names as Kineto writes them."""
 
     external_id: Scalar = msgspec.field(default=None, name="External id")
+    # A CPU op's autograd sequence number: a backward node's is that of the forward op that made it.
+    sequence: Scalar = msgspec.field(default=None, name="Sequence number")
     correlation: Scalar = None
     device: Scalar = None
     stream: Scalar = None

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.attribution.opnames import SCOPE_PREFIX, kernel_ops, normalize_op
+from tracekit.analysis.attribution.training import training_rules
 from tracekit.analysis.metrics import categorical
 from tracekit.analysis.metrics.idle import launch_index, op_iterations
 from tracekit.analysis.metrics.kernels import short_name
@@ -138,6 +139,9 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: Attribution |
     out["op"] = nest.coded_at(aten, normalized, "")
     out["module"] = nest.coded_at(scope, paths, None)                                  # rule 4
     out["rule"] = categorical.assign(out["rule"].array, scope >= 0, "module scope")
+    sequence = tables.cpu_ops["sequence"].to_numpy()[nest.order] if "sequence" in tables.cpu_ops else None
+    if sequence is not None:
+        training_rules(out, nest, sequence, inner, scope, paths)                          # rules 5-6
     keys = nest.by_name(lambda n: m.group(1) if (m := GRAPH_CALL.match(n)) else None, object)
     call, site_of, has_key = np.full(n, -1), {}, pd.notna(keys)
     if has_key.any():

@@ -44,6 +44,10 @@ class Nest:
         """The duration (µs) of the op at each position (made on each use: not kept)."""
         return self._dur[self.order]
 
+    def starts(self, pos: np.ndarray) -> np.ndarray:
+        """The start (µs) of the op at each position of ``pos``."""
+        return self._ts[self.order[pos]]
+
     @classmethod
     def of(cls, tables: EventTables) -> "Nest":
         """The nest of ``tables.cpu_ops``, built once per trace (in the order the reader found)."""
