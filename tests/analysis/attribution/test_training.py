@@ -61,3 +61,28 @@ def test_backward_kernels_belong_to_the_module_of_their_forward_op(tmp_path):
     assert got["fill"][0] == UNATTRIBUTED and got["reduce"][0] == UNATTRIBUTED   # the loss: outside the scopes
     assert got["clone_grad"][0] == UNATTRIBUTED                                    # no forward op of its number
     assert got["multi_tensor_apply_kernel"] == (OPTIMIZER, "_foreach_add_", "optimizer")
+
+
+def test_a_real_training_step_and_its_cuda_graph_replay_give_each_module_the_same_kernels():
+    """Our MLP's train step on an H100 (tests/data/README.md): eager, every backward kernel of the
+    Linear layers by sequence number and the AdamW step's; the captured step's replay, the same
+    kernels for every module of the model (its optimizer is the capturable one: other kernels)."""
+    from owndata import DATA
+
+    from tracekit.manifest import Manifest
+
+    def by_module(mode):
+        folder = DATA / "h100" / "mlp-train-step" / mode
+        att = attribute(load(next(folder.glob("*.pt.trace.json.gz"))), Manifest.read(folder).attribution)
+        return att, att.groupby(["module", "op"], observed=True).size().to_dict()
+    eager, counts = by_module("eager")
+    backward = eager[eager["rule"] == "backward of a module"]
+    assert set(backward["module"]) == {"0", "1", "2", "3", "4"}                 # Linear, ReLU, ..., Linear
+    assert counts[("4", "mm")] == 2 * 3 and counts[("0", "mm")] == 3            # weight and input grads; no input grad
+    assert set(eager.loc[eager["rule"] == "optimizer", "op"]) >= {"_foreach_addcdiv_", "_foreach_lerp_"}
+    assert eager.loc[eager["module"] == UNATTRIBUTED, "op"].isin({"pow", "mean", "add", "fill_", "div", "mul",
+                                                                  "copy_"}).all()   # only the loss, outside the model
+    replay, replayed = by_module("cudagraphs")
+    assert (replay["rule"] == "graph capture").sum() > len(replay) * 0.8
+    model = lambda c: {k: v for k, v in c.items() if k[0] not in (OPTIMIZER, UNATTRIBUTED)}  # noqa: E731
+    assert model(replayed) == model(counts) and len(model(counts)) == 13
