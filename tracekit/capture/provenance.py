@@ -209,7 +209,7 @@ def _calls(mapping: dict, nodes: dict[str, tuple[str, str]]) -> list[list]:
 def capture_recording(device: str, provenance: InductorProvenance, record: dict, scopes_of=None):
     """Profile the calls made inside the context (CPU and CUDA activities) and put the
     launches of the CUDA graphs captured there into ``record["captures"]``
-    (:func:`tracekit.analysis.attribution.gpu_ops.captured_launches`); on failure, the reason
+    (:func:`tracekit.analysis.attribution.graph_capture.captured_launches`); on failure, the reason
     in ``record["captures_problem"]``. ``scopes_of``: a module to give module scopes
     while capturing (an eager model captured whole). Does nothing off CUDA."""
     if not device.startswith("cuda"):
@@ -222,7 +222,7 @@ def capture_recording(device: str, provenance: InductorProvenance, record: dict,
             yield
         try:
             prof.export_chrome_trace(str(path))
-            from tracekit.analysis.attribution.gpu_ops import captured_launches   # pandas: only once a capture is read
+            from tracekit.analysis.attribution.graph_capture import captured_launches   # pandas: only once a capture is read
             from tracekit.trace import load
             recorded = Attribution(provenance=Provenance.of(provenance.to_dict()))
             record["captures"] = captured_launches(load(path), recorded)

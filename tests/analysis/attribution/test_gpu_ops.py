@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.tracebuilder import TID, TraceBuilder, add_cpu_range, add_graph_launch, add_host_call
-from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED, attribute, captured_launches, common_module
+from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED, attribute, common_module
+from tracekit.analysis.attribution.graph_capture import captured_launches
 from tracekit.analysis.attribution.opnames import kernel_ops, normalize_op
 from tracekit.manifest_sections import Attribution
 from tracekit.trace import load

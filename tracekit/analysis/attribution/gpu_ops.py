@@ -7,7 +7,7 @@ in the nest of CPU ops of its thread; the first rule that applies wins:
 
 1. ``graph capture``: the op is replayed by a CUDA graph (``cudaGraphLaunch``) whose
    capture the runner recorded (run.json ``attribution.captures``, from
-   :func:`captured_launches`): the i-th op of the replay, by start time, is the i-th
+   :func:`tracekit.analysis.attribution.graph_capture.captured_launches`): the i-th op of the replay, by start time, is the i-th
    launch of the capture (a graph captured on one stream replays in capture order).
    The capture is the one of the same graph call (FX graph key) with as many launches
    as the replay has ops (a compiled graph split in several CUDA graphs has several),
@@ -29,6 +29,8 @@ in the nest of CPU ops of its thread; the first rule that applies wins:
 4. ``module scope``: the innermost ``module::<path>`` range (the runner's scopes,
    :func:`tracekit.capture.module_scopes.module_scopes`) around the launch; the op is the
    innermost ``aten::`` op around it.
+5-6. ``backward of a module``, ``optimizer``: a training step's backward kernels (by autograd's
+   sequence numbers) and its optimizer's (:mod:`tracekit.analysis.attribution.training`).
 
 Otherwise the module is ``(unattributed)`` with the reason as the rule (``none:
 ...``); the op is still given where known (the innermost aten op, or the ops a
@@ -76,7 +78,6 @@ def module_label(path: str) -> str:
     """A module path as reports show it: the root module ("") as :data:`MODEL`."""
     return path or MODEL
 GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
-CAPTURE_BEGIN, CAPTURE_END = re.compile(r"^(cuda|hip)StreamBeginCapture"), re.compile(r"^(cuda|hip)StreamEndCapture")
 def common_module(paths: list[str]) -> str:
     """The innermost module holding all ``paths`` (their common dotted prefix; "" for the model)."""
     if not paths:
@@ -198,45 +199,6 @@ def _rule3(out: pd.DataFrame, hits: np.ndarray, calls: np.ndarray, site_of: dict
     out["rule"] = categorical.assign(out["rule"].array, hits, rule)
     if op_at:
         out["op"] = categorical.assign(out["op"].array, np.array(op_at), ops)
-
-
-def captured_launches(tables: EventTables, record: Attribution | None) -> list[dict]:
-    """The launches of each CUDA graph captured in ``tables`` (a profile of the calls
-    that captured them), in order, attributed by :func:`launch_rules`.
-
-    A captured launch is a launch call that enqueued no GPU op (nothing runs while a
-    stream captures) between a ``cudaStreamBeginCapture`` and ``cudaStreamEndCapture``
-    on its thread, or on a thread that begins no capture itself: the backward of a captured
-    training step is launched by the autograd engine's device thread, onto the captured stream
-    (PyTorch's "whole-network capture", https://pytorch.org/docs/stable/notes/cuda.html#whole-network-capture);
-    anywhere, where the trace has no such calls. Launches are taken in time order, across threads.
-
-    Returns:
-        [{"graph": the FX graph key of the launches' graph call ("" for a capture
-        outside compiled code), "launches": [[module or None, op, rule], ...]}, ...]
-    """
-    calls = tables.host_calls
-    executed = set(tables.gpu_ops["correlation"].to_numpy().tolist())
-    windows = [(0.0, np.inf, None)]
-    begins = calls[calls["name"].str.match(CAPTURE_BEGIN)]
-    if len(begins):
-        ends = calls[calls["name"].str.match(CAPTURE_END)]
-        windows = [(b.ts, ends.loc[(ends["ts"] > b.ts) & (ends["tid"] == b.tid), "ts"].min(), b.tid)
-                   for b in begins.itertuples()]
-    launch_like = calls["name"].str.contains("Launch|Memset|Memcpy", regex=True) & ~calls["name"].isin(GRAPH_LAUNCHES)
-    captured = calls[launch_like & ~calls["correlation"].isin(executed)].sort_values("ts", kind="stable")
-    capturing = set(begins["tid"].tolist())
-    rules = launch_rules(tables, captured, record)
-    out = []
-    for start, end, tid in windows:
-        own = (captured["tid"] == tid) | ~captured["tid"].isin(capturing) if tid else True
-        inside = (captured["ts"] > start) & (captured["ts"] < end) & own
-        part = rules[inside.to_numpy()]
-        if len(part):
-            out.append({"graph": part["graph"].iloc[0],
-                        "launches": [[None if pd.isna(m) else m, o, r]
-                                     for m, o, r in part[["module", "op", "rule"]].astype(object).to_numpy()]})
-    return out
 
 
 def attribute(tables: EventTables, record: Attribution | None = None) -> pd.DataFrame:

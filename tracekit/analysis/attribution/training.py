@@ -46,8 +46,9 @@ def training_rules(out: pd.DataFrame, nest: Nest, sequence: np.ndarray, inner: n
     is_node = nest.per_name(lambda n: n.startswith(BACKWARD_PREFIX))
     if is_node.any():
         node = np.where(free, nest.ancestor(inner, is_node), -1)
-        forward = np.flatnonzero((sequence >= 0) & (nest.ancestor(np.arange(len(is_node)), is_node) < 0))
-        if len(node[node >= 0]) and len(forward):
+        numbered = np.flatnonzero(sequence >= 0)
+        forward = numbered[nest.ancestor(numbered, is_node) < 0]
+        if (node >= 0).any() and len(forward):
             module_of = _forward_modules(nest, sequence, forward, paths)
             seqs = sequence[np.maximum(node, 0)]
             found = pd.Series(seqs).map(module_of).to_numpy(dtype=object)
@@ -66,8 +67,8 @@ def _forward_modules(nest: Nest, sequence: np.ndarray, forward: np.ndarray, path
     """sequence number -> module path of its first forward op, for the forward ops in a scope."""
     is_scope = nest.per_name(lambda n: n.startswith(SCOPE_PREFIX))
     scope = nest.ancestor(forward, is_scope)
-    first = pd.DataFrame({"seq": sequence[forward], "ts": nest.starts(forward), "scope": scope}).sort_values("ts", kind="stable")
-    first = first.drop_duplicates("seq")
+    first = pd.DataFrame({"seq": sequence[forward], "ts": nest.starts(forward), "scope": scope})
+    first = first.sort_values("ts", kind="stable").drop_duplicates("seq")
     first = first[first["scope"] >= 0]
     return pd.Series(paths[nest.codes[first["scope"].to_numpy()]], index=first["seq"].to_numpy())
 
