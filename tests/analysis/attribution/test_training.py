@@ -22,9 +22,11 @@ def _on(t: TraceBuilder, tid: int) -> None:
 def training_step() -> TraceBuilder:
     """fc (linear > addmm, sequence 7) in module scopes, the loss outside them (mean, 8); backward
     on the autograd thread: MeanBackward0 (8), AddmmBackward0 (7, two kernels), a node of a number
-    no forward op has (9); then AdamW's step."""
+    no forward op has (9); then AdamW's step. An op of the autograd thread, outside every scope,
+    has number 7 too, before the forward op."""
     t = TraceBuilder()
     t.step(1, 0, 300)
+    t.cpu_op("aten::fill_", 0.5, 0.2, tid=AUTOGRAD, **{SEQ: 7})  # the autograd thread numbers its own ops
     add_cpu_range(t, "module::", 1, 40, cat="user_annotation")
     add_cpu_range(t, "module::fc", 2, 30)
     t.cpu_op("aten::linear", 3, 25, **{SEQ: 7})

@@ -7,8 +7,8 @@ step that no module scope is around.
    same ``Sequence number`` arg (the autograd sequence number, torch/csrc/autograd/function.h:
    "the sequence_nr of a backward node is that of the forward op that created it"; the trace
    reader's ``sequence`` column); the forward op is the first CPU op of that number that is
-   not itself inside a backward node, and its module the innermost ``module::<path>`` scope
-   around it. A node whose forward op ran outside every scope (the loss) stays unattributed.
+   not itself inside a backward node and lies in a ``module::<path>`` scope, and its module
+   the innermost such scope. A node whose forward op ran outside every scope (the loss) stays unattributed.
 6. ``optimizer``: a launch inside an ``Optimizer.step#<Class>.step`` or
    ``Optimizer.zero_grad#<Class>.zero_grad`` range (the ranges torch.optim's profiling hook
    records) belongs to :data:`OPTIMIZER`.
@@ -64,11 +64,13 @@ def training_rules(out: pd.DataFrame, nest: Nest, sequence: np.ndarray, inner: n
 
 
 def _forward_modules(nest: Nest, sequence: np.ndarray, forward: np.ndarray, paths: np.ndarray) -> pd.Series:
-    """sequence number -> module path of its first forward op, for the forward ops in a scope."""
+    """sequence number -> module path of its first forward op in a module scope. Each thread
+    numbers its own ops: an op of another thread (the autograd thread's ``fill_`` of a gradient)
+    can have the number of a forward op, but it is in no module scope (seen in a capture on the
+    H100: the ViT's patch embedding's backward had lost its module to one)."""
     is_scope = nest.per_name(lambda n: n.startswith(SCOPE_PREFIX))
     scope = nest.ancestor(forward, is_scope)
     first = pd.DataFrame({"seq": sequence[forward], "ts": nest.starts(forward), "scope": scope})
-    first = first.sort_values("ts", kind="stable").drop_duplicates("seq")
-    first = first[first["scope"] >= 0]
+    first = first[first["scope"] >= 0].sort_values("ts", kind="stable").drop_duplicates("seq")
     return pd.Series(paths[nest.codes[first["scope"].to_numpy()]], index=first["seq"].to_numpy())
 
