@@ -26,7 +26,8 @@ DEDUP_KEYS = {
     "comms": ["ts", "dur", "correlation", "external_id", "name"],
 }
 _DTYPES = {"step": np.int64, "ts": np.float64, "dur": np.float64, "end": np.float64, "device": np.int64, "stream": np.int64,
-           "correlation": np.int64, "external_id": np.int64, "sequence": np.int64, "wait_on_stream": np.int64, "wait_on_correlation": np.int64,
+           "correlation": np.int64, "external_id": np.int64, "sequence": np.int64, "wait_on_stream": np.int64,
+           "wait_on_correlation": np.int64,
            **{c: np.float64 for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                                       "registers", "shared_memory", "occupancy_pct", "bytes",
                                       "in_msg_nelems", "out_msg_nelems", "group_size", "seq")},

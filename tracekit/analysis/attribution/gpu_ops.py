@@ -7,9 +7,9 @@ in the nest of CPU ops of its thread; the first rule that applies wins:
 
 1. ``graph capture``: the op is replayed by a CUDA graph (``cudaGraphLaunch``) whose
    capture the runner recorded (run.json ``attribution.captures``, from
-   :func:`tracekit.analysis.attribution.graph_capture.captured_launches`): the i-th op of the replay, by start time, is the i-th
-   launch of the capture (a graph captured on one stream replays in capture order).
-   The capture is the one of the same graph call (FX graph key) with as many launches
+   :func:`tracekit.analysis.attribution.graph_capture.captured_launches`): the i-th op of
+   the replay, by start time, is the i-th launch of the capture (a graph captured on one
+   stream replays in capture order). The capture is the one of the same graph call (FX graph key) with as many launches
    as the replay has ops (a compiled graph split in several CUDA graphs has several),
    and the replay must run on one stream.
 2. ``graph replay (kernel name)``: without that record, a replayed Triton kernel is
@@ -140,9 +140,8 @@ def launch_rules(tables: EventTables, calls: pd.DataFrame, record: Attribution |
     out["op"] = nest.coded_at(aten, normalized, "")
     out["module"] = nest.coded_at(scope, paths, None)                                  # rule 4
     out["rule"] = categorical.assign(out["rule"].array, scope >= 0, "module scope")
-    sequence = tables.cpu_ops["sequence"].to_numpy()[nest.order] if "sequence" in tables.cpu_ops else None
-    if sequence is not None:
-        training_rules(out, nest, sequence, inner, scope, paths)                          # rules 5-6
+    if "sequence" in tables.cpu_ops:                                                    # rules 5-6
+        training_rules(out, nest, tables.cpu_ops["sequence"].to_numpy()[nest.order], inner, scope, paths)
     keys = nest.by_name(lambda n: m.group(1) if (m := GRAPH_CALL.match(n)) else None, object)
     call, site_of, has_key = np.full(n, -1), {}, pd.notna(keys)
     if has_key.any():

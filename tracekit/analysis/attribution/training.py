@@ -8,7 +8,8 @@ step that no module scope is around.
    "the sequence_nr of a backward node is that of the forward op that created it"; the trace
    reader's ``sequence`` column); the forward op is the first CPU op of that number that is
    not itself inside a backward node and lies in a ``module::<path>`` scope, and its module
-   the innermost such scope. A node whose forward op ran outside every scope (the loss) stays unattributed.
+   the innermost such scope. A node whose forward op ran outside every scope (the loss)
+   stays unattributed.
 6. ``optimizer``: a launch inside an ``Optimizer.step#<Class>.step`` or
    ``Optimizer.zero_grad#<Class>.zero_grad`` range (the ranges torch.optim's profiling hook
    records) belongs to :data:`OPTIMIZER`.
@@ -73,4 +74,3 @@ def _forward_modules(nest: Nest, sequence: np.ndarray, forward: np.ndarray, path
     first = pd.DataFrame({"seq": sequence[forward], "ts": nest.starts(forward), "scope": scope})
     first = first[first["scope"] >= 0].sort_values("ts", kind="stable").drop_duplicates("seq")
     return pd.Series(paths[nest.codes[first["scope"].to_numpy()]], index=first["seq"].to_numpy())
-
