@@ -171,7 +171,7 @@ def scratch():
     one: imported inside, the folder would be gone after the run, and a later C++ compile in the
     process (the API's next run, the user's own) fails for a missing header (seen with torch 2.11).
     """
-    import torch._inductor.codecache  # noqa: F401 - see above; every run imports it anyway (provenance)
+    import torch._inductor.codecache  # noqa: F401 - see above; a one-process run imports it anyway (provenance)
     saved = {name: os.environ.get(name) for name in ("TMPDIR", "TORCHINDUCTOR_CACHE_DIR")}
     before = tempfile.tempdir
     with tempfile.TemporaryDirectory(prefix="tracekit-run-", ignore_cleanup_errors=True) as tmp:
