@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.critical_path.edits import Edit
 from tracekit.analysis.critical_path.predict import from_run, run_inputs
-from tracekit.analysis.critical_path.whatif import Edit
 from tracekit.analysis.runs import analyze
 from tracekit.manifest import Manifest
 from tracekit.trace import TraceError

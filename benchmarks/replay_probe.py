@@ -14,7 +14,7 @@ Usage: python benchmarks/replay_probe.py OUT.json
 
 * the host's time per call of tracekit's own ``cudagraphs`` mode (the backend's replay inside
   the runner's inference step) for graphs of 1 to 1,024 tiny kernels and two input sizes,
-  timed as the runner times ``host_ms`` (:func:`tracekit.timing.host_times`), with CUDA events
+  timed as the runner times ``host_ms`` (:func:`tracekit.capture.timers.host_times`), with CUDA events
   per call beside it (``backend``), and the least-squares line through it
   (``graph_launch_fit``: µs per replay plus µs per kernel).
 
@@ -81,17 +81,18 @@ class Chain(torch.nn.Module):
 
 def backend_costs() -> list[dict]:
     """Host time and CUDA-event latency per call of the cudagraphs mode, by graph size and input."""
-    from tracekit import backends, timing
-    from tracekit.phases import make_step
-    from tracekit.spec import RunSpec
+    from tracekit import backends
+    from tracekit.capture import timers
+    from tracekit.capture.phases import make_step
+    from tracekit.manifest.spec import RunSpec
 
     rows = []
     for n, shape in [(1, (16,)), (16, (16,)), (64, (16,)), (256, (16,)), (1024, (16,)), (64, (64, 3, 224, 224))]:
         module, x = Chain(n), torch.zeros(*shape, device="cuda")
         prepared = backends.get("cudagraphs").prepare(module, (x,), RunSpec("mlp", "cudagraphs", device="cuda"))
         step = make_step(prepared.fn, module, "inference")
-        host = timing.host_times(lambda: step((x,)), "cuda", calls=200)["median"] * 1e3
-        events, _ = timing.time_calls(lambda: step((x,)), 200, "cuda")
+        host = timers.host_times(lambda: step((x,)), "cuda", calls=200)["median"] * 1e3
+        events, _ = timers.time_calls(lambda: step((x,)), 200, "cuda")
         rows.append({"kernels": n, "input": list(shape), "host_us": host, "events_us": float(np.median(events)) * 1e3})
     return rows
 

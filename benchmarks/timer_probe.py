@@ -7,7 +7,7 @@ the lm suite's dtype) and prepared as tracekit's runner does (:mod:`tracekit.cap
 (compile) and 5 times (warm-up); then ROUNDS rounds each take, one after the other:
 
 * ``events_ms`` and ``wall_ms``: 20 calls timed by CUDA events, interleaved with blocks of the
-  synchronised wall clock, as the runner times them (:func:`tracekit.timing.interleaved`);
+  synchronised wall clock, as the runner times them (:func:`tracekit.capture.timers.interleaved`);
 * ``enqueue_ms``: the host time of 20 back-to-back calls (perf_counter around each call, no sync);
 * ``synced_ms``: 20 calls each followed by a synchronize, perf_counter around call and sync;
 * ``loadavg_1m`` and the number of threads of this process (from /proc).
@@ -20,7 +20,7 @@ wall clock. GPU only; each round's medians (ms) are appended to OUT.jsonl as the
 object a line, and printed. The H100's rounds are in reports/h100/lm/timer-probe/probe.jsonl: taken
 from the printed rounds of this script's first version, which wrote its file only at the end and was
 stopped by its time limit before the last cell asked (lm-xl-512). Those rounds took ``events_ms``
-(:func:`tracekit.timing.time_calls`) and then ``wall_ms`` (``Timer.blocked_autorange`` over 0.5 s) one
+(:func:`tracekit.capture.timers.time_calls`) and then ``wall_ms`` (``Timer.blocked_autorange`` over 0.5 s) one
 after the other, as the runner did before issue 30; ``enqueue_ms`` and ``synced_ms`` are measured as then.
 """
 
@@ -35,13 +35,13 @@ from contextlib import nullcontext
 import numpy as np
 import torch
 
-from tracekit import timing
 from tracekit.backends import Prepared
+from tracekit.capture import timers
+from tracekit.capture.phases import make_step
 from tracekit.capture.provenance import ProvenanceRecorder
 from tracekit.capture.resolved import resolve
 from tracekit.capture.stages import stop_compile_workers
-from tracekit.phases import make_step
-from tracekit.spec import RunSpec
+from tracekit.manifest.spec import RunSpec
 
 ROUNDS, CALLS = 4, 20
 
@@ -72,7 +72,7 @@ def _rounds(out: str, cell: dict, module, inputs, backend, spec) -> None:
     torch.cuda.synchronize()
     stop_compile_workers()
     for n in range(ROUNDS):
-        events, wall, _ = timing.interleaved(lambda: step(inputs), CALLS, "cuda")
+        events, wall, _ = timers.interleaved(lambda: step(inputs), CALLS, "cuda")
         enqueue = []
         for _ in range(CALLS):
             t0 = time.perf_counter()

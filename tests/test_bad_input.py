@@ -186,6 +186,7 @@ def test_report_files_are_replaced_atomically(tmp_path, monkeypatch):
 def test_reports_keep_the_umask_mode(tmp_path, monkeypatch, umask, mode):
     """Written as open(path, "w") would: 0666 less the umask (mkstemp alone gives 0600)."""
     import os
+
     from tracebuilder import eager_trace, write_run
 
     from tracekit.analysis.result import Result

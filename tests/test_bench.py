@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from tracebuilder import eager_trace, graph_trace, write_run
 
 from tracekit import bench
 from tracekit.io import write_json
 from tracekit.manifest import Manifest
-from tracekit.suite import SuiteError, load_suite
-from tracebuilder import eager_trace, graph_trace, write_run
+from tracekit.manifest.suite_toml import SuiteError, load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tracekit import runner
 from tracekit.analysis.comparison.workloads import workloads
 from tracekit.analysis.runs import analyze
+from tracekit.capture import runner
+from tracekit.capture.environment import NO_MULTICAST, child_env
 from tracekit.cli import main
-from tracekit.environment import NO_MULTICAST, child_env
-from tracekit.spec import RunSpec
+from tracekit.manifest.spec import RunSpec
 
 QUICK = ["--iters", "3", "--warmup", "1", "--profile-iters", "2"]
 STRAGGLER = Path(__file__).parent / "data" / "distributed" / "straggler.py"
@@ -122,7 +122,7 @@ def test_fsdp_shards_the_model_over_two_ranks(tmp_path):
 
 def test_suites_set_ranks():
     from tracekit.bench import plan
-    from tracekit.suite import load_suite
+    from tracekit.manifest.suite_toml import load_suite
 
     root = Path(__file__).parents[1] / "workloads"
     cells = plan(load_suite(root / "distributed-h100.toml"), "/nonexistent", device="cuda")
@@ -138,7 +138,7 @@ def test_a_suite_cell_of_two_ranks_runs_through_the_bench(tmp_path):
     """The bench runs the cell in its own process, which launches the ranks: the same folder,
     and the suite's report shows the job."""
     from tracekit.bench import bench
-    from tracekit.suite import load_suite
+    from tracekit.manifest.suite_toml import load_suite
 
     suite = tmp_path / "two.toml"
     suite.write_text('name = "two"\n[defaults]\nphase = "train-step"\nnproc = 2\nwarmup = 1\niters = 2\n'

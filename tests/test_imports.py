@@ -99,3 +99,13 @@ def test_the_graph_sees_every_kind_of_import():
 def test_the_package_has_no_import_cycle():
     found = cycles(import_graph())
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_no_module_name_is_used_twice_and_the_top_level_holds_the_api():
+    """A module's name says what it holds and is used once in the package (DESIGN.md); the top level
+    holds the API (``__init__``, ``api``, ``errors``), the CLI entry (``__main__``), the file helpers
+    every layer writes with (``io``) and the packages, not loose modules (issue 37)."""
+    names = [p.name for p in PACKAGE.rglob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py", "api.py", "errors.py", "io.py"]

@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from owndata import h100_trace
 
 from tracekit.analysis.trace_analysis import analyze_trace
 from tracekit.io import records
 from tracekit.trace.reader import load
-from owndata import h100_trace
 
 
 def _same(a, b):

@@ -5,7 +5,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from owndata import h100_trace
 
 from tracekit.analysis.trace_analysis import analyze_trace

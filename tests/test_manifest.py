@@ -5,10 +5,10 @@ from pathlib import Path
 
 from msgspec.structs import replace
 
-from tracekit import backends, runner
-from tracekit.manifest import FILENAME, VERSION, Manifest
-from tracekit.manifest_sections import Timer
-from tracekit.spec import RunSpec
+from tracekit import backends
+from tracekit.capture import runner
+from tracekit.manifest import FILENAME, VERSION, Manifest, Timer
+from tracekit.manifest.spec import RunSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 # Written on the H100 before run.json had a version, a phase or compile_only in its spec.

@@ -7,11 +7,11 @@ from pathlib import Path
 import torch
 
 from tracekit.bench import plan
+from tracekit.capture.outputs import tensors
+from tracekit.capture.phases import _loss, make_step, model_loss
 from tracekit.manifest import Manifest
-from tracekit.outputs import tensors
-from tracekit.phases import _loss, make_step, model_loss
-from tracekit.spec import RunSpec
-from tracekit.suite import load_suite
+from tracekit.manifest.spec import RunSpec
+from tracekit.manifest.suite_toml import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 

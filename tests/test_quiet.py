@@ -1,11 +1,11 @@
-"""What reaches stderr (tracekit.quiet): other packages' warnings only with -v, never Kineto's USDT lines."""
+"""What reaches stderr (tracekit.capture.quiet): other packages' warnings only with -v, never Kineto's USDT lines."""
 
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tracekit import quiet
+from tracekit.capture import quiet
 
 ROOT = Path(__file__).resolve().parents[1]
 

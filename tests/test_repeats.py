@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from tracekit import repeats, timing
+from tracekit.capture import repeats, timers
 from tracekit.manifest import Manifest
-from tracekit.spec import RunSpec
+from tracekit.manifest.spec import RunSpec
 
 
 def _process(median: float, samples: list[float], wall: float, status: str = "ok", load: float = 0.5,
@@ -69,7 +69,7 @@ def test_trace_with_repeats_and_threads_on_the_cpu(tmp_path):
     m = json.loads((folder / "run.json").read_text())
     assert m["repeats"]["n"] == 2 and len(m["repeats"]["processes"]) == 2 and m["latency_ms"]["n"] == 10
     assert m["spec"]["threads"] == 1 and m["environment"]["cpu_threads"] == 1 and m["spec"]["batch"] == 4
-    assert m["wall_ms"]["timer"] == timing.WALL_TIMER and m["interleaving"]["rounds"] == 5
+    assert m["wall_ms"]["timer"] == timers.WALL_TIMER and m["interleaving"]["rounds"] == 5
     row = compare(analyze(tmp_path).runs).iloc[0]
     assert row["processes"] == 2 and row["threads"] == 1 and row["process_spread"] >= 0
 
@@ -78,7 +78,7 @@ def test_trace_with_repeats_and_threads_on_the_cpu(tmp_path):
 def test_a_suite_cell_with_repeats_runs_its_processes_and_reports_their_spread(tmp_path):
     """A suite's `repeats` (as workloads/repeats.toml has it), on the CPU with mlp."""
     from tracekit import bench
-    from tracekit.suite import load_suite
+    from tracekit.manifest.suite_toml import load_suite
     path = tmp_path / "r.toml"
     path.write_text('name = "r"\n[defaults]\nrepeats = 2\nwarmup = 1\niters = 5\nprofile_iters = 2\n'
                     'device = "cpu"\n[[grid]]\nmodel = "mlp"\nmode = "eager"\n')

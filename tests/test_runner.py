@@ -3,9 +3,10 @@ import re
 
 import pytest
 
-from tracekit import backends, models, runner
+from tracekit import backends, models
 from tracekit.analysis.runs import analyze
-from tracekit.spec import RunSpec
+from tracekit.capture import runner
+from tracekit.manifest.spec import RunSpec
 from tracekit.trace import load
 
 QUICK = dict(warmup=1, iters=3, profile_iters=2)

@@ -8,7 +8,7 @@ import torch
 from rich.console import Console
 
 from tracekit import bench, models
-from tracekit.suite import load_suite
+from tracekit.manifest.suite_toml import load_suite
 
 
 def _run(study, tmp_path):

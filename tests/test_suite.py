@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.suite import SuiteError, load_suite
+from tracekit.manifest.suite_toml import SuiteError, load_suite
 
 WORKLOADS = sorted(Path("workloads").glob("*.toml"))
 

@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from tracekit import timing
+from tracekit.analysis.comparison import trust
+from tracekit.capture import timers
 
 
 class FakeHost:
@@ -48,20 +49,20 @@ def _blocks(log):
 def test_interleaved_alternates_per_call_and_wall_clock_blocks():
     """23 calls over 10 rounds (3, 3, 3, 2, ...); a 1 ms call makes a 10 ms wall-clock block of 10 calls."""
     host = FakeHost(call_ms=1.0)
-    latency, wall, how = timing.interleaved(host.fn, 23, "cpu", clock=host.clock)
+    latency, wall, how = timers.interleaved(host.fn, 23, "cpu", clock=host.clock)
     per_round = [3, 3, 3, 2, 2, 2, 2, 2, 2, 2]
     assert _blocks(host.log) == [b for k in per_round for b in (("untimed", 1), ("per-call", k), ("wall", 10))]
     assert how == {"rounds": 10, "latency_calls": per_round, "wall_calls": 10, "schedule": "sized"}
     assert latency["n"] == 23 and latency["timer"] == "perf_counter" and latency["median"] == pytest.approx(1.0)
     assert wall["n"] == 10 and wall["calls_per_block"] == 10 and wall["calls"] == 100
-    assert wall["median"] == pytest.approx(1.0) and wall["timer"] == timing.WALL_TIMER
+    assert wall["median"] == pytest.approx(1.0) and wall["timer"] == timers.WALL_TIMER
 
 
 def test_a_host_that_slows_midway_is_seen_by_both_timers_alike():
     """The host runs 3x slower from round 5 on (call 55: each round is 1 + 5 + 5 calls of 4 ms).
     One timer after the other would give 4 ms and 12 ms; interleaved, both see both halves."""
     host = FakeHost(call_ms=4.0, slow=3.0, slow_from=55)
-    latency, wall, how = timing.interleaved(host.fn, 50, "cpu", clock=host.clock)
+    latency, wall, how = timers.interleaved(host.fn, 50, "cpu", clock=host.clock)
     assert how["wall_calls"] == 5   # 5 calls of 4 ms is already a 20 ms block
     assert sorted(set(round(x, 6) for x in latency["samples"])) == [4.0, 12.0]
     assert sorted(round(x, 6) for x in wall["samples"]) == [4.0] * 5 + [12.0] * 5
@@ -72,37 +73,37 @@ def test_a_host_that_slows_midway_is_seen_by_both_timers_alike():
 def test_ranks_follow_a_fixed_schedule_whatever_their_speed():
     """Distributed ranks: the same calls in the same order on a fast and a slow rank."""
     fast, slow = FakeHost(call_ms=0.01), FakeHost(call_ms=30.0)
-    runs = [timing.interleaved(h.fn, 23, "cpu", fixed=True, clock=h.clock) for h in (fast, slow)]
+    runs = [timers.interleaved(h.fn, 23, "cpu", fixed=True, clock=h.clock) for h in (fast, slow)]
     assert fast.log == slow.log and fast.calls == slow.calls == 10 + 23 + 10 * 3
     assert runs[0][2] == runs[1][2] == {"rounds": 10, "latency_calls": [3, 3, 3] + [2] * 7, "wall_calls": 3,
                                         "schedule": "fixed"}
     sized = FakeHost(call_ms=0.01)
-    assert timing.interleaved(sized.fn, 23, "cpu", clock=sized.clock)[2]["wall_calls"] == 1000
+    assert timers.interleaved(sized.fn, 23, "cpu", clock=sized.clock)[2]["wall_calls"] == 1000
 
 
 def test_fewer_calls_than_rounds_make_one_call_a_round():
     host = FakeHost(call_ms=2.0)
-    latency, wall, how = timing.interleaved(host.fn, 3, "cpu", clock=host.clock)
+    latency, wall, how = timers.interleaved(host.fn, 3, "cpu", clock=host.clock)
     assert _blocks(host.log) == [("untimed", 1), ("per-call", 1), ("wall", 5)] * 3
     assert how["rounds"] == 3 and latency["n"] == 3 and wall["n"] == 3
 
 
 def test_wall_clock_blocks_last_at_least_10_ms():
-    assert timing.wall_block_calls(5, 0.001) == 10_000 and timing.wall_block_calls(5, 0.3) == 34
-    assert timing.wall_block_calls(5, 40.0) == 5 and timing.wall_block_calls(5, 0.0) == 5
+    assert timers.wall_block_calls(5, 0.001) == 10_000 and timers.wall_block_calls(5, 0.3) == 34
+    assert timers.wall_block_calls(5, 40.0) == 5 and timers.wall_block_calls(5, 0.0) == 5
 
 
 def test_interleaved_on_the_real_clock():
-    latency, wall, how = timing.interleaved(lambda: time.sleep(0.002), 6, "cpu")
+    latency, wall, how = timers.interleaved(lambda: time.sleep(0.002), 6, "cpu")
     assert latency["n"] == 6 and wall["n"] == 6 and how["rounds"] == 6 and 2 <= how["wall_calls"] <= 5
     assert 2.0 <= wall["p10"] <= wall["median"] <= wall["p90"] < 50  # a 2 ms sleep takes at least 2 ms a call
     assert 2.0 <= latency["min"]
 
 
 def test_time_calls_on_the_cpu_is_perf_counter_per_call():
-    samples, timer = timing.time_calls(lambda: time.sleep(0.001), 5, "cpu")
+    samples, timer = timers.time_calls(lambda: time.sleep(0.001), 5, "cpu")
     assert timer == "perf_counter" and len(samples) == 5 and min(samples) >= 1.0
-    stats = timing.latency_stats(samples)
+    stats = timers.latency_stats(samples)
     assert stats["n"] == 5 and stats["samples"] == samples and stats["min"] == min(samples)
 
 
@@ -113,25 +114,25 @@ def test_time_calls_on_the_cpu_is_perf_counter_per_call():
     (2.00, float("nan"), []),                            # no wall clock recorded (an older run): not judged
 ])
 def test_timers_more_than_5_percent_apart_are_a_doubt(latency, wall, problems):
-    assert timing.problems(latency, wall, "cuda_events", None) == problems
+    assert trust.problems(latency, wall, "cuda_events", None) == problems
 
 
 def test_a_host_with_more_runnable_tasks_than_cpus_is_a_doubt():
     load = {"start": {"loadavg_1m": 5.9, "loadavg_5m": 5.8, "cpus": 2}, "end": {"loadavg_1m": 1.2, "cpus": 2}}
-    assert timing.problems(1.0, 1.01, "perf_counter", load) == ["host busy at the start: load 5.9 on 2 CPUs"]
-    assert not timing.busy_host({"loadavg_1m": 2.0, "cpus": 2}) and not timing.busy_host({})
-    here = timing.host_load()
+    assert trust.problems(1.0, 1.01, "perf_counter", load) == ["host busy at the start: load 5.9 on 2 CPUs"]
+    assert not trust.busy_host({"loadavg_1m": 2.0, "cpus": 2}) and not trust.busy_host({})
+    here = timers.host_load()
     assert here["cpus"] >= 1 and here["loadavg_1m"] >= 0
 
 
 def test_agreement_is_wall_over_latency_less_one():
-    assert timing.agreement(2.0, 2.5) == pytest.approx(0.25)
+    assert timers.agreement(2.0, 2.5) == pytest.approx(0.25)
 
 
 def test_host_times_time_each_call_from_its_start_to_its_return():
-    from tracekit import timing
+    from tracekit.capture import timers
 
     ticks = iter(range(1000))
     calls = []
-    stats = timing.host_times(lambda: calls.append(1), "cpu", calls=5, clock=lambda: next(ticks) * 0.002)
+    stats = timers.host_times(lambda: calls.append(1), "cpu", calls=5, clock=lambda: next(ticks) * 0.002)
     assert len(calls) == 5 and stats["n"] == 5 and stats["median"] == pytest.approx(2.0)

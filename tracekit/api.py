@@ -1,7 +1,7 @@
 """The Python API: ``tracekit trace`` on a module you built, and ``tracekit analyze`` as DataFrames.
 
 A thin layer, like the CLI: :func:`profile` runs each mode through the runner
-(:func:`tracekit.runner.run`: the same warm-up, timing, profiled window, run
+(:func:`tracekit.capture.runner.run`: the same warm-up, timing, profiled window, run
 folder and ``run.json``) and :func:`analyze` is the analysis behind
 ``tracekit analyze``. In a script or a notebook::
 
@@ -29,7 +29,7 @@ import pandas as pd
 
 from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze as run_analysis
-from tracekit.spec import DEFAULT_ITERS, DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec, folder_name
+from tracekit.manifest.spec import DEFAULT_ITERS, DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec, folder_name
 
 __all__ = ["Result", "analyze", "annotate", "diff", "profile"]
 
@@ -113,7 +113,7 @@ def profile(module, inputs, modes: Sequence[str] = ("eager", "default"), phase: 
             iteration calls ``module(*inputs)``.
         modes: backend modes (``tracekit backends``), each its own run.
         phase: inference, forward, forward-backward or train-step
-            (:mod:`tracekit.phases`; the module's own loss where its output has a ``loss``).
+            (:mod:`tracekit.capture.phases`; the module's own loss where its output has a ``loss``).
         out: the traces root.
         name: the workload's name and folder (default: the module's class name).
         baseline: the mode the others are compared with.
@@ -139,7 +139,8 @@ def profile(module, inputs, modes: Sequence[str] = ("eager", "default"), phase: 
     """
     import torch
 
-    from tracekit import backends, models, runner
+    from tracekit import backends, models
+    from tracekit.capture import runner
 
     inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
     if not isinstance(module, torch.nn.Module) or not all(isinstance(x, torch.Tensor) for x in inputs):

@@ -15,10 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 import tracekit
-
+from tests.analysis.attribution.test_gpu_ops import eager_scopes
 from tests.chrome_trace import problems
 from tests.owndata import h100_trace
-from tests.analysis.attribution.test_gpu_ops import eager_scopes
 from tests.tracebuilder import TraceBuilder, add_cpu_range, eager_trace
 from tracekit.analysis import critical_path
 from tracekit.analysis.annotation_tracks import annotate

@@ -9,11 +9,11 @@ from tracebuilder import TID, TraceBuilder, add_gpu_sync, add_host_call, add_syn
 
 from tracekit.analysis import critical_path as cp
 from tracekit.analysis.critical_path.calibrate import calibrate
+from tracekit.analysis.critical_path.edits import Edit, EditError, Replay, faster
 from tracekit.analysis.critical_path.graph import build
 from tracekit.analysis.critical_path.kinds import CPU, HANDOFF
 from tracekit.analysis.critical_path.predict import predict
 from tracekit.analysis.critical_path.retime import retime, weights
-from tracekit.analysis.critical_path.whatif import Edit, EditError, Replay, faster
 from tracekit.trace import load
 
 

@@ -8,7 +8,6 @@ from tracekit.analysis.metrics import idle
 from tracekit.analysis.runs import analyze
 
 
-
 def _study(run: str):
     a = analyze(STUDY, only={run})
     return a.runs.iloc[0], a.table("iterations"), a.table("launch_apis").set_index("api")

@@ -5,10 +5,11 @@ import json
 import pytest
 import torch
 
-from tracekit import backends, models, runner
+from tracekit import backends, models
 from tracekit.analysis.runs import analyze
+from tracekit.capture import runner
+from tracekit.manifest.spec import RunSpec
 from tracekit.models import Unavailable
-from tracekit.spec import RunSpec
 
 QUICK = dict(warmup=1, iters=2, profile_iters=2)
 
@@ -68,7 +69,7 @@ def test_missing_packages_are_skipped_with_an_install_hint(tmp_path, mode, packa
 def test_the_list_on_a_cpu_does_not_promise_cuda_graphs(monkeypatch):
     from click.testing import CliRunner
 
-    from tracekit import environment
+    from tracekit.capture import environment
     from tracekit.cli import main
     rows = {r["mode"]: r for r in backends.listing("cpu")}
     for mode in ("reduce-overhead", "max-autotune"):

@@ -5,7 +5,7 @@ import importlib
 import pytest
 
 from tracekit.capture.child import ChildJob
-from tracekit.spec import RunSpec
+from tracekit.manifest.spec import RunSpec
 
 entry = importlib.import_module("tracekit.capture.__main__")
 

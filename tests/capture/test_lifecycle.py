@@ -6,11 +6,12 @@ import json
 import pytest
 import torch
 
-from tracekit import models, runner
+from tracekit import models
+from tracekit.capture import runner
 from tracekit.capture.lifecycle import Lifecycle, failure, new_manifest
 from tracekit.capture.resolved import resolve
 from tracekit.errors import Interrupted
-from tracekit.spec import RunSpec
+from tracekit.manifest.spec import RunSpec
 
 
 def test_a_failure_is_one_status_with_its_reason():
@@ -73,7 +74,7 @@ def test_a_run_leaves_inductor_no_folder_of_its_own_scratch(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys, tempfile; from tracekit import runner; from tracekit.spec import RunSpec\n"
+    code = ("import sys, tempfile; from tracekit.capture import runner; from tracekit.manifest.spec import RunSpec\n"
             f"runner.run(RunSpec('mlp', warmup=0, iters=1, profile_iters=1, device='cpu'), {str(tmp_path)!r}, "
             "log=lambda m: None)\n"
             "import torch._inductor.codecache as c; print(c._HEADER_DIR); print(tempfile.gettempdir())")

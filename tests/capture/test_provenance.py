@@ -9,7 +9,7 @@ from tracekit.analysis.attribution.gpu_ops import launch_rules
 from tracekit.analysis.attribution.opnames import SCOPE_PREFIX
 from tracekit.capture.module_scopes import _scoped_modules, module_scopes
 from tracekit.capture.provenance import _calls, module_path
-from tracekit.manifest_sections import Attribution
+from tracekit.manifest import Attribution
 from tracekit.trace import load
 
 
@@ -70,8 +70,8 @@ def test_provenance_and_scopes_agree_on_a_real_model(tmp_path, monkeypatch):
     the generated code gets the module that eager's scopes give the same op."""
     import torch._inductor.config as config
 
-    from tracekit.models import build
     from tracekit.capture.provenance import InductorProvenance
+    from tracekit.models import build
 
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
     model, inputs = build("vit16x2x64", 1, "fp32", "cpu", 0)

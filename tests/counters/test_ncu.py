@@ -9,13 +9,13 @@ from click.testing import CliRunner
 from ncucsv import NcuCsv
 from tracebuilder import TraceBuilder
 
-from tracekit.cli import main
 from tracekit import counters
 from tracekit.analysis.counters import metrics
 from tracekit.capture.child import ChildJob
+from tracekit.cli import main
 from tracekit.counters import ncu
 from tracekit.errors import ExitCode
-from tracekit.spec import RunSpec
+from tracekit.manifest.spec import RunSpec
 
 
 def test_command_skips_warmup_limits_kernels_and_keeps_clocks(tmp_path):

@@ -10,7 +10,7 @@ import torch
 from tracekit.capture.child import ChildJob
 from tracekit.capture.resolved import ResolvedRun
 from tracekit.counters import workload
-from tracekit.spec import RunSpec
+from tracekit.manifest.spec import RunSpec
 
 
 def test_first_call_warmup_then_measured_iterations(tmp_path, monkeypatch):

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 from chrome_trace import problems
-from owndata import H100_STUDY
 from click.testing import CliRunner
+from owndata import H100_STUDY
 
 from tracekit.analysis.annotation_tracks import annotate
 from tracekit.cli import main

@@ -11,11 +11,12 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from tracekit import models, outputs, runner
+from tracekit import models
 from tracekit.analysis.comparison.workloads import workloads
 from tracekit.analysis.runs import analyze
-from tracekit.phases import _loss, make_step, model_loss
-from tracekit.spec import RunSpec
+from tracekit.capture import outputs, runner
+from tracekit.capture.phases import _loss, make_step, model_loss
+from tracekit.manifest.spec import RunSpec
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
                                 reason="transformers not installed (pip install -e '.[models]')")
@@ -52,7 +53,7 @@ def test_the_published_sizes_are_the_defaults():
 
 
 def test_the_h100_suite_runs_the_grid_of_the_issue():
-    from tracekit.suite import load_suite
+    from tracekit.manifest.suite_toml import load_suite
 
     cells = [c.values for c in load_suite(ROOT / "workloads" / "models-h100.toml").cells]
     grid = {(c["model"], c.get("batch"), c.get("seq"), c.get("dtype", "fp32"), c.get("phase", "inference"), c["mode"])

@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from tracekit import models, runner
+from tracekit import models
 from tracekit.bench import plan
-from tracekit.spec import RunSpec
-from tracekit.suite import load_suite
+from tracekit.capture import runner
+from tracekit.manifest.spec import RunSpec
+from tracekit.manifest.suite_toml import load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS = {lib: importlib.util.find_spec(lib) is not None for lib in ("timm", "torchvision")}

@@ -11,13 +11,14 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from tracekit import backends, models, runner
+from tracekit import backends, models
 from tracekit.analysis.runs import analyze
 from tracekit.bench import plan, run_planned
+from tracekit.capture import runner
 from tracekit.cli import main
-from tracekit.models.workloads import WorkloadError
-from tracekit.spec import RunSpec, folder_name
-from tracekit.suite import load_suite
+from tracekit.manifest.spec import RunSpec, folder_name
+from tracekit.manifest.suite_toml import load_suite
+from tracekit.models.workload_files import WorkloadError
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = dict(warmup=1, iters=3, profile_iters=2)

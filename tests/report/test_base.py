@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import pytest
 from rich.console import Console
 
-from tracekit.report import RENDERERS, Renderer, Report, print_reports, register, write_reports
-from tracekit.report import formats
+from tracekit.report import RENDERERS, Renderer, Report, formats, print_reports, register, write_reports
 
 
 @dataclass

@@ -29,8 +29,9 @@ def test_runs_comparison_and_every_table_as_data_files(study, tmp_path):
 def test_cpu_runs_have_no_gpu_counts_not_zero(tmp_path):
     """Where the README says n/a (a CPU-only run's kernels and launches), runs.csv and
     comparison.csv are empty and the DataFrames NaN, never 0."""
-    import tracekit
     from owndata import CPU_RUNS
+
+    import tracekit
 
     result = tracekit.analyze(CPU_RUNS)
     gpu_counts = ["kernels", "gpu_ops", "memcpys", "memsets", "host_launches", "kernels_per_iter",

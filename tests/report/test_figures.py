@@ -10,7 +10,7 @@ from owndata import CPU_RUNS, H100_STUDY
 
 from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
-from tracekit.report import figures, timeline_figure
+from tracekit.report import charts, timeline_figure
 
 LONG = "hf:llama?layers=16&hidden=2048&heads=32&kv_heads=8&ffn=8192 b1 s512 bf16 cuda"
 
@@ -40,21 +40,21 @@ def h100() -> Result:
 @pytest.mark.parametrize("workloads", [1, 2])
 def test_the_overview_keeps_its_title_and_legend_inside(h100, workloads):
     comp = h100.comparison[h100.comparison["workload"].isin(h100.comparison["workload"].unique()[:workloads])]
-    assert cut_texts(figures.overview_figure(comp, "eager")) == []
+    assert cut_texts(charts.overview_figure(comp, "eager")) == []
 
 
 def test_each_workload_figure_keeps_its_texts_inside(h100):
     timeline = h100.analysis.table("timeline")
     for workload, g in h100.comparison.groupby("workload"):
-        assert cut_texts(figures.workload_figure(g, h100.analysis.table("kernel_quantiles"), workload)) == []
+        assert cut_texts(charts.workload_figure(g, h100.analysis.table("kernel_quantiles"), workload)) == []
         assert cut_texts(timeline_figure.timeline_figure(g, timeline, f"{workload}: one profiled iteration per mode")) == []
 
 
 def test_a_long_workload_name_wraps_instead_of_being_cut(h100):
     cpu = Result.of(analyze(CPU_RUNS)).comparison.assign(workload=LONG)
-    fig = figures.workload_figure(cpu, cpu.iloc[:0], f"{LONG}: modes vs eager")  # CPU only: a 6-inch figure
+    fig = charts.workload_figure(cpu, cpu.iloc[:0], f"{LONG}: modes vs eager")  # CPU only: a 6-inch figure
     assert cut_texts(fig) == []
     words = lambda text: text.replace("\n", "").replace(" ", "")  # noqa: E731 (a word wider than a line is folded)
     assert words(fig.get_suptitle()) == words(f"{LONG}: modes vs eager (no GPU activity in the traces: CPU only)")
     gpu = h100.comparison.assign(workload=LONG)
-    assert cut_texts(figures.overview_figure(gpu[gpu["baseline_run"] == gpu["baseline_run"].iloc[0]], "eager")) == []
+    assert cut_texts(charts.overview_figure(gpu[gpu["baseline_run"] == gpu["baseline_run"].iloc[0]], "eager")) == []

@@ -9,7 +9,7 @@ from tracekit.analysis.comparison.compare import compare
 from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
-from tracekit.report.figures import busy_idle_axes, new_figure
+from tracekit.report.charts import busy_idle_axes, new_figure
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

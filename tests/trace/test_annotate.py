@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from tests.chrome_trace import problems
-from tests.tracebuilder import TraceBuilder, eager_trace, write_run
+from tests.tracebuilder import eager_trace, write_run
 from tracekit.trace import TraceError, discover
 from tracekit.trace.annotate import CAT, PID, annotated_path, write
 from tracekit.trace.reader import is_trace_file

@@ -39,8 +39,7 @@ from tracekit.analysis import critical_path
 from tracekit.analysis.attribution.gpu_ops import attribute
 from tracekit.analysis.critical_path.path import PARTS
 from tracekit.analysis.metrics import idle
-from tracekit.manifest import Manifest
-from tracekit.manifest_sections import Attribution
+from tracekit.manifest import Attribution, Manifest
 from tracekit.trace import TraceError, discover, load
 from tracekit.trace.annotate import annotated_path, write
 from tracekit.trace.reader import ANNOTATED, EventTables

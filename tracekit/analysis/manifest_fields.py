@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import math
 
-from tracekit.manifest import Manifest
-from tracekit.manifest_sections import Environment, HostLoad, LoadReading, Repeats, Timer
-from tracekit.peaks import peaks
-from tracekit.spec import RunSpec
-from tracekit.timing import host_problems
+from tracekit.analysis.peaks import peaks
+from tracekit.manifest import Environment, HostLoad, LoadReading, Manifest, Repeats, Timer
+from tracekit.manifest.spec import RunSpec
 
 # Manifest fields copied into each row, with units in the names.
 _LATENCY_FIELDS = ("median", "mean", "p10", "p90", "std", "min")
@@ -57,10 +55,12 @@ def manifest_fields(manifest: Manifest | None) -> dict:
 
 
 def _timing_fields(manifest: Manifest) -> dict:
-    """How far the run's timing can be trusted (tracekit.timing): the synchronised wall
+    """How far the run's timing can be trusted (tracekit.capture.timers): the synchronised wall
     clock beside the latency (median, p10 and p90 over its blocks, calls a block), the host's
     load (timing_warning: a busy host), the threads, the processes it was made in. Why the
     two timers are apart needs the trace too: :func:`tracekit.analysis.comparison.trust.timer_gap`."""
+    from tracekit.analysis.comparison import trust  # pandas: after the reader's workers have started
+
     load, repeats = manifest.host_load or HostLoad(), manifest.repeats or Repeats()
     wall_ms, environment = manifest.wall_ms or Timer(), manifest.environment or Environment()
     start, end = load.start or LoadReading(), load.end or LoadReading()
@@ -75,13 +75,13 @@ def _timing_fields(manifest: Manifest) -> dict:
         "host_cpus": _nan((start or end).cpus),
         "threads": _nan(environment.cpu_threads),
         "processes": 1 if repeats.n is None else repeats.n, "process_spread": _nan(repeats.spread),
-        "timing_warning": "; ".join(host_problems(load.to_dict())),
+        "timing_warning": "; ".join(trust.host_problems(load.to_dict())),
     }
 
 
 def _achieved(manifest: Manifest, latency_ms: float, device_name: str | None) -> dict:
     """Achieved TFLOP/s and GB/s of a single-op run (its minimum work over its median
-    latency), and their share of the device's datasheet peak (tracekit.peaks)."""
+    latency), and their share of the device's datasheet peak (tracekit.analysis.peaks)."""
     flop, nbytes = manifest.flop_per_iter, manifest.bytes_per_iter
     if not flop or not latency_ms or latency_ms != latency_ms:
         return {}

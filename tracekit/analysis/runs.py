@@ -17,8 +17,7 @@ from tracekit.analysis.manifest_fields import manifest_fields
 from tracekit.analysis.trace_file import FileResult, analyze_file, outcome
 from tracekit.errors import ExitCode
 from tracekit.io import records
-from tracekit.manifest import Manifest
-from tracekit.manifest_sections import Distributed
+from tracekit.manifest import Distributed, Manifest
 from tracekit.trace import Run, TraceError, discover
 
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ class Analysis:
              wall_p90_ms, wall_calls_per_block, timer_agreement, timer_gap
              (:func:`tracekit.analysis.comparison.trust.timer_gap`), host_load_start/end
              (1-minute load), host_cpus, threads, processes, process_spread,
-             timing_warning: :mod:`tracekit.timing`) and the
+             timing_warning: :mod:`tracekit.capture.timers`) and the
              trace metrics of :func:`tracekit.analysis.trace_analysis.analyze_trace`
              (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
     tables:  name -> one DataFrame over all traces, each row tagged with its
@@ -217,7 +216,7 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
             ``"local"``), one task per file; None analyzes them here. The result is
             the same either way.
         critical_path: also each trace's critical path (tables critical_path,
-            critical_path_top; :mod:`tracekit.analysis.critical_path.figures`).
+            critical_path_top; :mod:`tracekit.analysis.critical_path.trace_figures`).
 
     Returns:
         An :class:`Analysis`; unreadable files are listed in ``errors`` and do

@@ -10,11 +10,11 @@ import pandas as pd
 
 from tracekit.analysis.attribution import modules
 from tracekit.analysis.attribution.gpu_ops import attribute
-from tracekit.analysis.critical_path.figures import EMPTY as CP_EMPTY
-from tracekit.analysis.critical_path.figures import trace_figures
+from tracekit.analysis.critical_path.trace_figures import EMPTY as CP_EMPTY
+from tracekit.analysis.critical_path.trace_figures import trace_figures
 from tracekit.analysis.distributed import collectives, communication
 from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
-from tracekit.manifest_sections import Attribution
+from tracekit.manifest import Attribution
 from tracekit.trace.reader import EventTables
 
 QUANTILES = np.linspace(0, 1, 101)
@@ -82,7 +82,7 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
         host_ms: the run's unprofiled host time per call (run.json ``host_ms`` median),
             for the critical path's calibration of a GPU-bound run.
         critical_path: also the critical path of each iteration (tables critical_path,
-            critical_path_top; :func:`tracekit.analysis.critical_path.figures.trace_figures`).
+            critical_path_top; :func:`tracekit.analysis.critical_path.trace_figures.trace_figures`).
 
     Returns:
         A :class:`TraceResult`. Its row has :func:`summary.summarize`'s metrics,
@@ -126,7 +126,7 @@ def analyze_trace(tables: EventTables, iterations: int | None = None,
 
         The row also has the calibrated CUDA-graph prediction where run.json has the
         unprofiled latency (``cuda_graphs_predicted_ms``, ``cuda_graphs_saving_ms``:
-        :mod:`tracekit.analysis.critical_path.figures`), the rank's communication, computation, their overlap and
+        :mod:`tracekit.analysis.critical_path.trace_figures`), the rank's communication, computation, their overlap and
         exposed communication (:func:`communication.breakdown`), ``collectives``, and
         ``failed_analyses``: each analysis that raised, ``name failed: reason``
         ("" when none; :class:`Sections`: its figures are left NaN or empty, the

@@ -15,7 +15,7 @@ from tracekit.trace import NotATrace, TraceError, load
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tracekit.manifest_sections import Attribution
+    from tracekit.manifest import Attribution
 
 
 @dataclass

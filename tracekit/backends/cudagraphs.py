@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import torch
 
-from tracekit.backends.registry import Backend, Prepared, needs_cuda, register
+from tracekit.backends.backend import Backend, Prepared, needs_cuda, register
 from tracekit.backends.torch_compile import mark_step
-from tracekit.phases import make_step
+from tracekit.capture.phases import make_step
 
 WARMUP = 3  # eager calls on a side stream before capture (allocator and cuDNN/cuBLAS warm-up)
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tracekit.backends.registry import Backend, Prepared, needs_cuda, register
-from tracekit.models.registry import Unavailable
+from tracekit.backends.backend import Backend, Prepared, needs_cuda, register
+from tracekit.models.family import Unavailable
 
 FP8_MIN_CAPABILITY = (8, 9)
 

@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from tracekit.backends.registry import Backend, Prepared, register
+from tracekit.backends.backend import Backend, Prepared, register
 
 
 def prepare(module, inputs, spec):

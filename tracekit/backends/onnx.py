@@ -13,8 +13,8 @@ trace and read by ``tracekit analyze`` (tracekit/trace/ort.py).
 from __future__ import annotations
 
 import gzip
-import json
 import importlib.util
+import json
 import tempfile
 import time
 import warnings
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from tracekit.backends.registry import Backend, Prepared, register
+from tracekit.backends.backend import Backend, Prepared, register
 from tracekit.io import write_atomic
 from tracekit.trace.ort import drop_first_runs
 

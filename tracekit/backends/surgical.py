@@ -13,7 +13,7 @@ from fnmatch import fnmatch
 import torch
 
 from tracekit import models
-from tracekit.backends.registry import Backend, Prepared, register
+from tracekit.backends.backend import Backend, Prepared, register
 
 
 def targets(module: torch.nn.Module, patterns: list[str]) -> list[str]:

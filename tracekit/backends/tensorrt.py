@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 
-from tracekit.backends.registry import Backend, Prepared, needs_cuda, register
-from tracekit.models.registry import DTYPES
+from tracekit.backends.backend import Backend, Prepared, needs_cuda, register
+from tracekit.models.family import DTYPES
 
 INSTALL = ("pip install torch-tensorrt (the release matching your torch and CUDA; "
            "see https://pytorch.org/TensorRT/getting_started/installation.html)")

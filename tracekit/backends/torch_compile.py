@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from tracekit.backends.registry import Backend, register
+from tracekit.backends.backend import Backend, register
 
 CUDAGRAPH_MODES = {"reduce-overhead", "max-autotune"}
 

@@ -21,7 +21,7 @@ import importlib.util
 
 import torch
 
-from tracekit.backends.registry import Backend, Prepared, register
+from tracekit.backends.backend import Backend, Prepared, register
 from tracekit.backends.fp8 import eligible, fp8_unavailable
 from tracekit.backends.surgical import compile_submodules
 

@@ -12,7 +12,7 @@ import importlib.util
 
 import torch
 
-from tracekit.backends.registry import Backend, Prepared, register
+from tracekit.backends.backend import Backend, Prepared, register
 from tracekit.backends.fp8 import convert, fp8_unavailable
 
 INSTALL = "pip install transformer_engine[pytorch] (needs CUDA 12+ and a GPU of compute capability 8.9+ for FP8)"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from tracekit.analysis.comparison.suite import SuiteTables
+from tracekit.analysis.comparison.suite_comparison import SuiteTables
 from tracekit.analysis.result import Result
 from tracekit.analysis.runs import Analysis
 from tracekit.analysis.runs import analyze as run_analysis
@@ -34,8 +34,8 @@ from tracekit.bench.plan import FINAL, Planned, grid_table, plan, plan_all, suit
 from tracekit.bench.progress import run_planned
 from tracekit.errors import Interrupted
 from tracekit.manifest import Manifest
+from tracekit.manifest.suite_toml import Suite
 from tracekit.report import write_reports
-from tracekit.suite import Suite
 
 __all__ = ["FINAL", "Interrupted", "Planned", "SuiteResult", "bench", "grid_table", "plan", "plan_all",
            "recorded_device", "report_only", "run_cell", "run_planned", "suite_traces", "write_suite_report"]
@@ -99,7 +99,7 @@ def write_suite_report(suite: Suite, planned: list[Planned], manifests: dict[str
                        ran: list[str] | None = None, rewritten_by: str = "",
                        report_options: dict | None = None) -> SuiteResult:
     """Analyze the suite's runs and write its report folder; return the :class:`SuiteResult`.
-    (``command``, ``rewritten_by``: see :class:`tracekit.analysis.comparison.suite.SuiteTables`;
+    (``command``, ``rewritten_by``: see :class:`tracekit.analysis.comparison.suite_comparison.SuiteTables`;
     ``report_options``: see :func:`tracekit.report.write_reports`.)"""
     root = suite_traces(traces, suite)
     root.mkdir(parents=True, exist_ok=True)

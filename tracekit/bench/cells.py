@@ -15,7 +15,7 @@ from pathlib import Path
 from tracekit import __version__
 from tracekit.bench.plan import FINAL, Planned
 from tracekit.capture.child import ChildJob
-from tracekit.environment import child_env, default_device
+from tracekit.capture.environment import child_env, default_device
 from tracekit.manifest import Manifest
 from tracekit.trace.reader import trace_files
 

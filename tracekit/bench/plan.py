@@ -11,11 +11,11 @@ import torch
 from rich.table import Table
 
 from tracekit import backends
+from tracekit.capture.environment import default_device
 from tracekit.capture.resolved import resolve
-from tracekit.environment import default_device
 from tracekit.manifest import Manifest
-from tracekit.spec import RunSpec, validate
-from tracekit.suite import SPEC_FIELDS, Cell, Suite, SuiteError
+from tracekit.manifest.spec import RunSpec, validate
+from tracekit.manifest.suite_toml import SPEC_FIELDS, Cell, Suite, SuiteError
 
 FINAL = ("ok", "oom", "failed", "timeout")  # statuses of a finished cell ("skipped" is not one)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from tracekit import backends, models, quiet
+from tracekit import backends, models
+from tracekit.capture import quiet
 from tracekit.capture.child import ChildJob, die_with_parent
 
 
@@ -26,13 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     # each task imports what it runs, and only that (a rank needs no pandas)
     try:
         if job.task == "rank":
-            from tracekit import distributed
-            return distributed.rank(job)
+            from tracekit.capture import ranks
+            return ranks.rank(job)
         if job.task == "counters":
             from tracekit.counters import workload
             ok = workload.run(job).status == "ok"
         else:
-            from tracekit import runner
+            from tracekit.capture import runner
             ok = runner.run(job.spec, job.out).status == "ok"
     except (models.UnknownModel, backends.UnknownMode, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

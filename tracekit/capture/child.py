@@ -13,7 +13,7 @@ import signal
 import sys
 from dataclasses import dataclass
 
-from tracekit.spec import RunSpec
+from tracekit.manifest.spec import RunSpec
 
 TASKS = ("run", "rank", "counters")
 ENTRY = ["-m", "tracekit.capture"]   # the module every child process runs
@@ -23,8 +23,8 @@ ENTRY = ["-m", "tracekit.capture"]   # the module every child process runs
 class ChildJob:
     """One child process's work.
 
-    task: "run" (:func:`tracekit.runner.run` of ``spec`` under the traces root ``out``),
-        "rank" (one rank of a job, :func:`tracekit.distributed.rank`; ``out`` is the run
+    task: "run" (:func:`tracekit.capture.runner.run` of ``spec`` under the traces root ``out``),
+        "rank" (one rank of a job, :func:`tracekit.capture.ranks.rank`; ``out`` is the run
         folder, ``backend`` the process group's) or "counters" (the workload ncu profiles,
         :func:`tracekit.counters.workload.run`; ``out`` is the counters' folder).
     spec: the run's spec (resolved by the parent, so every process records the same).

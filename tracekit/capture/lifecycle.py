@@ -1,7 +1,7 @@
 """One run's lifecycle around its stages: the manifest it starts with, the stage it is in,
 how it ends (a failure's status and reason, Ctrl-C), and the process settings it runs
-under (torch's threads, a scratch folder). :func:`tracekit.runner.run`, each rank of a job
-(:mod:`tracekit.distributed`), a recorded loop (:mod:`tracekit.recorder`) and the counters'
+under (torch's threads, a scratch folder). :func:`tracekit.capture.runner.run`, each rank of a job
+(:mod:`tracekit.capture.ranks`), a recorded loop (:mod:`tracekit.capture.loop`) and the counters'
 workload (:mod:`tracekit.counters.workload`) all run inside one :class:`Lifecycle`."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Callable
 import torch
 from msgspec.structs import replace
 
-from tracekit import __version__, models, timing
-from tracekit.environment import describe
+from tracekit import __version__, models
+from tracekit.capture import timers
+from tracekit.capture.environment import describe
 from tracekit.errors import Interrupted
-from tracekit.manifest import Manifest
-from tracekit.manifest_sections import Environment, HostLoad, LoadReading, Source
-from tracekit.spec import RunSpec
+from tracekit.manifest import Environment, HostLoad, LoadReading, Manifest, Source
+from tracekit.manifest.spec import RunSpec
 from tracekit.trace.reader import trace_files
 
 Log = Callable[[str], None]
@@ -60,7 +60,7 @@ def new_manifest(spec: RunSpec, label: str, source: dict, note: str = "") -> Man
     return Manifest(tracekit=__version__, spec=spec, label=label, model=spec.model, mode=spec.mode,
                     device_type=spec.device.split(":")[0], source=Source.of(source), status="running", reason="",
                     stage="start", note=note, environment=Environment.of(describe(spec.device)), started_at=now(),
-                    host_load=HostLoad(start=LoadReading.of(timing.host_load())))
+                    host_load=HostLoad(start=LoadReading.of(timers.host_load())))
 
 
 class Lifecycle:
@@ -122,7 +122,7 @@ class Lifecycle:
     def finish(self) -> None:
         """Record the end time and the host's load, write run.json."""
         self.manifest.finished_at = now()
-        self.manifest.host_load = replace(self.manifest.host_load or HostLoad(), end=LoadReading.of(timing.host_load()))
+        self.manifest.host_load = replace(self.manifest.host_load or HostLoad(), end=LoadReading.of(timers.host_load()))
         self.write()
 
     def __enter__(self) -> "Lifecycle":

@@ -1,5 +1,5 @@
 """The one place torch.profiler is set up for a capture: the profiled window of a run
-(:mod:`tracekit.capture.stages`), a recorded loop (:mod:`tracekit.recorder`) and the short
+(:mod:`tracekit.capture.stages`), a recorded loop (:mod:`tracekit.capture.loop`) and the short
 profile of a CUDA-graph capture (:mod:`tracekit.capture.provenance`) all take theirs from
 :func:`profiler`, and name their trace files with :func:`worker_name`."""
 
@@ -43,7 +43,7 @@ def profiler(device: str, trace_dir: Path | None = None, worker: str | None = No
             (:func:`sync_events_config`), which the analyses and the critical path read;
             False for the short profile of a CUDA-graph capture, which needs only its launches.
 
-    Wrap its start and stop in :func:`tracekit.quiet.kineto_lines_dropped` (Kineto prints a
+    Wrap its start and stop in :func:`tracekit.capture.quiet.kineto_lines_dropped` (Kineto prints a
     line at each).
     """
     activities = [torch.profiler.ProfilerActivity.CPU]

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import re
+import secrets
 import tempfile
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -36,8 +36,8 @@ import torch
 from tracekit.analysis.attribution.opnames import VIEW_OPS, normalize_op
 from tracekit.capture.module_scopes import module_scopes
 from tracekit.capture.profiling import profiler
-from tracekit.manifest_sections import Attribution, Provenance
-from tracekit.quiet import kineto_lines_dropped
+from tracekit.capture.quiet import kineto_lines_dropped
+from tracekit.manifest import Attribution, Provenance
 
 _ROOT = re.compile(r"^(L\[['\"]\w+['\"]\]|self)")  # the compiled module: L['self'], L['mod'], self
 _PATH_PARTS = re.compile(r"\._modules\['([^']+)'\]|\[['\"]?([^'\"\]]+)['\"]?\]")
@@ -222,7 +222,9 @@ def capture_recording(device: str, provenance: InductorProvenance, record: dict,
             yield
         try:
             prof.export_chrome_trace(str(path))
-            from tracekit.analysis.attribution.graph_capture import captured_launches   # pandas: only once a capture is read
+            from tracekit.analysis.attribution.graph_capture import (
+                captured_launches,  # pandas: only once a capture is read
+            )
             from tracekit.trace import load
             recorded = Attribution(provenance=Provenance.of(provenance.to_dict()))
             record["captures"] = captured_launches(load(path), recorded)

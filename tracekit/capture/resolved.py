@@ -13,9 +13,10 @@ import torch
 
 from tracekit import backends, models
 from tracekit.backends import Backend
-from tracekit.environment import default_device
+from tracekit.capture.environment import default_device
+from tracekit.manifest.spec import RunSpec
+from tracekit.manifest.spec import resolve as fill_defaults
 from tracekit.models import Family
-from tracekit.spec import RunSpec, resolve as fill_defaults
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def resolve(spec: RunSpec, device: str | None = None) -> ResolvedRun:
 
     Raises:
         tracekit.models.UnknownModel: an invalid model name.
-        tracekit.models.workloads.WorkloadError: a workload file that cannot be used.
+        tracekit.models.workload_files.WorkloadError: a workload file that cannot be used.
         ValueError: a malformed library name, or a sequence length for a model without one.
     """
     family, match = models.lookup(spec.model)

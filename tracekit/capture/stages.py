@@ -2,8 +2,8 @@
 output, prepare (the backend), first call (compile), warm-up, timing, the profiled window
 that writes the trace. Each fills its part of the run's manifest (:class:`Lifecycle`) and
 names itself there, so a failure says where it happened. :func:`measure` runs them from the
-reference output on; a run in one process (:func:`tracekit.runner.run`) and each rank of a
-job (:mod:`tracekit.distributed`) call it, the counters' workload the first ones
+reference output on; a run in one process (:func:`tracekit.capture.runner.run`) and each rank of a
+job (:mod:`tracekit.capture.ranks`) call it, the counters' workload the first ones
 (:mod:`tracekit.counters.workload`)."""
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from typing import Any, Callable
 
 import torch
 
-from tracekit import outputs, timing
 from tracekit.backends import Prepared
+from tracekit.capture import outputs, timers
+from tracekit.capture.environment import describe
 from tracekit.capture.lifecycle import Lifecycle
+from tracekit.capture.phases import TRAINING, make_step, model_loss
 from tracekit.capture.profiling import profiler, worker_name
 from tracekit.capture.provenance import ProvenanceRecorder
+from tracekit.capture.quiet import kineto_lines_dropped
 from tracekit.capture.resolved import ResolvedRun
-from tracekit.environment import describe
-from tracekit.manifest_sections import Interleaving, Profile, Timer
-from tracekit.phases import TRAINING, make_step, model_loss
-from tracekit.quiet import kineto_lines_dropped
+from tracekit.manifest import Interleaving, Profile, Timer
 from tracekit.trace.reader import trace_files
 
 
@@ -134,7 +134,7 @@ def prepare(w: Workload, run: ResolvedRun, life: Lifecycle, recorder: Provenance
 def first_call(w: Workload, run: ResolvedRun, life: Lifecycle, reference: list[torch.Tensor] | None = None) -> None:
     """Stage "compile (first call)": ``first_call_s`` and ``compile_s`` (with ``prepare_s``),
     the loss a backward phase used, and the output's ``max_abs_diff`` from ``reference``
-    (none without one) against the dtype's tolerance (:func:`tracekit.outputs.tolerance`)."""
+    (none without one) against the dtype's tolerance (:func:`tracekit.capture.outputs.tolerance`)."""
     spec, m = run.spec, life.manifest
     life.stage("compile (first call)")
     t0 = time.perf_counter()
@@ -170,17 +170,17 @@ def warm_up(w: Workload, run: ResolvedRun, life: Lifecycle, recorder: Provenance
 
 def timing_stage(w: Workload, run: ResolvedRun, life: Lifecycle) -> list[float]:
     """Stage "timing": ``spec.iters`` calls timed one by one, interleaved with the synchronised
-    wall clock (:func:`tracekit.timing.interleaved`; the same schedule on every rank of a job),
+    wall clock (:func:`tracekit.capture.timers.interleaved`; the same schedule on every rank of a job),
     the host's own time per call (one process only), a single op's work, the peak memory.
     Returns the timed latencies (ms, in call order)."""
     spec, m = run.spec, life.manifest
     life.stage(f"timing ({spec.iters} iterations, interleaved with a synchronised wall clock)")
-    latency, wall, interleaving = timing.interleaved(lambda: w.step(w.inputs), spec.iters, w.device,
+    latency, wall, interleaving = timers.interleaved(lambda: w.step(w.inputs), spec.iters, w.device,
                                                      fixed=spec.nproc > 1)
     m.latency_ms, m.wall_ms, m.interleaving = Timer.of(latency), Timer.of(wall), Interleaving.of(interleaving)
-    m.timer_agreement = timing.agreement(m.latency_ms.median, m.wall_ms.median)
+    m.timer_agreement = timers.agreement(m.latency_ms.median, m.wall_ms.median)
     if spec.nproc == 1:   # a rank's calls run collectives: every rank would have to time them alike
-        m.host_ms = Timer.of(timing.host_times(lambda: w.step(w.inputs), w.device))
+        m.host_ms = Timer.of(timers.host_times(lambda: w.step(w.inputs), w.device))
     if work := run.cost():  # single ops: the minimum work of a call
         m.flop_per_iter, m.bytes_per_iter = work["flop"], work["bytes"]
         m.op = work.get("op", spec.model)

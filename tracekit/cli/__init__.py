@@ -12,7 +12,15 @@ from __future__ import annotations
 import os
 import sys
 
-from tracekit.cli import analyze, bench, counters, diff, listing, trace, whatif  # noqa: F401 - each adds its verb
+from tracekit.cli import (  # noqa: F401 - each adds its verb
+    analyze_command,
+    bench_command,
+    counters_command,
+    diff_command,
+    listing_command,
+    trace_command,
+    whatif_command,
+)
 from tracekit.cli.group import main
 
 __all__ = ["main", "run"]

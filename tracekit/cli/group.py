@@ -14,7 +14,8 @@ from pathlib import Path
 
 import click
 
-from tracekit import __version__, quiet
+from tracekit import __version__
+from tracekit.capture import quiet
 from tracekit.errors import ExitCode
 
 

@@ -1,5 +1,5 @@
 """Hardware counters through Nsight Compute, captured (the counters' counterpart of
-:mod:`tracekit.runner`): per-kernel DRAM traffic, achieved GB/s and FLOP/s.
+:mod:`tracekit.capture.runner`): per-kernel DRAM traffic, achieved GB/s and FLOP/s.
 
 * :mod:`~tracekit.counters.ncu` runs a workload under ``ncu`` (needs a GPU and ncu).
 * :mod:`~tracekit.counters.workload` is what the process ncu runs does (imports torch).
@@ -30,7 +30,7 @@ def run(spec, out: Path | str, traces: Path | str | None = "traces", kernels: in
     ``traces/<label>/<mode>/`` when there is one (from ``tracekit trace``).
 
     Args:
-        spec: a :class:`tracekit.spec.RunSpec`; the process ncu profiles runs it whole
+        spec: a :class:`tracekit.manifest.spec.RunSpec`; the process ncu profiles runs it whole
             (:class:`tracekit.capture.child.ChildJob`).
         kernels: at most this many kernels are profiled (``--launch-count``).
         iters: measured iterations the workload runs inside the NVTX range (its
@@ -47,7 +47,7 @@ def run(spec, out: Path | str, traces: Path | str | None = "traces", kernels: in
     from tracekit.capture.child import ChildJob
     from tracekit.capture.resolved import resolve
     from tracekit.counters import ncu
-    from tracekit.spec import validate
+    from tracekit.manifest.spec import validate
     from tracekit.trace.reader import is_trace_file
 
     validate(spec)

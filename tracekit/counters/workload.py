@@ -22,9 +22,8 @@ from tracekit.capture.child import ChildJob
 from tracekit.capture.lifecycle import Lifecycle, new_manifest, stderr_log, torch_threads
 from tracekit.capture.resolved import resolve
 from tracekit.counters.ncu import RANGE, WORKLOAD_FILE
-from tracekit.manifest import Manifest
-from tracekit.manifest_sections import Profile
-from tracekit.spec import validate
+from tracekit.manifest import Manifest, Profile
+from tracekit.manifest.spec import validate
 
 
 def measured_iterations(w: stages.Workload, iterations: int) -> None:

@@ -1,7 +1,7 @@
 """Workload registry: model name -> (nn.Module, example inputs).
 
 Three kinds of names, each resolved by :func:`lookup` to a :class:`Family` (the registry's
-primitives, which each family's module imports, are in :mod:`tracekit.models.registry`):
+primitives, which each family's module imports, are in :mod:`tracekit.models.family`):
 
 * built-in families in pure torch, one module each, registered with :func:`register`
   at import and matched by a regular expression, so parametrised names such as
@@ -9,7 +9,7 @@ primitives, which each family's module imports, are in :mod:`tracekit.models.reg
 * library architectures with random weights, ``<prefix>:<name>``, one module per
   library registered with :func:`register_source`: ``hf:<type>`` (transformers),
   ``timm:<name>``, ``torchvision:<name>``;
-* workload files (:mod:`tracekit.models.workloads`): ``path/to/file.py:fn``,
+* workload files (:mod:`tracekit.models.workload_files`): ``path/to/file.py:fn``,
   ``package.module:fn``, or a function's bare name when a file in ``workloads/``
   defines it (built-in names win).
 """
@@ -20,12 +20,21 @@ import re
 
 import torch
 
-from tracekit.models.registry import (DTYPES, FAMILIES, PROVIDED, SOURCE_HELP, SOURCES, Family, Unavailable,
-                                      UnknownModel, missing_library, register, register_source)
-
 # Register the families (each module registers itself at import) and the library sources.
-from tracekit.models import conv, lm, mlp, ops, rope, transformer, vit  # noqa: F401,I001
-from tracekit.models import hf, timm, torchvision, workloads  # noqa: F401,I001
+from tracekit.models import conv, hf, lm, mlp, ops, rope, timm, torchvision, transformer, vit, workload_files  # noqa: F401,I001  # noqa: F401,I001
+from tracekit.models.family import (
+    DTYPES,
+    FAMILIES,
+    PROVIDED,
+    SOURCE_HELP,
+    SOURCES,
+    Family,
+    Unavailable,
+    UnknownModel,
+    missing_library,
+    register,
+    register_source,
+)
 
 __all__ = ["DTYPES", "FAMILIES", "PROVIDED", "SOURCES", "Family", "Unavailable", "UnknownModel", "build", "build_from",
            "catalog", "check_seq", "cost", "cost_from", "default_batch", "lookup", "missing_library", "register",
@@ -51,7 +60,7 @@ def lookup(name: str) -> tuple[Family, re.Match | None]:
     Raises:
         UnknownModel: no family accepts ``name``, or a size in it is 0 or one its
             family's ``check`` rejects (``vit16x6x38``: width not a multiple of 64); a ValueError.
-        tracekit.models.workloads.WorkloadError: a workload file that cannot be used
+        tracekit.models.workload_files.WorkloadError: a workload file that cannot be used
             (not found, import error, no such function, wrong signature; a ValueError).
         ValueError: a malformed library name (``hf:llama?layers=x``).
     """
@@ -61,7 +70,7 @@ def lookup(name: str) -> tuple[Family, re.Match | None]:
     if sep and prefix in SOURCES:
         return SOURCES[prefix](rest), None
     if sep:
-        return workloads.load(name), None
+        return workload_files.load(name), None
     for family in FAMILIES.values():
         if m := family.pattern.fullmatch(name):
             sizes = [g for g in m.groups() if g is not None and g.isdigit()]
@@ -71,12 +80,12 @@ def lookup(name: str) -> tuple[Family, re.Match | None]:
                 raise UnknownModel(f"model {name!r} cannot be built: {problem} (e.g. {family.example}; "
                                    "`tracekit models` lists the families)")
             return family, m
-    if found := workloads.find(name):
+    if found := workload_files.find(name):
         return found, None
     valid = ", ".join(f.example if f.example == k else f"{k} (e.g. {f.example})" for k, f in FAMILIES.items())
     raise UnknownModel(f"unknown model {name!r}; valid models: {valid}; or {', '.join(f'{p}:<name>' for p in SOURCES)}, "
                        f"path/to/file.py:function, package.module:function, or a function of "
-                       f"{workloads.folder()}/*.py (`tracekit models` lists them)")
+                       f"{workload_files.folder()}/*.py (`tracekit models` lists them)")
 
 
 def check_seq(family: Family, name: str, seq: int | None) -> int | None:
@@ -112,7 +121,7 @@ def build(name: str, batch: int | None = None, dtype: str = "fp32", device: str 
     Raises:
         UnknownModel: unknown ``name``.
         Unavailable: the family's library is not installed.
-        tracekit.models.workloads.WorkloadError: a workload file that cannot be used,
+        tracekit.models.workload_files.WorkloadError: a workload file that cannot be used,
             or a workload function that raised or returned something else than
             (nn.Module, tuple of tensors).
         ValueError: unknown ``dtype``, a non-positive batch or seq, or seq for a model without one.
@@ -159,7 +168,7 @@ def catalog() -> list[dict]:
                      "seq": f.default_seq, "description": names,
                      "source": {k: v for k, v in f.source.items() if k in ("kind", "library", "version")},
                      **({"missing": f.missing} if f.missing else {})})
-    return rows + [{"kind": "workload file", **row} for row in workloads.discover()]
+    return rows + [{"kind": "workload file", **row} for row in workload_files.discover()]
 
 
 def default_batch(name: str) -> int:

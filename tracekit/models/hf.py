@@ -32,8 +32,8 @@ from urllib.parse import parse_qsl
 import torch
 from torch import nn
 
-from tracekit.models.registry import Family, UnknownModel, missing_library, register_source
-from tracekit.phases import TRAINING
+from tracekit.capture.phases import TRAINING
+from tracekit.models.family import Family, UnknownModel, missing_library, register_source
 
 DEFAULT_BATCH = 8
 DEFAULT_SEQ = 128

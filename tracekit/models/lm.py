@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tracekit.models.registry import register
+from tracekit.models.family import register
 
 VOCAB = 50257
 SIZES = {"tiny": (128, 2), "small": (768, 12), "medium": (1024, 24), "large": (1280, 36), "xl": (1600, 48),

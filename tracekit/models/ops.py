@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tracekit.models.registry import Unavailable, register
+from tracekit.models.family import Unavailable, register
 
 SDPA_HEADS, SDPA_HEAD_DIM = 16, 64
 

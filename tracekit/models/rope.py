@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tracekit.models.registry import register
+from tracekit.models.family import register
 
 HEAD_DIM = 128
 ROPE_HEADS = 16

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from tracekit.models.registry import Family, UnknownModel, missing_library, register_source
+from tracekit.models.family import Family, UnknownModel, missing_library, register_source
 
 DEFAULT_BATCH = 8
 INSTALL = "pip install timm (it needs torchvision)"

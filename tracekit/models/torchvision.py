@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from tracekit.models.registry import Family, UnknownModel, missing_library, register_source
+from tracekit.models.family import Family, UnknownModel, missing_library, register_source
 
 DEFAULT_BATCH = 8
 INSTALL = "pip install torchvision (the build matching your torch: see https://pytorch.org/get-started/locally/)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tracekit.models.registry import register
+from tracekit.models.family import register
 
 TOKENS, WIDTH, LAYERS, HEADS = 128, 256, 2, 4
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tracekit.models.registry import register
+from tracekit.models.family import register
 
 IMAGE = 224
 CLASSES = 1000

@@ -8,7 +8,7 @@ traces, and calls no analysis:
 
 * :class:`tracekit.analysis.result.Result`: an analysis and its comparison
   (``tracekit analyze``, ``tracekit compare``, a suite's summary);
-* :class:`tracekit.analysis.comparison.suite.SuiteTables`: a suite's report.md;
+* :class:`tracekit.analysis.comparison.suite_comparison.SuiteTables`: a suite's report.md;
 * :class:`tracekit.analysis.counters.CountersResult`: hardware counters.
 
 :func:`write_reports` runs the ``write`` of every registered format that

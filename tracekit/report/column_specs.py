@@ -118,7 +118,7 @@ DETAILS = [
     ("cpu_ops_per_iter", "op calls/iter", "{:.0f}"),
 ]
 
-# How far each run's timing can be trusted (tracekit.timing, tracekit.analysis.comparison.trust).
+# How far each run's timing can be trusted (tracekit.capture.timers, tracekit.analysis.comparison.trust).
 TIMING = [
     ("workload", "workload", "{}"),
     ("mode", "mode", "{}"),

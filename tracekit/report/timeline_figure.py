@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from tracekit.analysis.metrics.timeline import CPU_LANE
-from tracekit.report.figures import no_data, new_figure, wrapped
+from tracekit.report.charts import new_figure, no_data, wrapped
 
 TIMELINE_COLORS = {"kernel": "#1f77b4", "memcpy": "#2ca02c", "memset": "#17becf",
                    "launch": "#ff7f0e", "sync": "#d62728", "other API": "#8c8c8c"}

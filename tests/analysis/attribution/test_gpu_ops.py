@@ -8,7 +8,7 @@ from tests.tracebuilder import TID, TraceBuilder, add_cpu_range, add_graph_launc
 from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED, attribute, common_module
 from tracekit.analysis.attribution.graph_capture import captured_launches
 from tracekit.analysis.attribution.opnames import kernel_ops, normalize_op
-from tracekit.manifest_sections import Attribution
+from tracekit.manifest import Attribution
 from tracekit.trace import load
 
 KEY = "fxkey1"

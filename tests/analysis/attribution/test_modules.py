@@ -11,7 +11,7 @@ from tracekit.analysis.attribution import modules
 from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED
 from tracekit.analysis.metrics import idle, summary
 from tracekit.analysis.metrics.intervals import busy_shares
-from tracekit.manifest_sections import Attribution
+from tracekit.manifest import Attribution
 from tracekit.trace import load
 
 

@@ -10,7 +10,6 @@ from tracekit.analysis.comparison.workloads import workloads
 from tracekit.analysis.runs import analyze
 
 
-
 def test_speedup_and_its_split_into_busy_and_idle(study):
     c = compare(analyze(study).runs).set_index("mode")
     assert list(c.index) == ["eager", "reduce-overhead"]       # baseline first

@@ -5,7 +5,7 @@ import pytest
 
 from tracekit.analysis.comparison.compare import compare
 from tracekit.analysis.comparison.findings import suite_findings
-from tracekit.analysis.comparison.suite import check_claims, comparison
+from tracekit.analysis.comparison.suite_comparison import check_claims, comparison
 
 H100 = "NVIDIA H100 80GB HBM3"
 

@@ -31,7 +31,7 @@ def test_overlapping_ranges_make_an_inconclusive_speedup(tmp_path):
     headers, rows = headline(comparison_view(compare(analyze(tmp_path).runs)), SPEEDUP)
     speedups = [r[headers.index("speedup (p10-p90 range)")] for r in rows]
     assert speedups == ["1.00x (0.78-1.29)", "inconclusive (0.82-1.38x)"]   # not printed as 1.07x
-    from tracekit.report.figures import _speedups
+    from tracekit.report.charts import _speedups
     assert _speedups(compare(analyze(tmp_path).runs)) == ["1.00x", "inconclusive"]  # the plots' labels too
 
 
@@ -86,7 +86,7 @@ def test_timing_doubts_and_thread_counts_are_warnings(tmp_path):
 
 def test_suite_findings_count_inconclusive_speedups_apart(tmp_path):
     from tracekit.analysis.comparison.findings import suite_findings
-    from tracekit.analysis.comparison.suite import comparison
+    from tracekit.analysis.comparison.suite_comparison import comparison
     write_run(tmp_path / "a" / "eager", eager_trace(), mode="eager", latency_ms=(0.08, 0.07, 0.09))
     write_run(tmp_path / "a" / "default", eager_trace(), mode="default", latency_ms=(0.04, 0.035, 0.05))
     write_run(tmp_path / "b" / "eager", eager_trace(), mode="eager", latency_ms=(0.08, 0.07, 0.09), batch=1)
@@ -118,7 +118,7 @@ def test_timers_that_contradict_make_an_inconclusive_speedup(tmp_path):
     c = compare(_pair(tmp_path / "2", base=(0.09, 0.085, 0.095), other=(0.14, 0.135, 0.145), **extra).runs)
     assert not c.set_index("mode").loc["reduce-overhead", "inconclusive"]
     # the suite's comparison: the same rule
-    from tracekit.analysis.comparison.suite import comparison
+    from tracekit.analysis.comparison.suite_comparison import comparison
     s = comparison(a.runs).set_index("mode").loc["reduce-overhead"]
     assert s["speedup_inconclusive"] and s["wall_speedup_vs_eager"] == pytest.approx(1.25)
     assert s["speedup_text"] == "inconclusive (0.59-0.70x; wall clock 1.25x)"
@@ -176,7 +176,7 @@ def test_a_row_warns_of_its_timers_where_they_reach_different_verdicts(tmp_path)
                 "clock inconclusive (1.07x, 0.78-1.50)")
     assert list(ro["warning"]) == [sentence] * 2 and not ro["inconclusive"].any()
     assert (c[c["mode"] == "eager"]["warning"] == "").all()
-    from tracekit.analysis.comparison.suite import comparison
+    from tracekit.analysis.comparison.suite_comparison import comparison
     s = comparison(a.runs).set_index("run")
     assert s.loc["b1/ro", "timing_warning"] == sentence and s.loc["b1/eager", "timing_warning"] == ""
     assert s.loc["b1/ro", "speedup_text"] == "2.00x (1.40-2.57)"

@@ -120,8 +120,7 @@ def test_real_h100_vit_traces(run, kernels, launches, util):
 def test_launch_removal_share_from_latencies():
     import pandas as pd
 
-    from tracekit.analysis.comparison.launch_removal import launch_vs_fusion
-    from tracekit.analysis.comparison.launch_removal import launch_removal_sentence
+    from tracekit.analysis.comparison.launch_removal import launch_removal_sentence, launch_vs_fusion
 
     runs = pd.DataFrame({
         "run": ["v-b1/eager", "v-b1/cudagraphs", "v-b1/default", "v-b1/reduce-overhead", "mlp/eager", "mlp/default"],

@@ -56,7 +56,7 @@ from tracekit.analysis.metrics import categorical
 from tracekit.analysis.metrics.idle import launch_index, op_iterations
 from tracekit.analysis.metrics.kernels import short_name
 from tracekit.analysis.metrics.nest import Nest
-from tracekit.manifest_sections import Attribution
+from tracekit.manifest import Attribution
 from tracekit.trace.reader import EventTables
 
 REGION_PREFIX = "Torch-Compiled Region: "

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.attribution.gpu_ops import GRAPH_LAUNCHES, launch_rules
-from tracekit.manifest_sections import Attribution
+from tracekit.manifest import Attribution
 from tracekit.trace.reader import EventTables
 
 CAPTURE_BEGIN, CAPTURE_END = re.compile(r"^(cuda|hip)StreamBeginCapture"), re.compile(r"^(cuda|hip)StreamEndCapture")

@@ -30,7 +30,7 @@ from tracekit.analysis.attribution.opnames import SCOPE_PREFIX
 from tracekit.analysis.metrics import categorical, idle
 from tracekit.analysis.metrics.intervals import busy_shares
 from tracekit.analysis.metrics.nest import Nest
-from tracekit.manifest_sections import Attribution
+from tracekit.manifest import Attribution
 from tracekit.trace.reader import EventTables
 
 KEYS = ["module", "op", "kernel", "rule"]

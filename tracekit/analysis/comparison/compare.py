@@ -1,6 +1,6 @@
 """The comparison engine: each run against the baseline run of its workload, how much faster,
 and why. ``tracekit analyze``/``compare``, every report and a study suite's report
-(:mod:`tracekit.analysis.comparison.suite`) take their figures from it.
+(:mod:`tracekit.analysis.comparison.suite_comparison`) take their figures from it.
 
 In each workload (:mod:`tracekit.analysis.comparison.workloads`: runs of one model, or of
 one op for a suite) every run is compared with the run of the baseline mode (``eager``

@@ -21,7 +21,7 @@ def _span(values: pd.Series, spec: str = ".3g") -> str:
 def suite_findings(cmp: pd.DataFrame) -> list[str]:
     """Bullet sentences on speedups, launches vs kernels, where the time went, rates,
     memory, accuracy and failures, each computed from ``cmp``
-    (:func:`tracekit.analysis.comparison.suite.comparison`: one row per run with its eager figures)."""
+    (:func:`tracekit.analysis.comparison.suite_comparison.comparison`: one row per run with its eager figures)."""
     if cmp.empty:
         return ["No runs have results yet."]
     out: list[str] = []

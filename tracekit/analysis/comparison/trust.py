@@ -10,7 +10,7 @@
   the run's). On a host-bound cell the host's speed can swing 1.8x between two
   measurements a second apart (issue 21's probe on the lent H100,
   reports/h100/lm/timer-probe/), and then two timers taken one after the other
-  see two hosts; since issue 30 they are interleaved (:func:`tracekit.timing.interleaved`).
+  see two hosts; since issue 30 they are interleaved (:func:`tracekit.capture.timers.interleaved`).
 * **Timers apart** (issue 30): why a run's two timers are more than 5% apart
   (:func:`timer_gap`): by the GPU tail a synchronised block waits for (a known
   difference, said once per report: :func:`timer_gap_lines`), or for no known
@@ -18,7 +18,7 @@
   warns of its timers only where they reach different verdicts, faster, slower
   or inconclusive (:func:`differing_verdicts`).
 * **Doubtful timing**, said in the comparison's warnings: a host busier than
-  its CPUs at the start or end of the run (:func:`tracekit.timing.host_problems`,
+  its CPUs at the start or end of the run (:func:`host_problems`,
   ``timing_warning``); CPU runs with another thread count than their baseline;
   a run made in several processes whose medians spread by more than
   ``PROCESS_SPREAD_FLAG``.
@@ -36,8 +36,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from tracekit.timing import TIMER_DISAGREEMENT
-
+TIMER_DISAGREEMENT = 0.05      # the two timers' medians this far apart either way (issue 17)
 PROFILER_OVERHEAD_FLAG = 0.10  # profiled vs unprofiled iteration, either way (threshold: issue 4)
 PROCESS_SPREAD_FLAG = 0.05     # (max - min) / median of the processes' latency medians (the timers' 5%)
 GPU_TAIL, UNEXPLAINED = "GPU tail", "no known reason"   # timer_gap's causes
@@ -198,3 +197,32 @@ def warnings(row: dict) -> list[str]:
 
 def _known(value) -> bool:
     return isinstance(value, (int, float)) and not math.isnan(value)
+
+
+def busy_host(load: dict | None) -> bool:
+    """Whether a :func:`host_load` reading shows more runnable tasks than CPUs (1-minute load)."""
+    return bool(load) and load.get("loadavg_1m", 0) > load.get("cpus", float("inf"))
+
+
+def problems(latency_median_ms: float, wall_median_ms: float, timer: str | None,
+             host_load: dict | None) -> list[str]:
+    """What makes a run's timing doubtful, one sentence each: the two timers more than
+    ``TIMER_DISAGREEMENT`` apart, then :func:`host_problems`. NaN or None figures are not judged."""
+    out = []
+    if all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (latency_median_ms, wall_median_ms)):
+        gap = wall_median_ms / latency_median_ms - 1   # run.json's timer_agreement (timers.agreement)
+        if abs(gap) > TIMER_DISAGREEMENT:
+            out.append(f"timers disagree: {timer or 'latency'} median {latency_median_ms:.3f} ms, synchronised "
+                       f"wall clock {wall_median_ms:.3f} ms ({gap:+.0%}, over {TIMER_DISAGREEMENT:.0%})")
+    return out + host_problems(host_load)
+
+
+def host_problems(host_load: dict | None) -> list[str]:
+    """A busy host at the start or the end of a run (:func:`busy_host` of ``host_load``'s
+    "start" and "end" readings), one sentence each."""
+    out = []
+    for when in ("start", "end"):
+        load = (host_load or {}).get(when)
+        if busy_host(load):
+            out.append(f"host busy at the {when}: load {load['loadavg_1m']:.1f} on {load['cpus']} CPUs")
+    return out

@@ -5,7 +5,7 @@
 * :mod:`~tracekit.analysis.counters.parse`: ncu's CSV, one row per profiled kernel;
 * :mod:`~tracekit.analysis.counters.join`: each profiled kernel joined to a trace's kernel;
 * :mod:`~tracekit.analysis.counters.roofline`: per-kernel DRAM traffic, GB/s, FLOP/s and
-  how bound each kernel is, against the datasheet peaks of :mod:`tracekit.peaks`.
+  how bound each kernel is, against the datasheet peaks of :mod:`tracekit.analysis.peaks`.
 
 Captured by :mod:`tracekit.counters` (ncu and the workload it runs); reported by
 :mod:`tracekit.report.formats.counters`.

@@ -12,7 +12,7 @@ From ncu's counters (:mod:`tracekit.analysis.counters.metrics`), per kernel:
 * ``bw_pct_peak`` = bw_GBps / the device's peak DRAM bandwidth;
   ``compute_pct_peak`` = sum over kinds of (FLOP/s of the kind / the peak of
   that kind), so mixed work adds up to the share of the compute roof it uses.
-  Peaks: the datasheet table of :mod:`tracekit.peaks` (CUDA-core fp16 has no
+  Peaks: the datasheet table of :mod:`tracekit.analysis.peaks` (CUDA-core fp16 has no
   figure there, so it counts in FLOP/s but not in compute_pct_peak).
 * ``bound``: "memory" or "compute" when the larger of bw_pct_peak and
   compute_pct_peak (or the tensor pipe's busy percent, where ncu gives it)
@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tracekit import peaks as datasheet
+from tracekit.analysis import peaks as datasheet
 from tracekit.analysis.counters import metrics as M
 from tracekit.analysis.counters.join import join
 from tracekit.analysis.counters.parse import CountersError, parse
@@ -45,7 +45,7 @@ from tracekit.trace import load
 BOUND_PCT = 60.0
 BOUNDS = ["memory", "compute", "neither"]
 DEVICE_NAME = "device__attribute_display_name"
-# FLOP kind -> precision key of the datasheet table (tracekit.peaks)
+# FLOP kind -> precision key of the datasheet table (tracekit.analysis.peaks)
 PEAK_KEY = {"fp32": "fp32", "fp64": "fp64", "tensor_fp64": "fp64_tensor", "tensor_tf32": "tf32",
             "tensor_bf16": "bf16", "tensor_fp16": "fp16", "tensor_fp8": "fp8"}
 
@@ -66,13 +66,13 @@ class Peaks:
 
 
 def device_peaks(device: str | None) -> Peaks | None:
-    """The peaks of ``device`` from :mod:`tracekit.peaks`, by FLOP kind; None for a device it lacks."""
+    """The peaks of ``device`` from :mod:`tracekit.analysis.peaks`, by FLOP kind; None for a device it lacks."""
     key = datasheet.key(device)
     if key is None:
         return None
     bw, compute = datasheet.PEAKS[key]
     return Peaks(device, bw, {kind: compute[p] for kind, p in PEAK_KEY.items() if p in compute},
-                 datasheet.SOURCES.get(key, "tracekit/peaks.py"))
+                 datasheet.SOURCES.get(key, "tracekit/analysis/peaks.py"))
 
 
 def flops_by_kind(counters: pd.DataFrame) -> pd.DataFrame:
@@ -231,7 +231,7 @@ def analyze(csv: Path | str, trace: Path | str | None = None, device: str | None
         device = counters[DEVICE_NAME].iloc[0]
     peaks = device_peaks(device)
     if peaks is None:
-        notes.append(f"no peak figures for device {device!r} (tracekit/peaks.py knows "
+        notes.append(f"no peak figures for device {device!r} (tracekit/analysis/peaks.py knows "
                      f"{', '.join(datasheet.PEAKS)}); percent of peak and bound are not computed")
     kernels = kernel_table(counters, peaks)
     run = {"device": device, "peaks_known": peaks is not None, "csv": str(csv),

@@ -5,7 +5,7 @@
 (:mod:`~tracekit.analysis.critical_path.retime`) and follows, for each iteration, the
 chain of edges that set its finish (:mod:`~tracekit.analysis.critical_path.path`). A
 what-if is the same graph re-timed after an edit
-(:mod:`~tracekit.analysis.critical_path.whatif`), calibrated first to the unprofiled
+(:mod:`~tracekit.analysis.critical_path.edits`), calibrated first to the unprofiled
 latency (:mod:`~tracekit.analysis.critical_path.calibrate`).
 
 Where our definitions differ from HolisticTraceAnalysis 0.5.0's
@@ -77,7 +77,7 @@ def steady_latency_us(iterations: pd.DataFrame, ranks: str = "max") -> float:
     there are three or more (it starts on an idle GPU: the profiler's warm-up step is
     synchronized); NaN without iterations. A job's iteration is its slowest rank's (``ranks``
     "max"), or its median rank's ("median": the ranks balanced, see ``balance-ranks`` in
-    :mod:`~tracekit.analysis.critical_path.whatif`)."""
+    :mod:`~tracekit.analysis.critical_path.edits`)."""
     if not len(iterations):
         return float("nan")
     lat = iterations.groupby("step", sort=True)["latency_us"].agg(ranks).to_numpy(float)
@@ -138,7 +138,7 @@ def prepare(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str 
 def _retimed(g: Graph, step: np.ndarray, markers: dict, host_scale: float, gpu_scale: float,
              problems: list[str], edited=None) -> CriticalPath:
     """The critical path of ``g`` re-timed with the calibration's factors, or with ``edited``
-    weights (:class:`tracekit.analysis.critical_path.whatif.Edited`)."""
+    weights (:class:`tracekit.analysis.critical_path.edits.Edited`)."""
     if edited is None:
         base, lag = weights(g, host_scale, gpu_scale)
         removed, marker_scale = None, host_scale
@@ -159,7 +159,7 @@ def name_segments(cp: CriticalPath, gpu_attribution: dict[int, pd.DataFrame]) ->
     (``gpu_attribution``: rank -> :func:`tracekit.analysis.attribution.attribute`'s frame, rows
     aligned with that rank's gpu_ops), a host call's from the GPU op it launches (host time
     before a launch is the dispatch of that op); "" where unknown."""
-    from tracekit.analysis.critical_path.whatif import gpu_names
+    from tracekit.analysis.critical_path.edits import gpu_names
 
     g, segs = cp.graph, cp.segments
     names = gpu_names(g, gpu_attribution)

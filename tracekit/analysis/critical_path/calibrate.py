@@ -18,7 +18,7 @@ the H100 study): their time is then scaled too, down to ``GPU_SCALE_MIN``.
 
 A GPU-bound run's latency says nothing of its host: any host time short enough gives it.
 There the host's factor comes from the host's own time per call measured unprofiled (run.json
-``host_ms``: :func:`tracekit.timing.host_times`) over the traced iteration marker's length,
+``host_ms``: :func:`tracekit.capture.timers.host_times`) over the traced iteration marker's length,
 where the run has it; else it is the smallest, ``HOST_SCALE_MIN``, and the note says so.
 """
 

@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.critical_path.kinds import COMM, CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, SYNC, WAIT
-from tracekit.analysis.critical_path.ranks import collective_edges
+from tracekit.analysis.critical_path.collective_edges import collective_edges
+from tracekit.analysis.critical_path.kinds import CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, SYNC, WAIT
 from tracekit.analysis.critical_path.syncs import SyncEdges
 from tracekit.analysis.metrics.idle import SYNC_CALLS
 from tracekit.analysis.metrics.kernels import kernel_class

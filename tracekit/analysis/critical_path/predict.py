@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-import pandas as pd
-
 from tracekit.analysis.critical_path import CriticalPath, _retimed, prepare
 from tracekit.analysis.critical_path.calibrate import Calibration, calibrate
-from tracekit.analysis.critical_path.whatif import Edit, Names, Replay, apply, gpu_names
-from tracekit.manifest_sections import Attribution
+from tracekit.analysis.critical_path.edits import Edit, Replay, apply, gpu_names
+from tracekit.manifest import Attribution
 from tracekit.trace.reader import EventTables
 
 
@@ -43,7 +40,7 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
 
     Args:
         ranks: a trace's tables, or (rank, tables) per trace of a job.
-        edits: the edits (:mod:`tracekit.analysis.critical_path.whatif`), applied in order.
+        edits: the edits (:mod:`tracekit.analysis.critical_path.edits`), applied in order.
         measured_ms: the run's unprofiled median latency (run.json), to calibrate to; None:
             the graph is used as traced and the result says it is uncalibrated.
         attribution: run.json's ``attribution`` record (module names for ``faster`` patterns).
@@ -54,7 +51,7 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
 
     Raises:
         ValueError: the traces hold no GPU op or no host call.
-        tracekit.analysis.critical_path.whatif.EditError: an edit that matches nothing.
+        tracekit.analysis.critical_path.edits.EditError: an edit that matches nothing.
     """
     if isinstance(ranks, EventTables):
         ranks = [(0, ranks)]
@@ -77,7 +74,7 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
 def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) -> WhatIf:
     """:func:`predict` for a run folder's traces with what its manifest (or None) knows: the
     unprofiled latency and host time, the attribution record, the device's replay costs."""
-    from tracekit.analysis.critical_path.whatif import default_replay
+    from tracekit.analysis.critical_path.edits import default_replay
 
     known = manifest is not None
     host = manifest.host_ms.median if known and manifest.host_ms else None

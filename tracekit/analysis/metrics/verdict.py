@@ -21,7 +21,7 @@ host cannot keep the GPU fed), and the share of kernels shorter than 10 µs.
 The host-wait time per iteration bounds what a CUDA graph could recover, uncalibrated:
 the profiler stretches it (up to 38x the measured saving on the H200 predict suite,
 reports/h200/predict). The reports show the critical path's calibrated prediction instead
-(:mod:`tracekit.analysis.critical_path.figures`).
+(:mod:`tracekit.analysis.critical_path.trace_figures`).
 
 The profiler slows the host (each op and launch is recorded), so a profiled
 window can look launch-bound when the run is not. When the unprofiled latency

@@ -79,7 +79,7 @@ def roofline_png(result: CountersResult, path: Path, title: str) -> Path:
     """A roofline plot: each kernel a point (arithmetic intensity, achieved TFLOP/s) sized by its time,
     with the device's DRAM and compute roofs. Kernels without FLOPs or DRAM bytes cannot be placed on
     log axes; the caption counts them."""
-    from tracekit.report.figures import new_figure, save  # matplotlib's import only when a report has plots
+    from tracekit.report.charts import new_figure, save  # matplotlib's import only when a report has plots
 
     k = result.kernels
     shown = k[(k["flops"] > 0) & (k["dram_bytes"] > 0)]

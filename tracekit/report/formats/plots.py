@@ -1,5 +1,5 @@
 """The plots format: ``plots/*.png``, per workload and across them (drawn by
-:mod:`tracekit.report.figures`; matplotlib is imported only when there is a plot, its
+:mod:`tracekit.report.charts`; matplotlib is imported only when there is a plot, its
 import alone takes about 0.3 s). Registered before the pages, which show the PNGs it
 records in ``Report.plots``. PNGs of an earlier report in ``plots/`` that this one does not
 draw are removed."""
@@ -50,7 +50,7 @@ def write_plots(comp: pd.DataFrame, quantiles: pd.DataFrame, timeline: pd.DataFr
         workload has GPU activity. PNGs of an earlier report in ``out`` that this
         one does not draw (workloads since renamed or gone) are removed.
     """
-    from tracekit.report.figures import modules_figure, overview_figure, save, slug, workload_figure
+    from tracekit.report.charts import modules_figure, overview_figure, save, slug, workload_figure
     from tracekit.report.timeline_figure import timeline_figure, with_gpu_ops
 
     out = Path(out)

@@ -1,6 +1,6 @@
 """The suite report format: a suite's ``report.md``, what ran where, the results, speedups
 ranked, idle time by cause, achieved rates, claims checked, "what the traces show" and the
-cells without a result, from :class:`tracekit.analysis.comparison.suite.SuiteTables`."""
+cells without a result, from :class:`tracekit.analysis.comparison.suite_comparison.SuiteTables`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracekit.analysis.comparison.suite import SuiteTables
+from tracekit.analysis.comparison.suite_comparison import SuiteTables
 from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.manifest import Manifest

@@ -14,7 +14,7 @@ Format::
     model = ["vit16x6x384", "vit32x12x768"]
     mode = ["eager", "default", "reduce-overhead"]
     batch = [8]
-    [[claims]]               # optional: published claims the report checks (see tracekit.analysis.comparison.suite)
+    [[claims]]               # optional: published claims the report checks (see tracekit.analysis.comparison.suite_comparison)
     text = "..."
 
 Loading checks the file's structure only. Model and mode names, and keys that
@@ -30,7 +30,7 @@ import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from tracekit.spec import RunSpec
+from tracekit.manifest.spec import RunSpec
 
 SPEC_FIELDS = tuple(f.name for f in fields(RunSpec))
 _SUITE_KEYS = {"name", "description", "max_minutes", "timeout_s", "variant_of", "trimmed", "defaults", "grid",

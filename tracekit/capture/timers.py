@@ -15,7 +15,7 @@
   reports/h100/lm/timer-probe/), so two timers taken in turn saw two hosts. How
   they were interleaved is ``interleaving`` in run.json.
 * **Agreement** (:func:`agreement`): wall median / latency median - 1. Above
-  ``TIMER_DISAGREEMENT`` (5%, issue 17) either way the two timers are not
+  5% either way (:data:`tracekit.analysis.comparison.trust.TIMER_DISAGREEMENT`) the two timers are not
   measuring the same thing (a synchronize that costs at this size, a host
   stalling between calls, the GPU tail a synchronised block waits for:
   :func:`tracekit.analysis.comparison.trust.timer_gap`) or the host was noisy.
@@ -23,7 +23,7 @@
   (``os.getloadavg``) and the CPUs this process may use, taken at the start
   and the end of a run. A 1-minute load above the CPU count means more
   runnable tasks than CPUs: other work competed with the run
-  (:func:`busy_host`). On the lent H100 host speed varied up to 1.6x between
+  (:func:`tracekit.analysis.comparison.trust.busy_host`). On the lent H100 host speed varied up to 1.6x between
   processes, and CPU timings here swung from 0.086 to 24 ms between two
   identical runs: these are what made the issue ask for both figures.
 """
@@ -39,8 +39,7 @@ import numpy as np
 
 # torch is imported where a call is timed, so analyses can use the checks below without it.
 
-TIMER_DISAGREEMENT = 0.05
-WALL_TIMER = "synchronised perf_counter blocks, interleaved"  # tracekit.timing.interleaved
+WALL_TIMER = "synchronised perf_counter blocks, interleaved"  # tracekit.capture.timers.interleaved
 INTERLEAVE_ROUNDS = 10   # rounds of (per-call block, wall-clock block): 5 timed calls a block at the default 50
 WALL_BLOCK_MIN_S = 0.01  # a wall-clock block lasts at least this long (s): wall_block_calls
 
@@ -189,32 +188,3 @@ def host_load() -> dict:
         return {}
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"loadavg_1m": one, "loadavg_5m": five, "cpus": cpus}
-
-
-def busy_host(load: dict | None) -> bool:
-    """Whether a :func:`host_load` reading shows more runnable tasks than CPUs (1-minute load)."""
-    return bool(load) and load.get("loadavg_1m", 0) > load.get("cpus", float("inf"))
-
-
-def problems(latency_median_ms: float, wall_median_ms: float, timer: str | None,
-             host_load: dict | None) -> list[str]:
-    """What makes a run's timing doubtful, one sentence each: the two timers more than
-    ``TIMER_DISAGREEMENT`` apart, then :func:`host_problems`. NaN or None figures are not judged."""
-    out = []
-    if all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (latency_median_ms, wall_median_ms)):
-        gap = agreement(latency_median_ms, wall_median_ms)
-        if abs(gap) > TIMER_DISAGREEMENT:
-            out.append(f"timers disagree: {timer or 'latency'} median {latency_median_ms:.3f} ms, synchronised "
-                       f"wall clock {wall_median_ms:.3f} ms ({gap:+.0%}, over {TIMER_DISAGREEMENT:.0%})")
-    return out + host_problems(host_load)
-
-
-def host_problems(host_load: dict | None) -> list[str]:
-    """A busy host at the start or the end of a run (:func:`busy_host` of ``host_load``'s
-    "start" and "end" readings), one sentence each."""
-    out = []
-    for when in ("start", "end"):
-        load = (host_load or {}).get(when)
-        if busy_host(load):
-            out.append(f"host busy at the {when}: load {load['loadavg_1m']:.1f} on {load['cpus']} CPUs")
-    return out

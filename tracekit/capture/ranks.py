@@ -16,7 +16,7 @@ rank's latencies.
 
 Backend: NCCL on GPUs when each rank has its own, gloo otherwise (on CPUs; and where ranks
 share a GPU, which NCCL cannot do). The launcher's environment turns NVLink multicast off
-(:data:`tracekit.environment.NO_MULTICAST`). With DDP the inference phase communicates
+(:data:`tracekit.capture.environment.NO_MULTICAST`). With DDP the inference phase communicates
 nothing (DDP reduces gradients); the manifest notes it.
 """
 
@@ -39,16 +39,15 @@ import torch
 from tracekit import models
 from tracekit.capture import stages
 from tracekit.capture.child import ChildJob, die_with_parent
+from tracekit.capture.environment import child_env
 from tracekit.capture.lifecycle import Lifecycle, stderr_log
 from tracekit.capture.profiling import worker_name
 from tracekit.capture.provenance import ProvenanceRecorder
+from tracekit.capture.quiet import is_kineto_line
 from tracekit.capture.resolved import ResolvedRun, resolve
-from tracekit.environment import child_env
+from tracekit.capture.timers import latency_stats
 from tracekit.io import write_json
-from tracekit.manifest import Manifest
-from tracekit.manifest_sections import Distributed, Profile, RankSummary, Timer
-from tracekit.quiet import is_kineto_line
-from tracekit.timing import latency_stats
+from tracekit.manifest import Distributed, Manifest, Profile, RankSummary, Timer
 
 RANK_FILE = ".rank{}.result"  # not *.json: never taken for a trace
 # Copied from rank 0's results into the run's manifest: the stages every rank measured.

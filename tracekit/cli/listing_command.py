@@ -22,7 +22,7 @@ def list_models(as_json) -> None:
         click.echo(json.dumps(rows, default=str))
         return
     headings = {"built-in": "built-in models:", "library": "library models (random weights, nothing downloaded):",
-                "workload file": f"workload functions ({models.workloads.folder()}/*.py):"}
+                "workload file": f"workload functions ({models.workload_files.folder()}/*.py):"}
     for kind, heading in headings.items():
         click.echo(heading)
         for r in (r for r in rows if r["kind"] == kind):
@@ -44,7 +44,7 @@ def list_backends(as_json) -> None:
     whether it can run on this machine (and why not, with how to install what is
     missing), and what it does differently here (no CUDA graphs on the CPU)."""
     from tracekit import backends
-    from tracekit.environment import default_device
+    from tracekit.capture.environment import default_device
 
     rows = backends.listing(default_device())
     if as_json:

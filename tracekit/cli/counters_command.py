@@ -8,7 +8,7 @@ import click
 
 from tracekit.cli.group import OutFolder, UserError, main, seq_option
 from tracekit.errors import ExitCode
-from tracekit.spec import DTYPES, PHASES
+from tracekit.manifest.spec import DTYPES, PHASES
 
 
 @main.command()
@@ -54,8 +54,8 @@ def counters(model, mode, batch, seq, dtype, device, phase, warmup, kernels, ite
     """
     from tracekit import counters as hw
     from tracekit.analysis.counters import analyze as analyze_counters
+    from tracekit.manifest.spec import RunSpec
     from tracekit.report import print_reports, write_reports
-    from tracekit.spec import RunSpec
     from tracekit.trace import TraceError
 
     try:

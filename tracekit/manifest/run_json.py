@@ -20,15 +20,15 @@ Versions (``manifest_version``):
   ``parallel`` (issue 15, the spec fields left out at their defaults 1 and "ddp");
   ``attribution`` (issue 20). Older files read them as None.
 * 5 (issue 30): ``interleaving`` (how the two timers alternated: rounds, calls per block;
-  :func:`tracekit.timing.interleaved`); ``wall_ms`` is then one sample a block, with
+  :func:`tracekit.capture.timers.interleaved`); ``wall_ms`` is then one sample a block, with
   ``samples``, ``calls`` and no ``iqr``. Older files read ``interleaving`` as None: their two
   timers ran one after the other (``wall_ms.timer``: blocked_autorange, or timeit on ranks).
-  ``host_ms``: the host's time to issue one call with the GPU idle (:func:`tracekit.timing.host_times`;
+  ``host_ms``: the host's time to issue one call with the GPU idle (:func:`tracekit.capture.timers.host_times`;
   single-process runs).
 
 Every version is read by the same class; the JSON layout is the same in all, only fields were
-added. ``spec`` is a :class:`~tracekit.spec.RunSpec`, the other sections typed records
-(:mod:`tracekit.manifest_sections`, written as the same JSON objects).
+added. ``spec`` is a :class:`~tracekit.manifest.spec.RunSpec`, the other sections typed records
+(below, written as the same JSON objects).
 
 Adding a field is one line in :class:`Manifest`: its name, type, a default of
 None ("not recorded", as in every older file) and a comment with its unit.
@@ -49,11 +49,180 @@ from pathlib import Path
 from typing import Any, get_args, get_type_hints
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from tracekit.io import write_json
-from tracekit.manifest_sections import (Attribution, Distributed, Environment, HostLoad, Interleaving, Profile,
-                                        Record, Repeats, Source, Timer)
-from tracekit.spec import RunSpec
+from tracekit.manifest.spec import RunSpec
+
+
+class Record(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
+    """A section of run.json; every field None ("not recorded") unless set. Frozen: a changed
+    section is a new record (``msgspec.structs.replace``), which is what the manifest writes
+    instead of the section as it was read."""
+
+    def __bool__(self) -> bool:
+        """False when nothing is recorded (every field None), as an empty JSON object."""
+        return any(getattr(self, name) not in (None, UNSET) for name in self.__struct_fields__)
+
+    @classmethod
+    def of(cls, data: dict):
+        """The record of a JSON object (keys it does not know are ignored).
+
+        Raises:
+            msgspec.ValidationError: a value of the wrong type (a ValueError).
+        """
+        return msgspec.convert(data, cls, strict=False)
+
+    def to_dict(self) -> dict:
+        """The JSON object run.json holds (fields that are None left out)."""
+        return msgspec.to_builtins(self)
+
+
+class Timer(Record):
+    """A timer's statistics over its samples (:func:`tracekit.capture.timers.latency_stats`), ms:
+    ``latency_ms`` (per call), ``wall_ms`` (per call of each synchronised block), ``host_ms``
+    (the host's time to issue one call), each rank's latency of a job."""
+
+    n: int | None = None
+    mean: float | None = None
+    median: float | None = None
+    p10: float | None = None
+    p90: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    iqr: float | None = None              # wall_ms of manifests version 3-4 (blocked_autorange)
+    samples: list[float] | None = None    # every timed call (latency_ms), every block (wall_ms)
+    calls_per_block: int | None = None    # wall_ms: calls in each synchronised block
+    calls: int | None = None              # wall_ms: calls in all its blocks
+    timer: str | None = None              # cuda_events, perf_counter, tracekit.capture.timers.WALL_TIMER...
+    over_ranks: str | None = None         # a job's latency_ms: how ranks were combined
+    processes: int | None = None          # wall_ms of a run made in several processes
+
+
+class Interleaving(Record):
+    """How the two timers alternated (:func:`tracekit.capture.timers.interleaved`)."""
+
+    rounds: int | None = None
+    latency_calls: list[int] | None = None   # timed calls of each round's per-call block
+    wall_calls: int | None = None            # calls of each round's wall-clock block
+    schedule: str | None = None              # "sized" or "fixed" (the ranks of a job)
+
+
+class LoadReading(Record):
+    """The host's load at one moment (:func:`tracekit.capture.timers.host_load`)."""
+
+    loadavg_1m: float | None = None
+    loadavg_5m: float | None = None
+    cpus: int | None = None
+
+
+class HostLoad(Record):
+    """The host's load at the start and at the end of a run."""
+
+    start: LoadReading | None = None
+    end: LoadReading | None = None
+
+
+class Environment(Record):
+    """Versions, device and host (:func:`tracekit.capture.environment.describe`)."""
+
+    torch: str | None = None
+    # None (null in run.json) on a CPU build or machine; UNSET: not recorded (the key absent)
+    cuda_runtime: str | None | UnsetType = UNSET
+    python: str | None = None
+    host: str | None = None
+    cpu: str | None = None
+    cpu_threads: int | None = None        # torch's intra-op threads
+    device_name: str | None = None        # the spec's device: the GPU, or the CPU's name
+    gpu_memory_GB: float | None = None
+    sm_count: int | None = None
+    capability: str | None = None
+    cuda_driver: str | None | UnsetType = UNSET
+
+
+class Source(Record):
+    """Where the model comes from (:attr:`tracekit.models.Family.source`): ``kind`` (built-in,
+    library, file, module, python, loop) and what applies of the rest."""
+
+    kind: str | None = None
+    module: str | None = None             # a built-in family's or a workload's module
+    library: str | None = None            # transformers, timm, torchvision
+    version: str | None = None
+    type: str | None = None               # hf: the model type
+    class_: str | None = msgspec.field(default=None, name="class")   # the model's class
+    head: str | None = None               # hf: the head
+    config: dict[str, Any] | None = None  # hf: the sizes the config was built with
+    options: dict[str, Any] | None = None  # hf: the sizes given in the name
+    name: str | None = None               # timm, torchvision: the architecture
+    file: str | None = None               # a workload file, a recorded loop's file
+    sha256: str | None = None             # a workload file's hash
+    function: str | None = None           # a workload function
+    found_in: str | None = None           # the workloads folder a bare name was found in
+    line: int | None = None               # a recorded loop: the line of tracekit.record
+
+
+class Profile(Record):
+    """The profiled window: its iterations and the trace files it wrote."""
+
+    iterations: int | None = None
+    traces: list[str] | None = None
+
+
+class Provenance(Record):
+    """Inductor's call sites of each compiled graph (:class:`tracekit.capture.provenance.InductorProvenance`)."""
+
+    graphs: list[dict[str, Any]] | None = None   # key, compile_id, calls: [[call, handle, [modules], [ops]]]
+    problem: str | None = None                   # why nothing could be recorded ("" when fine)
+
+
+class Attribution(Record):
+    """What a run recorded for attribution (:class:`tracekit.capture.provenance.ProvenanceRecorder`)."""
+
+    module_scopes: bool | None = None            # the profiled window has module::<path> ranges
+    captures: list[dict[str, Any]] | None = None  # each captured CUDA graph's launches in order
+    captures_problem: str | None = None          # why the captures are not recorded
+    provenance: Provenance | None = None
+
+
+class RankSummary(Record):
+    """One rank of a job."""
+
+    rank: int | None = None
+    device: str | None = None
+    latency_ms: Timer | None = None
+    peak_memory_MB: float | None = None
+    compile_s: float | None = None
+
+
+class Distributed(Record):
+    """A job of several ranks (:mod:`tracekit.capture.ranks`)."""
+
+    world_size: int | None = None
+    backend: str | None = None            # the process group's: nccl or gloo
+    parallel: str | None = None           # ddp or fsdp
+    launcher: str | None = None
+    ranks: list[RankSummary] | None = None
+
+
+class ProcessSummary(Record):
+    """One process of a run made in several (:mod:`tracekit.capture.repeats`)."""
+
+    status: str | None = None
+    reason: str | None = None
+    latency_median_ms: float | None = None
+    wall_median_ms: float | None = None
+    host_load: HostLoad | None = None
+
+
+class Repeats(Record):
+    """A run made in several processes: the median process and the spread across them."""
+
+    n: int | None = None
+    median_process: int | None = None     # index of the process whose trace and fields are the run's
+    processes: list[ProcessSummary] | None = None
+    spread: float | None = None           # (max - min) / median of the processes' latency medians
+
 
 FILENAME = "run.json"
 VERSION = 5
@@ -80,7 +249,7 @@ class Manifest:
     note: str | None = None                # caveats of the run, "; "-separated
     source: Source | None = None           # where the model comes from: kind (built-in, library, file, module,
                                            # python, loop), file/module/function, library and version
-    environment: Environment | None = None  # tracekit.environment.describe(): versions, device and host
+    environment: Environment | None = None  # tracekit.capture.environment.describe(): versions, device and host
     started_at: str | None = None          # ISO 8601, UTC
     build_s: float | None = None           # building the model and its inputs
     parameters: int | None = None          # the model's parameter count
@@ -92,7 +261,7 @@ class Manifest:
     loss: str | None = None                # backward phases: the model's own loss or the synthetic one
     compile_s: float | None = None         # prepare_s + first_call_s
     max_abs_diff: float | None = None      # first output vs eager's
-    diff_tolerance: float | None = None    # the largest max_abs_diff that is ok (tracekit.outputs.DIFF_RTOL)
+    diff_tolerance: float | None = None    # the largest max_abs_diff that is ok (tracekit.capture.outputs.DIFF_RTOL)
     diff_ok: bool | None = None
     warmup_s: float | None = None
     latency_ms: Timer | None = None        # unprofiled iterations: timing.latency_stats() + "timer"
@@ -101,7 +270,7 @@ class Manifest:
     timer_agreement: float | None = None   # wall_ms median / latency_ms median - 1 (timing.agreement)
     host_ms: Timer | None = None           # the host's time to issue one call, GPU idle: timing.host_times()
     host_load: HostLoad | None = None      # timing.host_load() at the start and the end of the run
-    repeats: Repeats | None = None         # a run made in several processes: tracekit.repeats.combine()
+    repeats: Repeats | None = None         # a run made in several processes: tracekit.capture.repeats.combine()
     steps: int | None = None               # a recorded loop (tracekit.record): the steps it ran
     steps_ms: list | None = None           # a recorded loop: each timed step outside the profiled window, ms
     flop_per_iter: float | None = None     # single ops: a call's minimum work (models.cost)

@@ -8,12 +8,12 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import PurePath
 
 DTYPES = ("fp32", "bf16", "fp16")  # tracekit.models.DTYPES maps each to its torch dtype
-PHASES = ("inference", "forward", "forward-backward", "train-step")  # what each does: tracekit.phases
+PHASES = ("inference", "forward", "forward-backward", "train-step")  # what each does: tracekit.capture.phases
 
 DEFAULT_WARMUP = 5       # calls after the first; covers Inductor's and CUDA-graph recording's warm-up runs
 DEFAULT_ITERS = 50       # unprofiled timed iterations
 DEFAULT_PROFILE_ITERS = 10  # iterations in the profiled window
-PARALLEL = ("ddp", "fsdp")  # how a run of several ranks shares the model (tracekit.distributed)
+PARALLEL = ("ddp", "fsdp")  # how a run of several ranks shares the model (tracekit.capture.ranks)
 # Fields added after run.json files existed: written only when not at their default, so a
 # finished run's spec stays equal to the spec that would redo it (the bench's "done" test).
 LATER_FIELDS = {"seq": None, "threads": None, "repeats": 1, "nproc": 1, "parallel": "ddp"}
@@ -30,7 +30,7 @@ class RunSpec:
     intra-op threads (``torch.set_num_threads``; None: torch's default, recorded
     as ``environment.cpu_threads`` either way). repeats: the run is made in that
     many processes, one after the other, and reported as the median process
-    with the spread across them (:mod:`tracekit.repeats`).
+    with the spread across them (:mod:`tracekit.capture.repeats`).
     """
 
     model: str

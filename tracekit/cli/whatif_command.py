@@ -41,10 +41,10 @@ def whatif(path, cuda_graphs, faster, host_faster, overlap_comm, balance_ranks, 
     error (exit 2).
     """
     from tracekit.analysis.critical_path import can_analyze
+    from tracekit.analysis.critical_path.edits import Edit, EditError
+    from tracekit.analysis.critical_path.edits import faster as faster_edit
     from tracekit.analysis.critical_path.predict import from_run, run_inputs
     from tracekit.analysis.critical_path.report import prediction_record, prediction_text
-    from tracekit.analysis.critical_path.whatif import Edit, EditError
-    from tracekit.analysis.critical_path.whatif import faster as faster_edit
     from tracekit.trace import TraceError
 
     edits = [Edit("cuda-graphs")] if cuda_graphs else []

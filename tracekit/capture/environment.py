@@ -9,7 +9,6 @@ import subprocess
 
 import torch
 
-
 # NVLink multicast (NVLS) stays off in every process tracekit starts: NCCL's NVLS algorithms,
 # torch's symmetric memory and NVSHMEM would use it, and the lent GPU machines' rule is that it
 # stays off (their KINDS.md).

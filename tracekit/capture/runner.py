@@ -18,14 +18,13 @@ from pathlib import Path
 
 import torch
 
-from tracekit import distributed, repeats
-from tracekit.capture import stages
+from tracekit.capture import ranks, repeats, stages
 from tracekit.capture.lifecycle import Lifecycle, Log, new_manifest, scratch, stderr_log, torch_threads
 from tracekit.capture.provenance import ProvenanceRecorder
 from tracekit.capture.resolved import resolve
 from tracekit.manifest import Manifest
-from tracekit.models.workloads import WorkloadError
-from tracekit.spec import RunSpec, validate
+from tracekit.manifest.spec import RunSpec, validate
+from tracekit.models.workload_files import WorkloadError
 
 
 def run(spec: RunSpec, out: Path | str = "traces", log: Log = stderr_log) -> Manifest:
@@ -35,22 +34,22 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = stderr_log) -> Man
     output; prepare the backend; first call (``compile_s``: compilation happens
     here for compiled modes); ``warmup`` more calls; ``iters`` timed calls
     (``latency_ms``) interleaved with blocks of the synchronised wall clock per call
-    (``wall_ms``, ``interleaving``, ``timer_agreement``: :mod:`tracekit.timing`); output ``max_abs_diff``
+    (``wall_ms``, ``interleaving``, ``timer_agreement``: :mod:`tracekit.capture.timers`); output ``max_abs_diff``
     against eager; then ``profile_iters`` iterations under torch.profiler, one
     ``ProfilerStep#N`` marker each, after one profiler warm-up step.
     ``host_load`` is read at the start and the end; ``spec.threads`` sets
     torch's thread count first (``environment.cpu_threads`` records the count
     used). A spec with ``repeats`` > 1 is run in that many processes
-    (:func:`tracekit.repeats.run`).
+    (:func:`tracekit.capture.repeats.run`).
 
     Raises:
         models.UnknownModel, backends.UnknownMode: invalid names (nothing written).
-        tracekit.models.workloads.WorkloadError: a workload file that cannot be
+        tracekit.models.workload_files.WorkloadError: a workload file that cannot be
             imported, has no such function, or whose function raises or returns
             something else than (nn.Module, tuple of tensors) (nothing written).
         ValueError: invalid dtype, phase, device, batch, seq, iteration, thread or
-            process counts (:func:`tracekit.spec.validate`; nothing written).
-    With ``spec.nproc > 1`` the ranks build the model (:mod:`tracekit.distributed`): a
+            process counts (:func:`tracekit.manifest.spec.validate`; nothing written).
+    With ``spec.nproc > 1`` the ranks build the model (:mod:`tracekit.capture.ranks`): a
     workload function that raises there fails the run (run.json says why).
     A mode or workload that cannot run here (not installed, needs CUDA, phase not
     supported, ``models.Unavailable``) is recorded as status "skipped" with the
@@ -97,7 +96,7 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = stderr_log) -> Man
             with scratch() as cache:
                 life.manifest.compile_cache = cache
                 if spec.nproc > 1:  # the ranks build and measure, each in its process; this one launches and gathers
-                    distributed.launch(resolved, directory, life)
+                    ranks.launch(resolved, directory, life)
                 else:
                     with ProvenanceRecorder(backend) as recorder:
                         stages.measure(resolved, life, workload, directory, recorder)

@@ -13,9 +13,9 @@ from typing import Callable
 
 import torch
 
-from tracekit.spec import DTYPES as DTYPE_NAMES
+from tracekit.manifest.spec import DTYPES as DTYPE_NAMES
 
-# The torch dtype of each dtype name (tracekit.spec.DTYPES).
+# The torch dtype of each dtype name (tracekit.manifest.spec.DTYPES).
 DTYPES = dict(zip(DTYPE_NAMES, (torch.float32, torch.bfloat16, torch.float16), strict=True))
 BUILD_OPTIONS = ("dtype", "device", "seq", "phase")
 

@@ -36,7 +36,7 @@ from typing import Callable
 
 import torch
 
-from tracekit.models.registry import DTYPES, Family, Unavailable
+from tracekit.models.family import DTYPES, Family, Unavailable
 
 ATTRIBUTE = "__tracekit_workload__"
 DEFAULT_BATCH = 1

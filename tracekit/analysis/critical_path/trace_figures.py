@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.critical_path import analyze, can_analyze, name_segments, top
+from tracekit.analysis.critical_path.edits import Edit, default_replay
 from tracekit.analysis.critical_path.path import PARTS
 from tracekit.analysis.critical_path.predict import predict
-from tracekit.analysis.critical_path.whatif import Edit, default_replay
 from tracekit.trace.reader import EventTables
 
 NAN = float("nan")

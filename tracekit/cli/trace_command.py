@@ -9,7 +9,7 @@ import click
 
 from tracekit.cli.group import OutFolder, UserError, main, seq_option
 from tracekit.errors import ExitCode
-from tracekit.spec import DTYPES, PARALLEL, PHASES
+from tracekit.manifest.spec import DTYPES, PARALLEL, PHASES
 
 
 @main.command()
@@ -82,8 +82,10 @@ def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, i
     latencies, and the job's latency (the slowest rank of each iteration).
     `tracekit analyze` reads it as one job.
     """
-    from tracekit import backends, models, runner, timing
-    from tracekit.spec import RunSpec
+    from tracekit import backends, models
+    from tracekit.analysis.comparison import trust
+    from tracekit.capture import runner
+    from tracekit.manifest.spec import RunSpec
 
     given = {k: v for k, v in dict(warmup=warmup, iters=iters, profile_iters=profile_iters).items()
              if v is not None}
@@ -101,8 +103,8 @@ def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, i
                    f"(synchronised wall clock {wall:.3f} ms)"
                    + (f", median of {repeats} processes (spread {spread:.0%})" if spread is not None else "")
                    + f", first call {manifest.compile_s:.2f} s")
-        for problem in timing.problems(manifest.latency("median"), wall, manifest.latency_ms.timer,
-                                       manifest.host_load.to_dict() if manifest.host_load else None):
+        for problem in trust.problems(manifest.latency("median"), wall, manifest.latency_ms.timer,
+                                      manifest.host_load.to_dict() if manifest.host_load else None):
             click.echo(f"warning: {problem}")
     else:
         click.echo(f"{manifest.label}/{mode}: {manifest.status}: {manifest.reason[:500]}")

@@ -8,7 +8,7 @@ the comparison engine's (:func:`tracekit.analysis.comparison.compare.compare` wi
 This module is the suite's view of them: its names (``speedup_vs_eager``, ``contender``,
 ``eager_<figure>``) beside the run's own row. Achieved rates are the analysis'
 (``achieved_TFLOPs``, ``achieved_GBps``: a call's minimum work over its median latency,
-against :mod:`tracekit.peaks`).
+against :mod:`tracekit.analysis.peaks`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import pandas as pd
 from tracekit.analysis.comparison import trust
 from tracekit.analysis.comparison.compare import compare
 from tracekit.analysis.comparison.findings import SLOWER, suite_findings
+from tracekit.analysis.peaks import SOURCES, key
 from tracekit.manifest import Manifest
-from tracekit.peaks import SOURCES, key
-from tracekit.suite import Suite
+from tracekit.manifest.suite_toml import Suite
 
 _PER_ITER = ("kernels_per_iter", "launches_per_iter", "busy_per_iter_us", "idle_per_iter_us",
              "host_wait_per_iter_us", "peak_memory_MB")

@@ -48,8 +48,8 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry
     from rich.console import Console
 
     from tracekit import bench as bench_lib
+    from tracekit.manifest.suite_toml import SuiteError, load_suite
     from tracekit.report import print_reports
-    from tracekit.suite import SuiteError, load_suite
 
     console = Console(stderr=True)
     try:

@@ -41,15 +41,14 @@ from pathlib import Path
 
 import torch
 
+from tracekit.capture.environment import default_device
 from tracekit.capture.lifecycle import Lifecycle, new_manifest
 from tracekit.capture.profiling import profiler
+from tracekit.capture.quiet import kineto_lines_dropped
 from tracekit.capture.stages import peak_memory, stop_compile_workers
-from tracekit.environment import default_device
-from tracekit.manifest import Manifest
-from tracekit.manifest_sections import Profile, Timer
-from tracekit.quiet import kineto_lines_dropped
-from tracekit.spec import DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec
-from tracekit.timing import latency_stats
+from tracekit.capture.timers import latency_stats
+from tracekit.manifest import Manifest, Profile, Timer
+from tracekit.manifest.spec import DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec
 from tracekit.trace.reader import trace_files
 
 DEFAULT_LOOP_ITERS = 20  # steps timed before the profiled window

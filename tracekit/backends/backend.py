@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from tracekit.spec import PHASES, RunSpec
+from tracekit.manifest.spec import PHASES, RunSpec
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Prepared:
                  profiled window and writes it into run_dir.
     step:        optional ``step(inputs) -> output``: one whole iteration of the run's
                  phase, where the backend made it (a CUDA graph of a training step);
-                 otherwise the runner builds it around ``fn`` (:func:`tracekit.phases.make_step`).
+                 otherwise the runner builds it around ``fn`` (:func:`tracekit.capture.phases.make_step`).
     """
 
     fn: Callable[..., Any]

@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import torch
 
-from tracekit.outputs import tensors
-from tracekit.spec import PHASES
+from tracekit.capture.outputs import tensors
+from tracekit.manifest.spec import PHASES
 
 TRAINING = frozenset(PHASES) - {"inference"}
 

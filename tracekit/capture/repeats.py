@@ -38,22 +38,21 @@ from typing import Callable
 
 import numpy as np
 
-from tracekit import timing
+from tracekit.capture import timers
 from tracekit.capture.child import ChildJob
+from tracekit.capture.environment import child_env
 from tracekit.capture.resolved import ResolvedRun
-from tracekit.environment import child_env
 from tracekit.errors import Interrupted
-from tracekit.manifest import Manifest
-from tracekit.manifest_sections import HostLoad, ProcessSummary, Repeats, Timer
-from tracekit.spec import RunSpec
+from tracekit.manifest import HostLoad, Manifest, ProcessSummary, Repeats, Timer
+from tracekit.manifest.spec import RunSpec
 from tracekit.trace.reader import trace_files
 
 
 def _pooled(parts: list[Timer], timer: str) -> dict:
     """Median of the parts' medians (their ``latency_ms`` or ``wall_ms``); the other figures over
-    their pooled samples (none where no part kept any), as :func:`tracekit.timing.latency_stats`."""
+    their pooled samples (none where no part kept any), as :func:`tracekit.capture.timers.latency_stats`."""
     samples = np.concatenate([np.asarray(p.samples or [], dtype=np.float64) for p in parts])
-    pooled = timing.latency_stats(samples) if samples.size else {}
+    pooled = timers.latency_stats(samples) if samples.size else {}
     return {**pooled, "timer": timer, "median": float(np.median([p.median for p in parts]))}
 
 
@@ -80,7 +79,7 @@ def combine(spec: RunSpec, processes: list[Manifest]) -> tuple[Manifest, int]:
         walls = [m.wall_ms for m in processes]
         run.wall_ms = Timer.of({**walls[pick].to_dict(), **_pooled(walls, walls[pick].timer),
                                 "processes": len(processes)})
-        run.timer_agreement = timing.agreement(run.latency_ms.median, run.wall_ms.median)
+        run.timer_agreement = timers.agreement(run.latency_ms.median, run.wall_ms.median)
     run.repeats = Repeats(n=len(processes), median_process=pick, processes=each,
                           spread=(max(medians) - min(medians)) / run.latency_ms.median)
     first, last = processes[0].host_load, processes[-1].host_load

@@ -1,0 +1,30 @@
+"""What defines a run and what it recorded: ``run.json``'s schema, in one module
+(:mod:`~tracekit.manifest.run_json`: :class:`Manifest` and its sections, typed records), and the
+:class:`~tracekit.manifest.spec.RunSpec` it records (:mod:`~tracekit.manifest.spec`: a run's
+fields and the names they take). No torch here: the capture writes manifests, every other layer
+reads them."""
+
+from tracekit.manifest.run_json import (
+                                      FILENAME,
+                                      VERSION,
+                                      Attribution,
+                                      Distributed,
+                                      Environment,
+                                      HostLoad,
+                                      Interleaving,
+                                      LoadReading,
+                                      Manifest,
+                                      ProcessSummary,
+                                      Profile,
+                                      Provenance,
+                                      RankSummary,
+                                      Record,
+                                      Repeats,
+                                      Source,
+                                      Timer,
+)
+from tracekit.manifest.spec import RunSpec
+
+__all__ = ["FILENAME", "VERSION", "Attribution", "Distributed", "Environment", "HostLoad", "Interleaving",
+           "LoadReading", "Manifest", "ProcessSummary", "Profile", "Provenance", "RankSummary", "Record", "Repeats",
+           "RunSpec", "Source", "Timer"]
