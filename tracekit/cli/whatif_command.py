@@ -40,7 +40,7 @@ def whatif(path, cuda_graphs, faster, host_faster, overlap_comm, balance_ranks, 
     what cannot be predicted (exit 0); a --faster pattern that matches nothing is a usage
     error (exit 2).
     """
-    from tracekit.analysis.critical_path import can_analyze
+    from tracekit.analysis.critical_path import can_analyze, cannot_retime_launches
     from tracekit.analysis.critical_path.edits import Edit, EditError
     from tracekit.analysis.critical_path.edits import faster as faster_edit
     from tracekit.analysis.critical_path.predict import from_run, run_inputs
@@ -62,7 +62,7 @@ def whatif(path, cuda_graphs, faster, host_faster, overlap_comm, balance_ranks, 
         ranks, manifest = run_inputs(path)
     except TraceError as exc:
         raise UserError(str(exc), exc.code) from None
-    why = can_analyze(ranks) or (_single_launch(ranks) if cuda_graphs or host_faster else None)
+    why = can_analyze(ranks) or (cannot_retime_launches(ranks) if cuda_graphs or host_faster else None)
     if why:
         click.echo(json.dumps({"path": path, "predicted_latency_ms": None, "cannot_predict": why}) if as_json
                    else f"{path}: cannot predict: {why}")
@@ -75,11 +75,3 @@ def whatif(path, cuda_graphs, faster, host_faster, overlap_comm, balance_ranks, 
         raise UserError(f"{path}: {exc}", ExitCode.USAGE) from None
     record = prediction_record(result, path)
     click.echo(json.dumps(record) if as_json else prediction_text(record))
-
-
-def _single_launch(ranks) -> str | None:
-    """Why launch removal cannot be predicted for a trace of one launch (nothing to remove)."""
-    from tracekit.analysis.metrics.summary import _launches
-
-    n = sum(_launches(t.gpu_ops["correlation"].to_numpy()) for _, t in ranks)
-    return f"{n} launch in the trace: no launch overhead to remove or re-time" if n < 2 else None

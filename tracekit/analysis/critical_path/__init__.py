@@ -95,6 +95,16 @@ def can_analyze(ranks: list[tuple[int, EventTables]]) -> str | None:
     return None
 
 
+def cannot_retime_launches(ranks: list[tuple[int, EventTables]]) -> str | None:
+    """Why launch removal (``cuda-graphs``, ``host-faster``) cannot be predicted for these traces
+    (one sentence): fewer than two launches (:func:`tracekit.analysis.metrics.summary.launch_count`)
+    leave no launch overhead to remove or re-time; None otherwise."""
+    from tracekit.analysis.metrics.summary import launch_count
+
+    n = sum(launch_count(t.gpu_ops["correlation"].to_numpy()) for _, t in ranks)
+    return f"{n} launch in the trace: no launch overhead to remove or re-time" if n < 2 else None
+
+
 def analyze(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str | None = None,
             host_scale: float = 1.0, gpu_scale: float = 1.0, graph: Graph | None = None) -> CriticalPath:
     """The critical path of each iteration of a trace, or of a job's traces.

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
-from tracekit.analysis.critical_path import analyze, can_analyze, name_segments, top
+from tracekit.analysis.critical_path import analyze, can_analyze, cannot_retime_launches, name_segments, top
 from tracekit.analysis.critical_path.edits import Edit, default_replay
 from tracekit.analysis.critical_path.path import PARTS
 from tracekit.analysis.critical_path.predict import predict
@@ -24,10 +23,6 @@ NAN = float("nan")
 EMPTY = {"cuda_graphs_predicted_ms": NAN, "cuda_graphs_saving_ms": NAN, "cp_calibrated": False,
          "cp_host_scale": NAN, "cp_gpu_scale": NAN}
 
-
-def _launches(tables: EventTables) -> int:
-    corr = tables.gpu_ops["correlation"].to_numpy()
-    return int(len(np.unique(corr[corr >= 0])))
 
 
 def trace_figures(tables: EventTables, latency_ms: float | None, host_ms: float | None = None,
@@ -46,9 +41,7 @@ def trace_figures(tables: EventTables, latency_ms: float | None, host_ms: float 
     trace's :func:`tracekit.analysis.attribution.attribute` frame, where given).
     """
     row, out = dict(EMPTY), {}
-    why = can_analyze([(0, tables)])
-    if why is None and _launches(tables) < 2:
-        why = "a single launch: no launch overhead to re-time"
+    why = can_analyze([(0, tables)]) or cannot_retime_launches([(0, tables)])
     calibratable = latency_ms is not None and math.isfinite(latency_ms) and latency_ms > 0
     if why is not None or not (calibratable or full):
         if full:

@@ -26,7 +26,7 @@ from tracekit.trace.reader import EventTables
 NO_GPU_NOTE = "no GPU activity in this trace (CPU ops only)"
 
 
-def _launches(correlation: np.ndarray) -> int:
+def launch_count(correlation: np.ndarray) -> int:
     """Host launches among GPU ops with these correlation ids: the distinct ids, -1 (none) left out."""
     return int(pd.Series(correlation[correlation >= 0]).nunique())
 
@@ -53,7 +53,7 @@ def per_device(tables: EventTables) -> pd.DataFrame:
             "device": int(device),
             "kernels": int(kernel.sum()),
             "gpu_ops": len(at),
-            "host_launches": _launches(launched),
+            "host_launches": launch_count(launched),
             "gpu_busy_us": busy,
             "active_span_us": span,
             "idle_us": span - busy,
@@ -102,7 +102,7 @@ def per_iteration(tables: EventTables) -> pd.DataFrame:
         rows.append({
             "step": int(m.step), "iteration_us": float(m.dur),
             "kernels": int(is_kernel[sel].sum()),
-            "host_launches": _launches(launched),
+            "host_launches": launch_count(launched),
             "gpu_busy_us": busy,
             "active_span_us": float(end[sel].max() - ts[sel].min()) if len(sel) else 0.0,
         })
