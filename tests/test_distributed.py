@@ -148,3 +148,22 @@ def test_a_suite_cell_of_two_ranks_runs_through_the_bench(tmp_path):
     folder = tmp_path / "traces" / "two" / "mlp-train-step-ddp-np2" / "eager"
     assert len(list(folder.glob("*rank*.pt.trace.json.gz"))) == 2
     assert "## Distributed jobs" in (tmp_path / "reports" / "two" / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_every_rank_times_its_host_like_a_single_run(tmp_path):
+    """Each rank times its host's own time per call, as a single run does, each call after a barrier
+    (so the ranks make the same calls and start each together): the job's run.json has rank 0's
+    (``host_ms``) and every rank's (``distributed.ranks[i].host_ms``). Over gloo a collective blocks
+    the host, so rank 0's time holds its wait at DDP's all-reduce for rank 1, which sleeps 0.2 s
+    before each forward."""
+    from tracekit.capture.timers import HOST_CALLS
+
+    spec = RunSpec(f"{STRAGGLER}:straggler", phase="train-step", nproc=2, warmup=0, iters=1, profile_iters=1)
+    manifest = runner.run(spec, tmp_path, log=lambda m: None)
+    assert manifest.status == "ok", manifest.reason
+    on_disk = json.loads((tmp_path / manifest.label / "eager" / "run.json").read_text())
+    ranks = on_disk["distributed"]["ranks"]
+    assert [r["host_ms"]["n"] for r in ranks] == [HOST_CALLS, HOST_CALLS]
+    assert on_disk["host_ms"] == ranks[0]["host_ms"]
+    assert all(SLEEP_S * 1e3 <= r["host_ms"]["median"] < 3 * SLEEP_S * 1e3 for r in ranks)

@@ -136,3 +136,30 @@ def test_host_times_time_each_call_from_its_start_to_its_return():
     calls = []
     stats = timers.host_times(lambda: calls.append(1), "cpu", calls=5, clock=lambda: next(ticks) * 0.002)
     assert len(calls) == 5 and stats["n"] == 5 and stats["median"] == pytest.approx(2.0)
+
+
+def test_a_ranks_host_times_wait_at_a_barrier_before_each_call():
+    """The ranks of a job make the same calls in the same order, each after a barrier of the process group."""
+    from tracekit.capture import timers
+
+    ticks = iter(range(1000))
+    events = []
+    stats = timers.host_times(lambda: events.append("call"), "cpu", calls=3, clock=lambda: next(ticks) * 0.002,
+                              barrier=lambda: events.append("barrier"))
+    assert events == ["barrier", "call"] * 3 and stats["n"] == 3 and stats["median"] == pytest.approx(2.0)
+
+
+def test_a_step_clock_times_each_step_from_one_boundary_to_the_next():
+    """A recorded loop's steps: a stretch starts, each step is a lap; two stretches (before and after
+    the profiled window) do not count the time between them."""
+    from tracekit.capture import timers
+
+    now = iter([0.0, 0.001, 0.003, 0.010, 0.0105])
+    clock = timers.StepClock("cpu", clock=lambda: next(now))
+    clock.start()
+    clock.lap()
+    clock.lap()
+    clock.start()
+    clock.lap()
+    times, timer = clock.times_ms()
+    assert timer == "perf_counter" and times == pytest.approx([1.0, 2.0, 0.5])

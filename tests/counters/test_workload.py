@@ -1,4 +1,4 @@
-"""The workload ncu profiles (tracekit.counters.workload): the capture's stages up to the warm-up,
+"""The workload ncu profiles (tracekit.counters.workload): the one capture's stages up to the warm-up,
 then the measured iterations; started as every child process is, with the whole spec."""
 
 import json
@@ -22,8 +22,8 @@ def test_first_call_warmup_then_measured_iterations(tmp_path, monkeypatch):
             return x
     monkeypatch.setattr(ResolvedRun, "build", lambda self: (Counting(), (torch.zeros(1),)))
     m = workload.run(ChildJob("counters", RunSpec(model="mlp", device="cpu", warmup=3, profile_iters=2), str(tmp_path)))
-    assert len(calls) == 1 + 3 + 2   # no NVTX on the CPU
-    assert m.status == "ok" and m.profile.iterations == 2 and m.first_call_s > 0
+    assert len(calls) == 1 + 1 + 3 + 2   # the eager reference output, the first call, warm-up, measured (no NVTX here)
+    assert m.status == "ok" and m.profile.iterations == 2 and m.first_call_s > 0 and m.max_abs_diff == 0
     assert json.loads((tmp_path / "workload.json").read_text())["status"] == "ok"
 
 

@@ -29,7 +29,10 @@ def main(argv: list[str] | None = None) -> int:
         if job.task == "rank":
             from tracekit.capture import ranks
             return ranks.rank(job)
-        if job.task == "counters":
+        if job.task == "repeat":
+            from tracekit.capture import repeats
+            ok = repeats.process(job).status == "ok"
+        elif job.task == "counters":
             from tracekit.counters import workload
             ok = workload.run(job).status == "ok"
         else:

@@ -1,8 +1,8 @@
 """What a process tracekit starts is to do, as one serialized record: the whole run of a bench
-cell or of one of ``--repeats`` processes, one rank of a job, or the counters' workload under
-ncu. Its spec travels as the RunSpec's own JSON, so no option list is written twice; every
-such process starts through :meth:`ChildJob.command` and runs :mod:`tracekit.capture.__main__`
-(``python -m tracekit.capture '<json>'``)."""
+cell, one of ``--repeats`` processes, one rank of a job, or the counters' workload under ncu.
+Its spec travels as the RunSpec's own JSON, so no option list is written twice; every such process
+starts through :meth:`ChildJob.command` and runs :mod:`tracekit.capture.__main__` (``python -m
+tracekit.capture '<json>'``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tracekit.manifest.spec import RunSpec
 
-TASKS = ("run", "rank", "counters")
+TASKS = ("run", "repeat", "rank", "counters")
 ENTRY = ["-m", "tracekit.capture"]   # the module every child process runs
 
 
@@ -23,9 +23,11 @@ ENTRY = ["-m", "tracekit.capture"]   # the module every child process runs
 class ChildJob:
     """One child process's work.
 
-    task: "run" (:func:`tracekit.capture.runner.run` of ``spec`` under the traces root ``out``),
-        "rank" (one rank of a job, :func:`tracekit.capture.ranks.rank`; ``out`` is the run
-        folder, ``backend`` the process group's) or "counters" (the workload ncu profiles,
+    task: "run" (:func:`tracekit.capture.runner.run` of ``spec`` under the traces root ``out``:
+        a bench cell), "repeat" (one of the processes of a run made in several,
+        :func:`tracekit.capture.repeats.process`; ``out`` is its run folder), "rank" (one rank of
+        a job, :func:`tracekit.capture.ranks.rank`; ``out`` is the run folder, ``backend`` the
+        process group's) or "counters" (the workload ncu profiles,
         :func:`tracekit.counters.workload.run`; ``out`` is the counters' folder).
     spec: the run's spec (resolved by the parent, so every process records the same).
     parent: the pid of the process to die with (:func:`die_with_parent`), or None.

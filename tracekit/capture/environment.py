@@ -1,4 +1,6 @@
-"""Facts about the machine a run happened on, recorded in run.json."""
+"""Facts about the machine a run happened on, recorded in run.json, and the process settings a
+run runs under: torch's threads (:func:`torch_threads`), its scratch folder (:func:`scratch`), the
+environment of the processes it starts (:func:`child_env`)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ import os
 import platform
 import shutil
 import subprocess
+import tempfile
+from contextlib import contextmanager
 
 import torch
 
@@ -67,3 +71,52 @@ def describe(device: str) -> dict:
     else:
         info.update(device_name=info["cpu"], cuda_driver=None)
     return info
+
+
+@contextmanager
+def torch_threads(threads: int | None):
+    """torch's intra-op threads set to ``threads`` inside the context (unchanged for None),
+    restored after it."""
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextmanager
+def scratch():
+    """One temporary folder for the run, removed when the run ends however it ends (an error,
+    Ctrl-C, SIGTERM taken as Ctrl-C by the CLI): whatever the run writes to temporary files goes
+    there (``tempfile.tempdir``, and ``TMPDIR`` for the processes it starts: the ONNX export and
+    ORT's profile, the ranks of a distributed run), and so does Inductor's cache
+    (``TORCHINDUCTOR_CACHE_DIR``), so ``compile_s`` is a cold compile, unless the user set
+    TORCHINDUCTOR_CACHE_DIR (then theirs is used).
+
+    Yields "cold" or the user's cache folder, recorded in the manifest.
+    Inductor reads TORCHINDUCTOR_CACHE_DIR at each use and keeps Triton's cache
+    under it (torch/_inductor/runtime/cache_dir_utils.py). One folder it fixes once, when
+    ``torch._inductor.codecache`` is imported: its precompiled C++ headers', under the temporary
+    folder of that moment. It is imported here first, before the run's folder is the temporary
+    one: imported inside, the folder would be gone after the run, and a later C++ compile in the
+    process (the API's next run, the user's own) fails for a missing header (seen with torch 2.11).
+    """
+    import torch._inductor.codecache  # noqa: F401 - see above; a one-process run imports it anyway (provenance)
+    saved = {name: os.environ.get(name) for name in ("TMPDIR", "TORCHINDUCTOR_CACHE_DIR")}
+    before = tempfile.tempdir
+    with tempfile.TemporaryDirectory(prefix="tracekit-run-", ignore_cleanup_errors=True) as tmp:
+        tempfile.tempdir = os.environ["TMPDIR"] = tmp
+        cache = saved["TORCHINDUCTOR_CACHE_DIR"]
+        if cache is None:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor")
+        try:
+            yield cache or "cold"
+        finally:
+            tempfile.tempdir = before
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value

@@ -1,18 +1,19 @@
 """``tracekit trace --nproc N``: one workload on N ranks, started by PyTorch's own launcher.
 
-The run's process (:func:`launch`) starts ``python -m torch.distributed.run --standalone
+The run's capture (:class:`~tracekit.capture.capture_run.Capture`, whose stages run
+``elsewhere``: :func:`launch`) starts ``python -m torch.distributed.run --standalone
 --nproc-per-node N`` (the engine behind ``torchrun``) with tracekit's child entry point as
 each rank's program (a :class:`~tracekit.capture.child.ChildJob` of task "rank", which runs
-:func:`rank`). Each rank joins the process group, builds the model, wraps it
-(``--parallel ddp``: DistributedDataParallel; ``fsdp``: FSDP2's ``fully_shard`` on each
-block of a ``ModuleList`` and on the whole model), and runs the capture's stages
-(:func:`tracekit.capture.stages.measure`: every backend mode applies per rank): first call,
-warm-up, timed iterations, the profiled window, its trace written as
-``<host>_rank<r>.<ts>.pt.trace.json.gz`` into the one run folder, and its results into
-``.rank<r>.result`` there. The launching process gathers them into the one ``run.json``:
-rank 0's stages, ``latency_ms`` over the slowest rank of each timed iteration (the step
-time of the job), and ``distributed``: world size, backend, parallel, launcher and each
-rank's latencies.
+:func:`rank`). Each rank joins the process group and runs the one capture with its rank, the
+world size and how the model is shared (``--parallel ddp``: DistributedDataParallel; ``fsdp``:
+FSDP2's ``fully_shard`` on each block of a ``ModuleList`` and on the whole model: :func:`wrap`):
+build, reference output, prepare (every backend mode applies per rank), first call, warm-up,
+timing (the same calls on every rank, host time between barriers), the profiled window, its
+trace written as ``<host>_rank<r>.<ts>.pt.trace.json.gz`` into the one run folder, and its
+results into ``.rank<r>.result`` there. The launching process gathers them into the one
+``run.json``: rank 0's stages (its ``host_ms`` too), ``latency_ms`` over the slowest rank of each
+timed iteration (the step time of the job), and ``distributed``: world size, backend, parallel,
+launcher and each rank's latencies, host time, peak memory and compile time.
 
 Backend: NCCL on GPUs when each rank has its own, gloo otherwise (on CPUs; and where ranks
 share a GPU, which NCCL cannot do). The launcher's environment turns NVLink multicast off
@@ -37,14 +38,11 @@ import numpy as np
 import torch
 
 from tracekit import models
-from tracekit.capture import stages
+from tracekit.capture.capture_run import Capture
 from tracekit.capture.child import ChildJob, die_with_parent
 from tracekit.capture.environment import child_env
-from tracekit.capture.lifecycle import Lifecycle, stderr_log
-from tracekit.capture.profiling import worker_name
-from tracekit.capture.provenance import ProvenanceRecorder
 from tracekit.capture.quiet import is_kineto_line
-from tracekit.capture.resolved import ResolvedRun, resolve
+from tracekit.capture.resolved import resolve
 from tracekit.capture.timers import latency_stats
 from tracekit.io import write_json
 from tracekit.manifest import Distributed, Manifest, Profile, RankSummary, Timer
@@ -54,7 +52,7 @@ RANK_FILE = ".rank{}.result"  # not *.json: never taken for a trace
 _RANK0_FIELDS = ("device_type", "device_name", "build_s", "parameters", "prepare_s", "backend", "first_call_s",
                  "loss", "compile_s", "max_abs_diff", "diff_tolerance", "diff_ok", "warmup_s", "flop_per_iter",
                  "bytes_per_iter", "op", "peak_memory_MB", "memory_source", "attribution", "wall_ms",
-                 "timer_agreement", "interleaving")
+                 "timer_agreement", "interleaving", "host_ms")
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=10)
 
 
@@ -104,14 +102,15 @@ def _stream(proc: subprocess.Popen, log) -> list[str]:
     return list(tail)
 
 
-def launch(run: ResolvedRun, directory: Path, life: Lifecycle) -> None:
-    """Run ``run`` on ``spec.nproc`` ranks and fill the run's manifest (``life``) from their results.
+def launch(capture: Capture) -> None:
+    """Run the capture's spec on ``spec.nproc`` ranks and fill its manifest from their results
+    (the run folder: ``capture.out``).
 
     Raises:
         models.Unavailable: a rank found the workload cannot run here.
         RuntimeError: the launcher or a rank failed (the rank's reason, else the output's end).
     """
-    spec, manifest = run.spec, life.manifest
+    spec, manifest, directory = capture.spec, capture.manifest, capture.out
     backend, note = backend_for(spec.device.split(":")[0], spec.nproc)
     manifest.add_note(note)
     if spec.phase == "inference" and spec.parallel == "ddp":
@@ -120,7 +119,7 @@ def launch(run: ResolvedRun, directory: Path, life: Lifecycle) -> None:
                                        launcher="torch.distributed.run")
     for old in directory.glob(RANK_FILE.format("*")):
         old.unlink()
-    life.stage(f"launching {spec.nproc} ranks (torch.distributed.run, {backend}, {spec.parallel})")
+    capture.stage(f"launching {spec.nproc} ranks (torch.distributed.run, {backend}, {spec.parallel})")
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
                 "--nproc-per-node", str(spec.nproc)]
     cmd = ChildJob("rank", spec, str(directory), backend=backend).command(launcher)
@@ -130,7 +129,7 @@ def launch(run: ResolvedRun, directory: Path, life: Lifecycle) -> None:
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
                           env=env) as proc:
         try:
-            tail = _stream(proc, life.emit)
+            tail = _stream(proc, capture.emit)
         except BaseException:  # Ctrl-C or SIGTERM (as the CLI takes it): the launcher stops its ranks
             proc.terminate()
             try:
@@ -152,13 +151,16 @@ def launch(run: ResolvedRun, directory: Path, life: Lifecycle) -> None:
     first = ranks[0].manifest
     for name in _RANK0_FIELDS:
         setattr(manifest, name, getattr(first, name))
-    manifest.add_note(first.note or "")
+    for note in (first.note or "").split("; "):   # rank 0's own notes (the backend's, the launcher has)
+        if note not in (manifest.note or "").split("; "):
+            manifest.add_note(note)
     slowest = np.max([r.samples_ms for r in ranks], axis=0)
     manifest.latency_ms = Timer.of({**latency_stats(list(slowest)), "timer": first.latency_ms.timer,
                                     "over_ranks": "the slowest rank of each iteration"})
     manifest.distributed = msgspec.structs.replace(manifest.distributed, ranks=[
         RankSummary(rank=r.rank, device=r.device, latency_ms=Timer.of(latency_stats(r.samples_ms)),
-                    peak_memory_MB=r.manifest.peak_memory_MB, compile_s=r.manifest.compile_s) for r in ranks])
+                    host_ms=r.manifest.host_ms, peak_memory_MB=r.manifest.peak_memory_MB,
+                    compile_s=r.manifest.compile_s) for r in ranks])
     traces = {t for r in ranks for t in r.manifest.profile.traces}
     manifest.profile = Profile(iterations=spec.profile_iters, traces=sorted(traces))
 
@@ -182,35 +184,27 @@ def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module
 
 def rank(job: ChildJob) -> int:
     """One rank of a job (run by torch.distributed.run, which sets RANK, LOCAL_RANK, WORLD_SIZE):
-    the capture's stages on the rank's device, its results written to ``.rank<r>.result`` in the
-    run folder ``job.out``; returns 0 if ok, 1 if not (the launcher then stops the others)."""
+    the one capture on the rank's device (:class:`~tracekit.capture.capture_run.Capture` with its
+    rank, the world size and :func:`wrap`), its results written to ``.rank<r>.result`` in the run
+    folder ``job.out``; returns 0 if ok, 1 if not (the launcher then stops the others)."""
     # torch.distributed.run starts each rank in a session of its own: a rank must not outlive
     # its launcher (a bench that kills a cell on timeout kills the launcher's process group).
     die_with_parent(os.getppid())
     folder, spec = Path(job.out), job.spec
-    rank_id, local = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    rank_id, local, world = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
     device = spec.device
     if device.startswith("cuda"):
         device = f"cuda:{local % torch.cuda.device_count()}"
         torch.cuda.set_device(device)
     torch.distributed.init_process_group(job.backend, timeout=PROCESS_GROUP_TIMEOUT)
-    life = Lifecycle(Manifest(status="running", stage="start", note=""), None, stderr_log,
-                     where=f"{folder} rank {rank_id}")
-    samples = []
-    with life:
-        life.stage("build")
-        run = resolve(replace(spec, device=device))
-        workload = stages.build(run)
-        life.manifest.build_s = workload.build_s
-        with ProvenanceRecorder(run.backend) as recorder:
-            shard = lambda m: wrap(m, spec.parallel, device)  # noqa: E731
-            samples = stages.measure(run, life, workload, folder, recorder, wrap=shard,
-                                     worker=worker_name(f"rank{rank_id}"))
-        life.manifest.attribution = recorder.result()
-        life.end("ok")
-    failed_at = time.time() if life.manifest.status != "ok" else None
-    RankResult(rank_id, device, samples, life.manifest, failed_at).write(folder / RANK_FILE.format(rank_id))
-    if life.manifest.status != "ok":
+    capture = Capture.of(resolve(replace(spec, device=device)), None, trace_dir=folder,
+                         where=f"{folder} rank {rank_id}", rank=rank_id, world_size=world,
+                         wrap=lambda m: wrap(m, spec.parallel, device))
+    manifest = capture.run()
+    failed_at = time.time() if manifest.status != "ok" else None
+    samples = manifest.latency_ms.samples if manifest.latency_ms else []
+    RankResult(rank_id, device, samples, manifest, failed_at).write(folder / RANK_FILE.format(rank_id))
+    if manifest.status != "ok":
         return 1   # the launcher stops the other ranks (a collective may be waiting for this one)
     torch.distributed.destroy_process_group()
     return 0

@@ -4,9 +4,9 @@ Host speed varies between processes (up to 1.6x on the lent H100), more than
 within one: the p10-p90 range of one process's timed iterations does not show
 it. ``repeats = N`` (``--repeats N``, ``REPEATS=N``, a suite's ``repeats``)
 runs the spec in N fresh processes, one after the other (a
-:class:`~tracekit.capture.child.ChildJob` of task "run", as a suite's cells run), each a whole run with its
-own compile, timing and profiled window. :func:`combine` makes the run's
-manifest from theirs:
+:class:`~tracekit.capture.child.ChildJob` of task "repeat": :func:`process`, the one capture in
+that process), each a whole run with its own compile, timing and profiled window.
+:func:`combine` makes the run's manifest from theirs:
 
 * ``latency_ms``: median = the median of the processes' medians; p10, p90,
   mean, std, min, max over all their timed iterations pooled, so the range a
@@ -39,9 +39,10 @@ from typing import Callable
 import numpy as np
 
 from tracekit.capture import timers
+from tracekit.capture.capture_run import Capture
 from tracekit.capture.child import ChildJob
 from tracekit.capture.environment import child_env
-from tracekit.capture.resolved import ResolvedRun
+from tracekit.capture.resolved import ResolvedRun, resolve
 from tracekit.errors import Interrupted
 from tracekit.manifest import HostLoad, Manifest, ProcessSummary, Repeats, Timer
 from tracekit.manifest.spec import RunSpec
@@ -100,9 +101,9 @@ def run(resolved: ResolvedRun, out: Path | str, log: Callable[[str], None]) -> M
         folders = []
         for i in range(spec.repeats):
             log(f"[{directory}] process {i + 1} of {spec.repeats}")
-            root = Path(tmp) / str(i)
+            folder = resolved.directory(Path(tmp) / str(i))
             try:
-                subprocess.run(ChildJob("run", one, str(root), parent=os.getpid()).command(),
+                subprocess.run(ChildJob("repeat", one, str(folder), parent=os.getpid()).command(),
                                stdin=subprocess.DEVNULL, check=False, env=child_env(TMPDIR=scratch))
             except KeyboardInterrupt:
                 for old in trace_files(directory):
@@ -111,7 +112,6 @@ def run(resolved: ResolvedRun, out: Path | str, log: Callable[[str], None]) -> M
                 Manifest(spec=spec, label=directory.parent.name, model=spec.model, mode=spec.mode,
                          status="interrupted", reason=reason).write(directory)
                 raise Interrupted(f"{directory}: {reason}; run.json says so") from None
-            folder = resolved.directory(root)   # the label leaves the number of processes out
             folders.append(folder)
             processes.append(Manifest.read(folder) or Manifest(
                 spec=one, model=spec.model, mode=spec.mode, status="failed",
@@ -125,3 +125,15 @@ def run(resolved: ResolvedRun, out: Path | str, log: Callable[[str], None]) -> M
     manifest.label = directory.parent.name
     manifest.write(directory)
     return manifest
+
+
+def process(job: ChildJob) -> Manifest:
+    """One of the processes (a :class:`~tracekit.capture.child.ChildJob` of task "repeat"): the one
+    capture of ``job.spec`` (one process's spec) in this process, written to the run folder
+    ``job.out``; returns its manifest.
+
+    Raises:
+        models.UnknownModel, backends.UnknownMode, ValueError: what
+        :meth:`tracekit.capture.capture_run.Capture.run` raises (nothing written).
+    """
+    return Capture.of(resolve(job.spec), Path(job.out)).run()

@@ -1,10 +1,12 @@
-"""The stages of a run in the process that holds the model, in order: build, reference
-output, prepare (the backend), first call (compile), warm-up, timing, the profiled window
-that writes the trace. Each fills its part of the run's manifest (:class:`Lifecycle`) and
-names itself there, so a failure says where it happened. :func:`measure` runs them from the
-reference output on; a run in one process (:func:`tracekit.capture.runner.run`) and each rank of a
-job (:mod:`tracekit.capture.ranks`) call it, the counters' workload the first ones
-(:mod:`tracekit.counters.workload`)."""
+"""The bodies of the capture's stages; their order is :meth:`tracekit.capture.capture_run.Capture.sequence`'s,
+and nothing else calls them. Each fills its part of the run's manifest and names itself there (``c.stage``),
+so a failure says where it happened.
+
+A stage that runs the workload is a generator: it calls the step itself where this process holds
+the model (:attr:`Workload.step`, once prepared), and where the user's loop makes the calls
+(``tracekit.record``: no step here) it yields at each call instead, resumed by the loop's next
+``rec.step()`` (:func:`called`).
+"""
 
 from __future__ import annotations
 
@@ -12,39 +14,41 @@ import resource
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 
 from tracekit.backends import Prepared
 from tracekit.capture import outputs, timers
 from tracekit.capture.environment import describe
-from tracekit.capture.lifecycle import Lifecycle
 from tracekit.capture.phases import TRAINING, make_step, model_loss
-from tracekit.capture.profiling import profiler, worker_name
-from tracekit.capture.provenance import ProvenanceRecorder
+from tracekit.capture.profiling import profiler
 from tracekit.capture.quiet import kineto_lines_dropped
 from tracekit.capture.resolved import ResolvedRun
 from tracekit.manifest import Interleaving, Profile, Timer
 from tracekit.trace.reader import trace_files
+
+if TYPE_CHECKING:
+    from tracekit.capture.capture_run import Capture
 
 
 @dataclass
 class Workload:
     """The model in this process as the stages go.
 
-    module, inputs: the built model (eval mode) and its example inputs.
+    module, inputs: the built model (eval mode) and its example inputs (None and () for a
+        recorded loop, whose model is the user's).
     device: where its calls run: the backend's build device, then, once prepared, where
         the work really runs (ONNX Runtime's CPU provider: "cpu").
-    build_s: seconds the build took. step: one iteration of the run's phase, once prepared;
-    profile: the backend's own profiler, where it has one (:attr:`Prepared.profile`).
+    build_s: seconds the build took. step: one iteration of the run's phase, once prepared
+        (None where the user's loop makes the calls); profile: the backend's own profiler,
+        where it has one (:attr:`Prepared.profile`).
     """
 
-    module: torch.nn.Module
+    module: torch.nn.Module | None
     inputs: tuple
     device: str
-    build_s: float
+    build_s: float | None = None
     step: Callable[[tuple], Any] | None = None
     profile: Callable | None = None
 
@@ -81,8 +85,18 @@ def stop_compile_workers() -> None:
     shutdown_compile_workers()
 
 
-def _capture(recorder: ProvenanceRecorder | None, where: str, device: str, module: torch.nn.Module):
-    return recorder.capture(where, device, module) if recorder is not None else nullcontext()
+def called(w: Workload) -> Iterator[None]:
+    """One call of the step: made here where this process holds the prepared step (the
+    generator then returns its output without yielding), else made by the user's loop while the
+    generator waits at its one yield (it returns None). ``out = yield from called(w)``."""
+    if w.step is None:
+        yield
+        return None
+    return w.step(w.inputs)
+
+
+def _capture(c: Capture, where: str, device: str, module: torch.nn.Module | None):
+    return c.recorder.capture(where, device, module) if c.recorder is not None else nullcontext()
 
 
 def build(run: ResolvedRun) -> Workload:
@@ -93,29 +107,29 @@ def build(run: ResolvedRun) -> Workload:
     return Workload(module, inputs, run.backend.device(run.spec), time.perf_counter() - t0)
 
 
-def reference_output(w: Workload, life: Lifecycle) -> list[torch.Tensor]:
+def reference_output(w: Workload, c: Capture) -> list[torch.Tensor]:
     """Stage "reference output": the eager module's output (its tensors, copied), which the
     first call's output is compared with; records the parameter count."""
-    life.stage("reference output")
-    life.manifest.parameters = sum(p.numel() for p in w.module.parameters())
+    c.stage("reference output")
+    c.manifest.parameters = sum(p.numel() for p in w.module.parameters())
     with torch.no_grad():
         reference = outputs.clone(w.module(*w.inputs))
         sync(w.device)
     return reference
 
 
-def prepare(w: Workload, run: ResolvedRun, life: Lifecycle, recorder: ProvenanceRecorder | None = None,
-            wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None) -> None:
+def prepare(w: Workload, c: Capture) -> None:
     """Stage "prepare": the backend makes the callable (``prepare_s``, ``backend``, where it
-    runs); ``wrap`` is applied to the module first (DDP, FSDP). Sets ``w.step`` and ``w.device``."""
-    spec, m, build_on = run.spec, life.manifest, w.device
-    life.stage("prepare")
+    runs); a rank's ``c.wrap`` is applied to the module first (DDP, FSDP). Sets ``w.step`` and
+    ``w.device``."""
+    run, m, build_on = c.resolved, c.manifest, w.device
+    c.stage("prepare")
     if build_on.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(torch.device(build_on))
-    shared = wrap(w.module) if wrap else w.module
+    shared = c.wrap(w.module) if c.wrap else w.module
     t0 = time.perf_counter()
-    with _capture(recorder, "prepare", build_on, w.module):
-        prepared = run.backend.prepare(shared, w.inputs, spec)
+    with _capture(c, "prepare", build_on, w.module):
+        prepared = run.backend.prepare(shared, w.inputs, run.spec)
     if not isinstance(prepared, Prepared):
         prepared = Prepared(prepared, build_on.split(":")[0])
     w.device = build_on if prepared.device_type == build_on.split(":")[0] else prepared.device_type
@@ -125,21 +139,21 @@ def prepare(w: Workload, run: ResolvedRun, life: Lifecycle, recorder: Provenance
         # The name of the device that did the work (the CPU's, for ONNX Runtime's CPU provider on a
         # GPU machine), so the run is never shown, or held to peaks, as the GPU's.
         m.device_name = describe(w.device)["device_name"]
-        m.add_note(f"ran on {prepared.device_type}, not {spec.device}: compare it only with "
+        m.add_note(f"ran on {prepared.device_type}, not {run.spec.device}: compare it only with "
                    f"{prepared.device_type} runs")
-    w.step = prepared.step or make_step(prepared.fn, w.module, spec.phase)
+    w.step = prepared.step or make_step(prepared.fn, w.module, run.spec.phase)
     w.profile = prepared.profile
 
 
-def first_call(w: Workload, run: ResolvedRun, life: Lifecycle, reference: list[torch.Tensor] | None = None) -> None:
+def first_call(w: Workload, c: Capture, reference: list[torch.Tensor] | None) -> Iterator[None]:
     """Stage "compile (first call)": ``first_call_s`` and ``compile_s`` (with ``prepare_s``),
     the loss a backward phase used, and the output's ``max_abs_diff`` from ``reference``
     (none without one) against the dtype's tolerance (:func:`tracekit.capture.outputs.tolerance`)."""
-    spec, m = run.spec, life.manifest
-    life.stage("compile (first call)")
+    spec, m = c.spec, c.manifest
+    c.stage("compile (first call)")
     t0 = time.perf_counter()
-    out = w.step(w.inputs)
-    if spec.phase in TRAINING - {"forward"}:
+    out = yield from called(w)
+    if spec.phase in TRAINING - {"forward"} and out is not None:
         m.loss = "model's own" if model_loss(out) is not None else "synthetic (mean of squared outputs)"
     first = outputs.clone(out) if reference is not None else None
     del out
@@ -155,72 +169,105 @@ def first_call(w: Workload, run: ResolvedRun, life: Lifecycle, reference: list[t
         m.add_note(f"output differs from eager by {diff:.3g}, above the {spec.dtype} tolerance {tolerance:.3g}")
 
 
-def warm_up(w: Workload, run: ResolvedRun, life: Lifecycle, recorder: ProvenanceRecorder | None = None) -> None:
-    """Stage "warm-up": ``spec.warmup`` more calls (``warmup_s``), then Inductor's idle compile
+def warm_up(w: Workload, c: Capture, calls: int) -> Iterator[None]:
+    """Stage "warm-up": ``calls`` more calls (``warmup_s``), then Inductor's idle compile
     workers are stopped (:func:`stop_compile_workers`)."""
-    life.stage(f"warm-up ({run.spec.warmup} calls)")
+    c.stage(f"warm-up ({calls} calls)")
     t0 = time.perf_counter()
-    with _capture(recorder, "warmup", w.device, w.module):
-        for _ in range(run.spec.warmup):
-            w.step(w.inputs)
+    with _capture(c, "warmup", w.device, w.module):
+        for _ in range(calls):
+            yield from called(w)
         sync(w.device)
-    life.manifest.warmup_s = time.perf_counter() - t0
+    c.manifest.warmup_s = time.perf_counter() - t0
     stop_compile_workers()
 
 
-def timing_stage(w: Workload, run: ResolvedRun, life: Lifecycle) -> list[float]:
-    """Stage "timing": ``spec.iters`` calls timed one by one, interleaved with the synchronised
-    wall clock (:func:`tracekit.capture.timers.interleaved`; the same schedule on every rank of a job),
-    the host's own time per call (one process only), a single op's work, the peak memory.
-    Returns the timed latencies (ms, in call order)."""
-    spec, m = run.spec, life.manifest
-    life.stage(f"timing ({spec.iters} iterations, interleaved with a synchronised wall clock)")
-    latency, wall, interleaving = timers.interleaved(lambda: w.step(w.inputs), spec.iters, w.device,
-                                                     fixed=spec.nproc > 1)
-    m.latency_ms, m.wall_ms, m.interleaving = Timer.of(latency), Timer.of(wall), Interleaving.of(interleaving)
-    m.timer_agreement = timers.agreement(m.latency_ms.median, m.wall_ms.median)
-    if spec.nproc == 1:   # a rank's calls run collectives: every rank would have to time them alike
-        m.host_ms = Timer.of(timers.host_times(lambda: w.step(w.inputs), w.device))
-    if work := run.cost():  # single ops: the minimum work of a call
-        m.flop_per_iter, m.bytes_per_iter = work["flop"], work["bytes"]
-        m.op = work.get("op", spec.model)
+def timing(w: Workload, c: Capture) -> Iterator[None]:
+    """Stage "timing": ``spec.iters`` calls timed one by one, then the peak memory.
+
+    Where this process calls the step: interleaved with the synchronised wall clock
+    (:func:`tracekit.capture.timers.interleaved`; the same schedule on every rank of a job), then
+    the host's own time per call (:func:`tracekit.capture.timers.host_times`; on a rank each call
+    after a barrier of the process group), and a single op's work. Where the user's loop calls it:
+    each step from the previous ``rec.step()`` to its own, no synchronize added
+    (:class:`tracekit.capture.timers.StepClock`; the latency is recorded when the loop ends, with
+    its later steps)."""
+    spec, m = c.spec, c.manifest
+    if w.step is None:
+        c.stage(f"timing ({spec.iters} steps)")
+        c.step_clock.start()
+        for _ in range(spec.iters):
+            yield
+            c.step_clock.lap()
+    else:
+        c.stage(f"timing ({spec.iters} iterations, interleaved with a synchronised wall clock)")
+        call = lambda: w.step(w.inputs)  # noqa: E731
+        latency, wall, interleaving = timers.interleaved(call, spec.iters, w.device, fixed=c.world_size > 1)
+        m.latency_ms, m.wall_ms, m.interleaving = Timer.of(latency), Timer.of(wall), Interleaving.of(interleaving)
+        m.timer_agreement = timers.agreement(m.latency_ms.median, m.wall_ms.median)
+        m.host_ms = Timer.of(timers.host_times(call, w.device, barrier=c.barrier))
+        if work := c.resolved.cost():  # single ops: the minimum work of a call
+            m.flop_per_iter, m.bytes_per_iter = work["flop"], work["bytes"]
+            m.op = work.get("op", spec.model)
     m.peak_memory_MB, m.memory_source = peak_memory(w.device)
-    return m.latency_ms.samples
 
 
-def profiled_window(w: Workload, run: ResolvedRun, life: Lifecycle, directory: Path,
-                    recorder: ProvenanceRecorder | None = None, worker: str | None = None) -> None:
+def profiled_window(w: Workload, c: Capture) -> Iterator[None]:
     """Stage "profiling": one profiler warm-up step, then ``spec.profile_iters`` iterations
     under torch.profiler (:func:`tracekit.capture.profiling.profiler`), one ``ProfilerStep#N``
-    marker each, written into ``directory`` as ``worker`` (:func:`worker_name` when None), with
-    the backend's own profile where it has one; records ``profile``."""
-    n = run.spec.profile_iters
-    life.stage(f"profiling ({n} iterations)")
-    worker = worker or worker_name()
-    own_profiler = w.profile(directory, worker) if w.profile else nullcontext()
-    scopes = recorder.scopes(w.module) if recorder is not None else nullcontext()
+    marker each (N from 1), written into ``c.trace_dir`` as ``c.worker``, with the backend's own
+    profile where it has one and module scopes where the recorder puts them; records ``profile``.
+    Kineto's lines are dropped from stderr meanwhile (other lines pass when the window ends)."""
+    n = c.spec.profile_iters
+    c.stage(f"profiling ({n} iterations)")
+    own_profiler = w.profile(c.trace_dir, c.worker) if w.profile else nullcontext()
+    scopes = c.recorder.scopes(w.module) if c.recorder is not None else nullcontext()
     window = torch.profiler.schedule(wait=0, warmup=1, active=n, repeat=1)
-    with kineto_lines_dropped(), own_profiler, scopes, profiler(w.device, directory, worker, window) as prof:
+    with kineto_lines_dropped(), own_profiler, scopes, profiler(w.device, c.trace_dir, c.worker, window) as prof:
         for i in range(1 + n):
-            w.step(w.inputs)
+            yield from called(w)
             if i in (0, n):
                 # After the profiler's warm-up step: its kernels finish before the window opens (else a
                 # GPU-bound run's queued work, e.g. a whole CUDA-graph replay, runs inside profiled step 1
                 # with no launch call in the trace). After the last step: its kernels finish inside it.
                 sync(w.device)
             prof.step()
-    life.manifest.profile = Profile(iterations=n, traces=[p.name for p in trace_files(directory)])
+            c.profiled_steps = i
+    c.manifest.profile = Profile(iterations=n, traces=[p.name for p in trace_files(c.trace_dir)])
 
 
-def measure(run: ResolvedRun, life: Lifecycle, w: Workload, directory: Path, recorder: ProvenanceRecorder,
-            wrap: Callable[[torch.nn.Module], torch.nn.Module] | None = None, worker: str | None = None) -> list[float]:
-    """The stages from the reference output to the profiled window on the built ``w``; returns
-    the timed latencies (ms). ``recorder`` records what attribution needs
-    (:mod:`tracekit.capture.provenance`); ``wrap``: see :func:`prepare`."""
-    reference = reference_output(w, life)
-    prepare(w, run, life, recorder, wrap)
-    first_call(w, run, life, reference)
-    warm_up(w, run, life, recorder)
-    samples = timing_stage(w, run, life)
-    profiled_window(w, run, life, directory, recorder, worker)
-    return samples
+def nvtx_window(w: Workload, c: Capture, name: str) -> Iterator[None]:
+    """Stage "measured iterations" (the counters' workload): ``spec.profile_iters`` calls, each
+    inside an NVTX push/pop range ``name`` on CUDA (ncu's ``--nvtx-include`` selects them);
+    records ``profile`` (no trace)."""
+    n, cuda = c.spec.profile_iters, w.device.startswith("cuda")
+    c.stage(f"measured iterations ({n}, in NVTX ranges {name})")
+    for _ in range(n):
+        if cuda:
+            torch.cuda.nvtx.range_push(name)
+        yield from called(w)
+        if cuda:
+            torch.cuda.nvtx.range_pop()
+    sync(w.device)
+    c.manifest.profile = Profile(iterations=n, traces=[])
+
+
+def later_steps(c: Capture) -> Iterator[None]:
+    """A recorded loop's steps after the profiled window, until it ends: each timed as in the
+    timing stage (:class:`tracekit.capture.timers.StepClock`)."""
+    c.stage("timing (the steps after the profiled window)")
+    c.step_clock.start()
+    while True:
+        yield
+        c.step_clock.lap()
+
+
+def loop_timings(c: Capture) -> None:
+    """What a recorded loop's timed steps measured, whenever it ended: ``latency_ms`` and
+    ``steps_ms`` (each timed step, ms), and ``profile`` where the window did not complete."""
+    m = c.manifest
+    times, timer = c.step_clock.times_ms()
+    m.latency_ms = Timer.of({**(timers.latency_stats(times) if times else {}), "timer": timer})
+    m.steps_ms = times
+    if m.profile is None:
+        m.profile = Profile(iterations=c.profiled_steps, traces=[p.name for p in trace_files(c.trace_dir)])

@@ -139,28 +139,81 @@ HOST_CALLS = 20   # calls timed by host_times
 
 
 def host_times(fn: Callable[[], object], device: str, calls: int = HOST_CALLS,
-               clock: Callable[[], float] = time.perf_counter) -> dict:
+               clock: Callable[[], float] = time.perf_counter, barrier: Callable[[], object] | None = None) -> dict:
     """The host's own time per call (``host_ms`` in run.json): each call timed from its start to
     its return by ``clock``, after a device synchronize and with none inside, so the GPU is idle
     and the launch queue empty when it starts: what issuing one iteration costs the host. On a
     GPU-bound run the other timers see only the GPU; this is how much room the host has (the
     critical path's calibration uses it, :mod:`tracekit.analysis.critical_path.calibrate`).
 
+    ``barrier`` (the ranks of a job, whose calls run collectives): called before each call, between
+    two device synchronizes, so every rank makes the same ``calls`` calls in the same order and
+    starts each together, its own GPU idle (a barrier of the process group,
+    ``torch.distributed.barrier``). With NCCL the call's collectives are only enqueued, so the time
+    is the rank's own host cost; with gloo a collective blocks the host until every rank has
+    arrived, so the time includes waiting for the slowest rank's host.
+
     Returns:
         :func:`latency_stats` of the ``calls`` times (ms).
     """
     import torch
 
-    out = []
-    for _ in range(calls):
+    def sync() -> None:
         if device.startswith("cuda"):
             torch.cuda.synchronize()
+
+    out = []
+    for _ in range(calls):
+        sync()
+        if barrier is not None:
+            barrier()
+            sync()
         t0 = clock()
         fn()
         out.append((clock() - t0) * 1e3)
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+    sync()
     return latency_stats(out)
+
+
+class StepClock:
+    """Times steps that another caller makes (a recorded loop's ``rec.step()``), adding no
+    synchronize: a point at each step boundary, CUDA events on a GPU (the device time between the
+    enqueue points of consecutive boundaries, read after one synchronize in :meth:`times_ms`),
+    ``clock`` (perf_counter, s) on the CPU.
+
+    :meth:`start` marks the start of a stretch of timed steps, :meth:`lap` the end of each."""
+
+    def __init__(self, device: str, clock: Callable[[], float] = time.perf_counter):
+        self.cuda = device.startswith("cuda")
+        self.clock = clock
+        self.last = None
+        self.laps: list = []   # (start, end) of each timed step: clock readings or CUDA events
+
+    def _point(self):
+        if not self.cuda:
+            return self.clock()
+        import torch
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def start(self) -> None:
+        """A stretch of timed steps starts now."""
+        self.last = self._point()
+
+    def lap(self) -> None:
+        """The step since the last :meth:`start` or :meth:`lap` ended now."""
+        point = self._point()
+        self.laps.append((self.last, point))
+        self.last = point
+
+    def times_ms(self) -> tuple[list[float], str]:
+        """Each timed step's time (ms, in order) and the timer's name ("cuda_events", "perf_counter")."""
+        if not self.cuda:
+            return [(b - a) * 1e3 for a, b in self.laps], "perf_counter"
+        import torch
+        torch.cuda.synchronize()
+        return [a.elapsed_time(b) for a, b in self.laps], "cuda_events"
 
 
 def wall_block_calls(k: int, call_ms: float) -> int:

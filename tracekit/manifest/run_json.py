@@ -24,7 +24,9 @@ Versions (``manifest_version``):
   ``samples``, ``calls`` and no ``iqr``. Older files read ``interleaving`` as None: their two
   timers ran one after the other (``wall_ms.timer``: blocked_autorange, or timeit on ranks).
   ``host_ms``: the host's time to issue one call with the GPU idle (:func:`tracekit.capture.timers.host_times`;
-  single-process runs).
+  single-process runs). Since issue 37 every rank of a job times it too, each call after a barrier:
+  ``distributed.ranks[i].host_ms`` is rank i's, and the job's ``host_ms`` rank 0's, like its other
+  stages (a job's run.json written before has neither).
 
 Every version is read by the same class; the JSON layout is the same in all, only fields were
 added. ``spec`` is a :class:`~tracekit.manifest.spec.RunSpec`, the other sections typed records
@@ -81,7 +83,7 @@ class Record(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
 class Timer(Record):
     """A timer's statistics over its samples (:func:`tracekit.capture.timers.latency_stats`), ms:
     ``latency_ms`` (per call), ``wall_ms`` (per call of each synchronised block), ``host_ms``
-    (the host's time to issue one call), each rank's latency of a job."""
+    (the host's time to issue one call), each rank's latency and host time of a job."""
 
     n: int | None = None
     mean: float | None = None
@@ -191,6 +193,7 @@ class RankSummary(Record):
     rank: int | None = None
     device: str | None = None
     latency_ms: Timer | None = None
+    host_ms: Timer | None = None          # the rank's own time to issue one call (tracekit.capture.timers.host_times)
     peak_memory_MB: float | None = None
     compile_s: float | None = None
 
@@ -269,6 +272,7 @@ class Manifest:
     interleaving: Interleaving | None = None  # rounds, latency_calls, wall_calls, schedule: timing.interleaved()
     timer_agreement: float | None = None   # wall_ms median / latency_ms median - 1 (timing.agreement)
     host_ms: Timer | None = None           # the host's time to issue one call, GPU idle: timing.host_times()
+                                           # (a job: rank 0's; each rank's in distributed.ranks)
     host_load: HostLoad | None = None      # timing.host_load() at the start and the end of the run
     repeats: Repeats | None = None         # a run made in several processes: tracekit.capture.repeats.combine()
     steps: int | None = None               # a recorded loop (tracekit.record): the steps it ran
