@@ -84,6 +84,13 @@ def test_a_run_leaves_inductor_no_folder_of_its_own_scratch(tmp_path):
     assert "tracekit-run-" not in header_dir and header_dir.startswith(tmp)
 
 
+def test_a_run_records_the_thread_count_it_ran_with_and_restores_it(tmp_path):
+    before = torch.get_num_threads()
+    manifest = runner.run(RunSpec("mlp", device="cpu", threads=1, warmup=0, iters=1, profile_iters=1), tmp_path,
+                          log=lambda m: None)
+    assert manifest.status == "ok" and manifest.environment.cpu_threads == 1 and torch.get_num_threads() == before
+
+
 STAGES = ("build", "reference_output", "prepare", "first_call", "warm_up", "timing", "profiled_window",
           "nvtx_window", "later_steps", "loop_timings")   # tracekit/capture/stages.py's stages
 

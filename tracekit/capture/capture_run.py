@@ -136,10 +136,12 @@ class Capture:
             raise ValueError("device cuda requested but torch sees no GPU (is this the CPU build of torch?)")
         self.spec, self.resolved, self.out, self.filename = spec, run, out, filename
         self.trace_dir = trace_dir or out
+        with torch_threads(spec.threads):   # the environment records the thread count the run uses
+            environment = Environment.of(describe(spec.device))
         self.manifest = Manifest(tracekit=__version__, spec=spec, label=label, model=spec.model, mode=spec.mode,
                                  device_type=spec.device.split(":")[0], source=Source.of(source), status="running",
-                                 reason="", stage="start", note=note, environment=Environment.of(describe(spec.device)),
-                                 started_at=now(), host_load=HostLoad(start=LoadReading.of(timers.host_load())))
+                                 reason="", stage="start", note=note, environment=environment, started_at=now(),
+                                 host_load=HostLoad(start=LoadReading.of(timers.host_load())))
         self.emit: Log = log or (lambda line: None)
         self.where = where or str(out or trace_dir)
         self.rank, self.world_size, self.wrap = rank, world_size, wrap

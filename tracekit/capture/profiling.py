@@ -1,7 +1,7 @@
-"""The one place torch.profiler is set up for a capture: the profiled window of a run
-(:mod:`tracekit.capture.stages`), a recorded loop (:mod:`tracekit.capture.loop`) and the short
-profile of a CUDA-graph capture (:mod:`tracekit.capture.provenance`) all take theirs from
-:func:`profiler`, and name their trace files with :func:`worker_name`."""
+"""The one place torch.profiler is set up for a capture: the profiled window of every run, a
+recorded loop's too (:func:`tracekit.capture.stages.profiled_window`), and the short profile of a
+CUDA-graph capture (:mod:`tracekit.capture.provenance`) take theirs from :func:`profiler`, and name
+their trace files with :func:`worker_name`."""
 
 from __future__ import annotations
 

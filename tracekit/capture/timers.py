@@ -14,6 +14,11 @@
   1.8x between rounds a few seconds apart (benchmarks/timer_probe.py,
   reports/h100/lm/timer-probe/), so two timers taken in turn saw two hosts. How
   they were interleaved is ``interleaving`` in run.json.
+* **The host's own time per call** (:func:`host_times`): each call after a device
+  synchronize, so the GPU is idle: ``host_ms``; on the ranks of a job each call also
+  after a barrier of the process group, so every rank makes the same calls together.
+* **A recorded loop's steps** (:class:`StepClock`): from one ``rec.step()`` to the
+  next, no synchronize added (CUDA events, or ``perf_counter``).
 * **Agreement** (:func:`agreement`): wall median / latency median - 1. Above
   5% either way (:data:`tracekit.analysis.comparison.trust.TIMER_DISAGREEMENT`) the two timers are not
   measuring the same thing (a synchronize that costs at this size, a host
