@@ -46,28 +46,25 @@ from tracekit.trace.reader import trace_files
 
 Log = Callable[[str], None]
 REASON_CHARS = 2000   # a failure's message is cut to this many characters in run.json
-
-_LOOP = {"build_s": "no model is built: the loop's model is the user's",
-         "parameters": "likewise", "prepare_s": "the user's code prepares the model (torch.compile...)",
-         "backend": "likewise", "compile_cache": "the user's process keeps its own Inductor cache and TMPDIR",
-         "loss": "the loop's step output is the user's",
-         "max_abs_diff": "no eager reference output to compare with", "diff_tolerance": "likewise",
-         "diff_ok": "likewise",
-         "wall_ms": "each step is timed from one rec.step() to the next (CUDA events): no synchronised blocks",
-         "interleaving": "likewise", "timer_agreement": "likewise",
-         "host_ms": "it needs a synchronize before each timed call, which the loop's steps never get",
-         "attribution": "no module or backend is known to record it for",
-         "steps": "the loop's own: the steps it ran", "steps_ms": "the loop's own: each timed step"}
 # Each way in -> the fields of run.json (top level) in which its manifest differs from a single run's
 # of the same spec (fields a single run records and it does not, or the other way round), and why.
 DIFFERENCES: dict[str, dict[str, str]] = {
     "bench cell": {},
     "repeats": {"repeats": "each process's figures (tracekit.capture.repeats.combine)"},
     "job": {"distributed": "world size, backend, each rank's figures (tracekit.capture.ranks)"},
-    "recorded loop": _LOOP,
-    "counters": {name: "the measured window is NVTX-ranged iterations under ncu, not timed or traced"
-                 for name in ("latency_ms", "wall_ms", "interleaving", "timer_agreement", "host_ms",
-                              "peak_memory_MB", "memory_source", "attribution")},
+    "recorded loop": {
+        **dict.fromkeys(("build_s", "parameters", "prepare_s", "backend", "loss"),
+                        "the loop's model and step are the user's, built and prepared by the user's code"),
+        "compile_cache": "the user's process keeps its own Inductor cache and TMPDIR",
+        **dict.fromkeys(("max_abs_diff", "diff_tolerance", "diff_ok"), "no eager reference output to compare with"),
+        **dict.fromkeys(("wall_ms", "interleaving", "timer_agreement"),
+                        "each step is timed from one rec.step() to the next: no synchronised blocks"),
+        "host_ms": "it needs a synchronize before each timed call, which the loop's steps never get",
+        "attribution": "no module or backend is known to record it for",
+        **dict.fromkeys(("steps", "steps_ms"), "the loop's own: the steps it ran, each timed one's time")},
+    "counters": dict.fromkeys(("latency_ms", "wall_ms", "interleaving", "timer_agreement", "host_ms", "peak_memory_MB",
+                               "memory_source", "attribution"),
+                              "the measured window is NVTX-ranged iterations under ncu, neither timed nor traced"),
 }
 
 
@@ -159,7 +156,8 @@ class Capture:
                    **what_differs)
 
     def sequence(self, w: stages.Workload) -> Iterator[None]:
-        """The stages in their one order on ``w``, as a generator.
+        """The stages in their one order on ``w`` (built by :meth:`run` just before, ahead of
+        anything written), as a generator.
 
         Where this process calls the step, the stages make every call themselves and the
         generator never yields (:meth:`run` exhausts it). For ``tracekit.record`` (no step in
