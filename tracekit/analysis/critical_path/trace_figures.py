@@ -53,13 +53,13 @@ def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
         on the path, by name, op and module: :func:`tracekit.analysis.critical_path.top`).
     """
     row, out = dict(EMPTY), {}
-    latency_ms, full, annotation = run.latency_ms, options.critical_path, options.annotation
+    latency_ms, annotation = run.latency_ms, options.annotation
     why = can_analyze([(0, tables)]) or cannot_retime_launches([(0, tables)])
     if why is None and annotation is not None and marker_table(tables, annotation).empty:
         why = f"no CPU op or annotation named {annotation!r} in the trace"
     calibratable = latency_ms is not None and math.isfinite(latency_ms) and latency_ms > 0
-    if why is not None or not (calibratable or full):
-        if full:
+    if why is not None or not (calibratable or options.critical_path):
+        if options.critical_path:
             row["critical_path_note"] = f"no critical path: {why}" if why else ""
         return row, out
     if calibratable:
@@ -72,7 +72,7 @@ def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
     else:   # the profiled window as traced: one re-timing, no prediction
         path = analyze(tables, annotation)
         notes = ["uncalibrated: the profiled window as traced (no unprofiled latency)"]
-    if full:
+    if options.critical_path:
         split = path.split
         rows = split.iloc[1:] if len(split) >= 3 else split
         mean = {c: float(rows[c].mean()) for c in rows.columns if c.endswith("_us")}

@@ -81,8 +81,9 @@ SYNC_CALLS = frozenset({
 })
 # Gap-length histogram edges (µs).
 HIST_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 1000, np.inf)
-# The columns of breakdown(): idle time (µs) and gaps of each cause, and their totals.
+# The columns of breakdown(): idle time (µs) and gaps of each cause, and their totals; of the run row, the shares.
 BREAKDOWN = [m for c in CAUSES for m in (f"idle_{c}_us", f"gaps_{c}")] + ["idle_us", "idle_gaps"]
+SHARES = {f"idle_{c}_share": "share" for c in CAUSES}   # of the active span (0..1)
 
 
 def launch_index(tables: EventTables) -> pd.DataFrame:
@@ -285,21 +286,17 @@ def histogram(g: pd.DataFrame) -> pd.DataFrame:
     return h[h["cause"].isin(CAUSES)].reset_index(drop=True)
 
 
-def _with_shares(row: dict, span_us: float) -> dict:
-    """``row`` (:data:`BREAKDOWN`'s figures) with ``idle_<cause>_share``: of the active span ``span_us``."""
-    good = span_us and span_us > 0
-    return {**row, **{f"idle_{c}_share": row[f"idle_{c}_us"] / span_us if good else np.nan for c in CAUSES}}
+
 
 
 @register("idle", reads=("gpu_ops", "host_calls", "syncs", "markers"), order=20, tables=("streams", "idle_histogram"),
-          columns={**{m: "count" if m.startswith("gaps") or m == "idle_gaps" else "µs" for m in BREAKDOWN},
-                   **{f"idle_{c}_share": "share" for c in CAUSES}},
-          default=lambda x, why: Output(row=_with_shares(dict.fromkeys(BREAKDOWN, np.nan), np.nan)))
+          columns={**{m: "count" if "gaps" in m else "µs" for m in BREAKDOWN}, **SHARES},
+          default=Output(row=dict.fromkeys([*BREAKDOWN, *SHARES], np.nan)))
 def _idle_analysis(x: Inputs) -> Output:
-    """The device's idle breakdown in the row (NaN without GPU ops: no timeline, idle time undefined,
-    not zero), the streams' and the gap histogram; the gaps for the analyses that need them."""
-    g = gaps(x.tables)
+    """The device's idle breakdown and each cause's share of the active span in the row (NaN without
+    GPU ops: no timeline, idle undefined, not zero), the streams' and the gap histogram; the gaps."""
+    g, span = gaps(x.tables), x.row["active_span_us"]
     row = breakdown(g).iloc[0].to_dict() if x.tables.has_gpu else dict.fromkeys(BREAKDOWN, np.nan)
-    return Output(row=_with_shares(row, x.row["active_span_us"]), value=g, tables={
-        "streams": breakdown(gaps(x.tables, per_stream=True), ["device", "stream"]),
-        "idle_histogram": histogram(g) if len(g) else pd.DataFrame()})
+    row.update({share: row[f"idle_{c}_us"] / span if span > 0 else np.nan for c, share in zip(CAUSES, SHARES)})
+    return Output(row=row, value=g, tables={"streams": breakdown(gaps(x.tables, per_stream=True), ["device", "stream"]),
+                                            "idle_histogram": histogram(g) if len(g) else pd.DataFrame()})
