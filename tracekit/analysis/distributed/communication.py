@@ -88,7 +88,6 @@ def breakdown(tables: EventTables) -> dict:
             "window_us": window_us(tables), "comm_timeline": "gpu" if tables.has_gpu else "cpu"}
 
 
-
 @register("communication", reads=("gpu_ops", "host_calls", "cpu_ops", "comms"), order=60, columns={
     "computation_us": "µs", "communication_us": "µs", "comm_overlap_us": "µs", "comm_comp_overlap": "share",
     "exposed_communication_us": "µs", "non_compute_us": "µs", "window_us": "µs", "comm_timeline": ""})

@@ -286,9 +286,6 @@ def histogram(g: pd.DataFrame) -> pd.DataFrame:
     return h[h["cause"].isin(CAUSES)].reset_index(drop=True)
 
 
-
-
-
 @register("idle", reads=("gpu_ops", "host_calls", "syncs", "markers"), order=20, tables=("streams", "idle_histogram"),
           columns={**{m: "count" if "gaps" in m else "µs" for m in BREAKDOWN}, **SHARES},
           default=Output(row=dict.fromkeys([*BREAKDOWN, *SHARES], np.nan)))
