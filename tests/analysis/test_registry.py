@@ -88,6 +88,7 @@ def test_an_analysis_gives_only_what_it_declares(own):
     (dict(columns={"wait_us": "count"}), "column wait_us in 'count': its name does not say so"),
     (dict(columns={"wait_ms": "minutes"}), "unit 'minutes' not one of"),
     (dict(needs=("toy",)), "toy needs or uses itself"),
+    (dict(uses=("idle",), required=True), "toy is required: it runs first"),
 ])
 def test_a_declaration_is_checked_when_registered(own, kwargs, problem):
     with pytest.raises(ValueError, match=problem):

@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+import pandas as pd
+
 from tracekit.analysis.options import AnalysisOptions, RunFacts
 
 if TYPE_CHECKING:
@@ -99,8 +101,6 @@ class TraceAnalysis:
     def fallback(self, inputs: Inputs, why: str) -> Output:
         """What stands where it failed or was not run: its ``default``, every declared table
         it leaves out an empty DataFrame."""
-        import pandas as pd
-
         out = self.default(inputs, why) if callable(self.default) else self.default
         return Output(dict(out.row), {**{t: pd.DataFrame() for t in self.tables}, **out.tables}, out.value)
 
@@ -134,7 +134,8 @@ def register(name: str, *, reads: tuple[str, ...] = (), needs: tuple[str, ...] =
     Raises:
         ValueError: ``name`` is registered already, ``reads`` names no event or shared table,
             a unit is not one of :data:`UNITS` or a column's name does not say it (``busy_us``
-            in µs, and only a µs column has ``_us`` in its name), or the analysis needs or uses itself.
+            in µs, and only a µs column has ``_us`` in its name), the analysis needs or uses itself,
+            or a required one needs or uses any.
     """
     columns = dict(columns or {})
     problems = ([f"{name} is registered already"] if name in ANALYSES else []) \
@@ -142,7 +143,8 @@ def register(name: str, *, reads: tuple[str, ...] = (), needs: tuple[str, ...] =
            if r not in EVENT_TABLES + SHARED_TABLES] \
         + [f"column {c}: unit {u!r} not one of {list(UNITS)}" for c, u in columns.items() if u not in UNITS] \
         + [f"column {c} in {u!r}: its name does not say so" for c, u in columns.items() if not _named(c, u)] \
-        + ([f"{name} needs or uses itself"] if name in needs + uses else [])
+        + ([f"{name} needs or uses itself"] if name in needs + uses else []) \
+        + ([f"{name} is required: it runs first, and can need or use no other"] if required and needs + uses else [])
     if problems:
         raise ValueError("; ".join(problems))
 

@@ -57,6 +57,7 @@ class Sections:
             return default
 
     def failed(self, name: str) -> bool:
+        """True when the analysis ``name`` raised."""
         return any(f["analysis"] == name for f in self.failures)
 
     def reason(self, *names: str) -> str:
