@@ -13,7 +13,7 @@ from tracebuilder import TraceBuilder, eager_trace
 
 import tracekit
 from tracekit.analysis import runs, trace_analysis, trace_file
-from tracekit.analysis.attribution import modules
+from tracekit.analysis.attribution import gpu_ops, modules
 from tracekit.analysis.distributed import collectives, communication, job
 from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.cli import main
@@ -45,7 +45,7 @@ def _analyze(path, tmp_path, *extra, debug=False):
 
 
 # (module, function, the analysis named in failed_analyses)
-ANALYSES = [(collectives, "calls", "collectives"), (trace_analysis, "attribute", "attribution"),
+ANALYSES = [(collectives, "calls", "collectives"), (gpu_ops, "attribute", "attribution"),
             (integrity, "checks", "integrity"), (modules, "scope_times", "modules"), (cpu_ops, "by_op", "cpu_ops"),
             (idle, "gaps", "idle"), (launches, "launch_table", "launches"), (communication, "breakdown",
                                                                                 "communication"),

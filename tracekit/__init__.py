@@ -4,7 +4,8 @@ The Python API (imported on first use, so ``tracekit analyze`` and the trace lay
 
 * :func:`tracekit.profile` runs a module you built in each mode, as ``tracekit trace`` does
   (:mod:`tracekit.api`);
-* :func:`tracekit.analyze` returns the tables of ``tracekit analyze`` as DataFrames (:mod:`tracekit.api`);
+* :func:`tracekit.analyze` returns the tables of ``tracekit analyze`` as DataFrames (:mod:`tracekit.api`),
+  its options as one :class:`tracekit.AnalysisOptions` (:mod:`tracekit.analysis.options`);
 * :func:`tracekit.annotate` writes a copy of each trace with tracekit's tracks, as
   ``tracekit analyze --annotate`` does (:mod:`tracekit.api`);
 * :func:`tracekit.diff` compares two runs module by module, as ``tracekit diff`` does (:mod:`tracekit.api`);
@@ -16,7 +17,8 @@ The Python API (imported on first use, so ``tracekit analyze`` and the trace lay
 __version__ = "0.1.0"
 
 _LAZY = {"profile": "tracekit.api", "analyze": "tracekit.api", "diff": "tracekit.api", "annotate": "tracekit.api",
-         "record": "tracekit.capture.loop", "workload": "tracekit.models.workload_files"}
+         "record": "tracekit.capture.loop", "workload": "tracekit.models.workload_files",
+         "AnalysisOptions": "tracekit.analysis.options"}
 
 
 def __getattr__(name: str):

@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
+from tracekit.analysis.options import AnalysisOptions
 from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze as run_analysis
 from tracekit.manifest.spec import DEFAULT_ITERS, DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec, folder_name
@@ -35,7 +36,8 @@ __all__ = ["Result", "analyze", "annotate", "diff", "profile"]
 
 
 def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", iterations: int | None = None,
-            only: set[str] | None = None, dask: str | None = None, critical_path: bool = False) -> Result:
+            only: set[str] | None = None, dask: str | None = None, critical_path: bool = False,
+            options: AnalysisOptions | None = None) -> Result:
     """The tables ``tracekit analyze PATH`` reports, as DataFrames (:class:`Result`).
 
     Args:
@@ -53,8 +55,12 @@ def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", it
             unprofiled latency where there is one (:mod:`tracekit.analysis.critical_path`).
         dask: analyze the files on this Dask cluster (a scheduler address, or ``"local"``);
             the same tables as without it.
+        options: the options as one object (:class:`tracekit.analysis.options.AnalysisOptions`:
+            ``critical_path``, ``iterations``, and ``annotation``, what marks an iteration for the
+            critical path), instead of ``iterations`` and ``critical_path``.
 
     Raises:
+        ValueError: ``options`` given with ``iterations`` or ``critical_path``.
         tracekit.trace.TraceError: ``path`` does not exist (``code`` 3), holds no
             traces (4), or no file in it could be read (the first file's problem
             and code, 70 where tracekit failed on any; the others are in its message:
@@ -63,8 +69,11 @@ def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", it
         tracekit.analysis.dask_cluster.ClusterError: ``dask`` given, and dask is missing or
             its scheduler unreachable.
     """
-    analysis = run_analysis(list(path) if isinstance(path, (list, tuple)) else path, only=only,
-                            iterations=iterations, dask=dask, critical_path=critical_path)
+    if options is None:
+        options = AnalysisOptions(critical_path=critical_path, iterations=iterations)
+    elif iterations is not None or critical_path:
+        raise ValueError("give iterations and critical_path in options, or without options; not both")
+    analysis = run_analysis(list(path) if isinstance(path, (list, tuple)) else path, options, only=only, dask=dask)
     if (error := analysis.nothing_to_report(path)) is not None:
         raise error
     return Result.of(analysis, baseline)

@@ -323,3 +323,33 @@ def test_the_ops_and_modules_on_a_gpu_bound_path_are_named(tmp_path):
     assert first["name"]["part"] == "kernel"
     for by, rows in top.groupby("by"):   # shares of the path, largest first
         assert rows["share"].is_monotonic_decreasing and rows["share"].sum() <= 1 + 1e-9
+
+
+def test_the_annotation_option_says_what_marks_an_iteration(tmp_path):
+    """Iterations marked by a user annotation (no ProfilerStep markers): with the option, one
+    critical path per annotation; without it, the whole trace as one; an annotation the trace
+    lacks is said in the note, not an analysis failure."""
+    from tracebuilder import write_run
+
+    from tracekit.analysis.options import AnalysisOptions
+    from tracekit.analysis.runs import analyze
+
+    t = TraceBuilder()
+    for i in range(4):   # host-bound: 100 µs iterations, two 10 µs kernels each
+        t.cpu_op("train_step", 100 * i, 100, cat="user_annotation")
+        t.kernel("gemm", start=100 * i + 15, dur=10, launch_at=100 * i + 10)
+        t.kernel("gemm", start=100 * i + 55, dur=10, launch_at=100 * i + 50)
+    write_run(tmp_path / "w" / "eager", t, latency_ms=(0.05, 0.045, 0.055))
+
+    def run(annotation):
+        a = analyze(tmp_path, AnalysisOptions(critical_path=True, annotation=annotation))
+        return a.runs.iloc[0], a.table("critical_path")
+    row, split = run("train_step")
+    assert split["step"].tolist() == [0, 1, 2, 3] and row["critical_path_note"] == ""
+    assert row["cp_latency_us"] == pytest.approx(50, rel=0.01)   # calibrated to the unprofiled 50 µs
+    row, split = run(None)
+    assert len(split) == 1 and "no ProfilerStep markers" in row["critical_path_note"]
+    row, split = run("nope")
+    assert split.empty and row["failed_analyses"] == ""
+    assert row["critical_path_note"] == "no critical path: no CPU op or annotation named 'nope' in the trace"
+    assert math.isnan(row["cuda_graphs_predicted_ms"])

@@ -14,8 +14,8 @@ class ClusterError(Exception):
     """--dask cannot be used: dask is not installed, the address is not one, or its scheduler cannot be reached."""
 
 
-def on_dask(address: str, fn: Callable, jobs: list[tuple]) -> list:
-    """``[fn(*job) for job in jobs]``, each call one task on a Dask cluster.
+def on_dask(address: str, fn: Callable, jobs: list) -> list:
+    """``[fn(job) for job in jobs]``, each call one task on a Dask cluster.
 
     Args:
         address: a scheduler address (``tcp://host:8786``), or ``"local"`` for a
@@ -23,7 +23,7 @@ def on_dask(address: str, fn: Callable, jobs: list[tuple]) -> list:
         fn: a picklable function (each task reads its file in its worker, so a worker
             holds one file's tables at a time; the files must be readable there at
             the same path).
-        jobs: the arguments of each call.
+        jobs: the argument of each call (picklable).
 
     Returns:
         The results, in the order of ``jobs``.
@@ -50,7 +50,7 @@ def on_dask(address: str, fn: Callable, jobs: list[tuple]) -> list:
             raise ClusterError(f"--dask {address}: not a scheduler address ({exc}); give tcp://HOST:PORT "
                                "or 'local'") from None
         with client:
-            return client.gather(client.map(fn, *zip(*jobs), pure=False))
+            return client.gather(client.map(fn, jobs, pure=False))
     except (OSError, TimeoutError) as exc:
         raise ClusterError(f"cannot use the Dask scheduler at {address}: {exc}") from None
     finally:

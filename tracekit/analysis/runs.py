@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.analysis.dask_cluster import on_dask
 from tracekit.analysis.manifest_fields import manifest_fields
+from tracekit.analysis.options import AnalysisOptions, RunFacts, TraceJob
 from tracekit.analysis.trace_file import FileResult, analyze_file, outcome
 from tracekit.errors import ExitCode
 from tracekit.io import records
@@ -147,15 +148,10 @@ def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[File
 PARALLEL_FILES_MIN_BYTES = 16 << 20  # several files totalling more than this are analyzed in parallel
 
 
-def _iterations(manifest: Manifest | None, given: int | None) -> int | None:
-    """The iterations a run's traces hold: its profiled window's, else ``given``."""
-    profile = manifest.profile if manifest else None
-    return profile.iterations if profile and profile.iterations is not None else given
-
-
-def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations: int | None,
-                   dask: str | None = None, critical_path: bool = False) -> list[list[FileResult]]:
-    """Analyze every trace of ``runs``: where the files are read is chosen here, once.
+def _analyze_files(runs: list[Run], manifests: list[Manifest | None], options: AnalysisOptions,
+                   dask: str | None = None) -> list[list[FileResult]]:
+    """Analyze every trace of ``runs`` with ``options`` and its run's facts (one
+    :class:`~tracekit.analysis.options.TraceJob` per file): where the files are read is chosen here, once.
 
     On a Dask cluster when ``dask`` names one (a scheduler address such as
     ``tcp://host:8786``, or ``"local"``): one task per file. Otherwise here: one file at a
@@ -167,22 +163,22 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None], iterations
         tracekit.analysis.dask_cluster.ClusterError: ``dask`` given, and dask is missing or its
             scheduler unreachable.
     """
-    jobs = [(p.absolute(), _iterations(m, iterations), m.latency_ms.median if m and m.latency_ms else None,
-             m.attribution if m else None, m.host_ms.median if m and m.host_ms else None, critical_path)
-            for r, m in zip(runs, manifests) for p in r.traces]
+    jobs = [TraceJob(p.absolute(), options, RunFacts.of(m)) for r, m in zip(runs, manifests) for p in r.traces]
     workers = min(len(os.sched_getaffinity(0)), len(jobs))
     if dask and jobs:
-        flat = on_dask(dask, analyze_file, [(*job, 1) for job in jobs])
-    elif workers > 1 and sum(job[0].stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
+        from functools import partial
+
+        flat = on_dask(dask, partial(analyze_file, workers=1), jobs)
+    elif workers > 1 and sum(job.path.stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
         import multiprocessing  # here, not at start-up: a single trace never needs it
         from concurrent.futures import ProcessPoolExecutor
 
         import tracekit.analysis.trace_analysis  # noqa: F401 - once, before the workers fork
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = [pool.submit(analyze_file, *job, 1) for job in jobs]
+            futures = [pool.submit(analyze_file, job, 1) for job in jobs]
             flat = [outcome(f) for f in futures]
     else:
-        flat = [analyze_file(*job, None) for job in jobs]
+        flat = [analyze_file(job) for job in jobs]
     out, i = [], 0
     for r in runs:
         out.append(flat[i:i + len(r.traces)])
@@ -201,22 +197,22 @@ def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.loc[key.sort_values(["w", "e", "r"]).index].reset_index(drop=True)
 
 
-def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
-            iterations: int | None = None, dask: str | None = None, critical_path: bool = False) -> Analysis:
+def analyze(path: Path | str | list[Path | str], options: AnalysisOptions | None = None,
+            only: set[str] | None = None, dask: str | None = None) -> Analysis:
     """Analyze a trace file or every run under a folder (recursively), or several of them.
 
     Args:
         path: a trace file or a folder, or a list of them (``tracekit compare A B``):
             run names and trace paths are then relative to the folder that holds them all.
+        options: what every trace's analysis is asked (:class:`~tracekit.analysis.options.AnalysisOptions`:
+            ``critical_path`` adds the tables critical_path and critical_path_top, ``annotation``
+            what marks an iteration for it, ``iterations`` the iterations of traces with neither
+            ProfilerStep markers nor a run.json); None: the defaults.
         only: if given, analyze just the runs with these names (folder paths
             relative to ``path``, e.g. ``"vit16x6x384/eager"``).
-        iterations: iterations each trace holds, for traces with neither
-            ProfilerStep markers nor a run.json (per-iteration figures).
         dask: analyze the files on this Dask cluster (a scheduler address, or
             ``"local"``), one task per file; None analyzes them here. The result is
             the same either way.
-        critical_path: also each trace's critical path (tables critical_path,
-            critical_path_top; :mod:`tracekit.analysis.critical_path.trace_figures`).
 
     Returns:
         An :class:`Analysis`; unreadable files are listed in ``errors`` and do
@@ -241,7 +237,8 @@ def analyze(path: Path | str | list[Path | str], only: set[str] | None = None,
     # Collect rows in lists first, then turn them into tables.
     result = Analysis(runs=[], tables={}, root=base,
                       errors=[(str(p), why, int(ExitCode.NOT_FOUND)) for p, why in unreadable])
-    for run, manifest, files in zip(runs, manifests, _analyze_files(runs, manifests, iterations, dask, critical_path)):
+    for run, manifest, files in zip(runs, manifests, _analyze_files(runs, manifests, options or AnalysisOptions(),
+                                                                    dask)):
         _collect(run, manifest, base, files, result, scanned)
     import pandas as pd
 

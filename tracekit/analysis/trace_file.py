@@ -6,16 +6,14 @@ file is analyzed, after the reader's workers have started decoding it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracekit.analysis.options import TraceJob
 from tracekit.errors import ExitCode
 from tracekit.trace import NotATrace, TraceError, load
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from tracekit.manifest import Attribution
 
 
 @dataclass
@@ -34,9 +32,12 @@ class FileResult:
     failures: list[dict] = field(default_factory=list)  # analyses that raised (trace_analysis.Sections)
 
 
-def analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None, attribution: Attribution | None,
-                 host_ms: float | None, critical_path: bool, workers: int | None) -> FileResult:
-    """One file's result; whatever goes wrong is its error, never the other files' (issue 31)."""
+def analyze_file(job: TraceJob, workers: int | None = None) -> FileResult:
+    """One file's result: :func:`tracekit.analysis.trace_analysis.analyze_trace` of ``job.path``
+    with the job's options and run facts, read by ``workers`` processes (None: as many as its size
+    calls for, :func:`tracekit.trace.load`). Whatever goes wrong is its error, never the other
+    files' (issue 31)."""
+    path = job.path
     try:
         tables = load(path, workers=workers)
     except TraceError as exc:
@@ -44,15 +45,14 @@ def analyze_file(path: Path, profile_iters: int | None, latency_ms: float | None
     except Exception as exc:  # noqa: BLE001 - a bug in the reader loses this file only
         return internal_error(exc)
     try:
-        from tracekit.analysis.distributed import job
+        from tracekit.analysis.distributed.job import rank_of
         from tracekit.analysis.metrics import integrity
         from tracekit.analysis.trace_analysis import analyze_trace
 
-        result = analyze_trace(tables, iterations=profile_iters, latency_ms=latency_ms, attribution=attribution,
-                               host_ms=host_ms, critical_path=critical_path)
+        result = analyze_trace(tables, job.options, job.run)
         return FileResult(metrics=result.row, tables=result.tables, device_type=integrity.device_type(tables),
                           device_name=tables.devices["name"].iloc[0] if len(tables.devices) else None,
-                          problems=tables.meta.get("problems", []), rank=job.rank_of(tables.meta, path),
+                          problems=tables.meta.get("problems", []), rank=rank_of(tables.meta, path),
                           distributed=tables.meta.get("distributed") or {}, failures=result.failures)
     except Exception as exc:  # noqa: BLE001 - a bug in the analyses loses this file only
         return internal_error(exc)

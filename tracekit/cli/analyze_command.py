@@ -115,6 +115,7 @@ def _analysis(path, iterations, dask=None, as_json: bool = False, critical_path:
     """Analyze PATH (or several) for analyze/compare; bad input becomes a UserError (with
     ``as_json``, the errors are also printed as JSON on stdout: ``{"runs": [], "errors": [...]}``)."""
     from tracekit.analysis.dask_cluster import ClusterError
+    from tracekit.analysis.options import AnalysisOptions
     from tracekit.analysis.runs import analyze as run_analysis
     from tracekit.trace import TraceError
 
@@ -123,7 +124,7 @@ def _analysis(path, iterations, dask=None, as_json: bool = False, critical_path:
             click.echo(json.dumps({"runs": [], "errors": [{"path": p, "problem": e, "code": c} for p, e, c in problems]}))
 
     try:
-        analysis = run_analysis(path, iterations=iterations, dask=dask, critical_path=critical_path)
+        analysis = run_analysis(path, AnalysisOptions(critical_path=critical_path, iterations=iterations), dask=dask)
     except TraceError as exc:
         fail([(str(exc.path), exc.problem, int(exc.code))])
         raise UserError(str(exc), exc.code) from None

@@ -131,7 +131,7 @@ def test_idle_gaps_inside_calls_are_clipped_to_them(tmp_path):
     t.kernel("gemm", start=60, dur=10, launch_at=55)                   # gap [10, 60): host wait
     t.kernel("gemm", start=70, dur=10, launch_at=50)
     tables = load(t.write(tmp_path / "t.json"))
-    pieces = communication.idle_in_calls(idle.gaps(tables), collectives.calls(tables))
+    pieces = collectives.idle_in_calls(idle.gaps(tables), collectives.calls(tables))
     assert pieces.assign(start=pieces["start"] - t.base, end=pieces["end"] - t.base).to_dict("records") == [
         {"call": 0, "start": 10.0, "end": 45.0, "cause": "host_wait"}]
 

@@ -6,6 +6,7 @@ from tracebuilder import TraceBuilder
 
 from tracekit.analysis import trace_analysis
 from tracekit.analysis.metrics import verdict
+from tracekit.analysis.options import RunFacts
 from tracekit.trace import load
 
 
@@ -63,7 +64,7 @@ def test_unprofiled_check_uses_a_typical_marked_iteration(tmp_path):
     for i in range(3):
         t.step(i + 1, 100.0 * i, 100)
         t.kernel("k", start=100.0 * i + 60, dur=20, launch_at=100.0 * i + 10)
-    row = trace_analysis.analyze_trace(load(t.write(tmp_path / "steps.json")), latency_ms=0.025).row
+    row = trace_analysis.analyze_trace(load(t.write(tmp_path / "steps.json")), run=RunFacts(latency_ms=0.025)).row
     assert row["iteration_busy_us"] == pytest.approx(20.0)
     assert row["busy_per_iter_us"] == pytest.approx(110 / 3)
     assert row["unprofiled_utilization"] == pytest.approx(20 / 25)

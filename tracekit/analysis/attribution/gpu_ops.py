@@ -56,6 +56,7 @@ from tracekit.analysis.metrics import categorical
 from tracekit.analysis.metrics.idle import launch_index, op_iterations
 from tracekit.analysis.metrics.kernels import short_name
 from tracekit.analysis.metrics.nest import Nest
+from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.manifest import Attribution
 from tracekit.trace.reader import EventTables
 
@@ -240,6 +241,13 @@ def attribute(tables: EventTables, record: Attribution | None = None) -> pd.Data
     att["module"] = categorical.assign(att["module"].array, att["module"].isna().to_numpy(), UNATTRIBUTED)
     att["iteration"] = op_iterations(tables, ops)
     return att
+
+
+@register("attribution", reads=("gpu_ops", "host_calls", "cpu_ops", "markers", "nest"))
+def _attribution_analysis(x: Inputs) -> Output:
+    """Each GPU op's module and op (:func:`attribute`, with run.json's record), for the tables by
+    module (:mod:`tracekit.analysis.attribution.modules`, which adds its sums' columns to the frame)."""
+    return Output(value=attribute(x.tables, x.run.attribution))
 
 
 def _replays(att: pd.DataFrame, graph: pd.Series, record: Attribution | None) -> None:

@@ -30,6 +30,7 @@ from tracekit.analysis.attribution.opnames import SCOPE_PREFIX
 from tracekit.analysis.metrics import categorical, idle
 from tracekit.analysis.metrics.intervals import busy_shares
 from tracekit.analysis.metrics.nest import Nest
+from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.manifest import Attribution
 from tracekit.trace.reader import EventTables
 
@@ -213,3 +214,26 @@ def _ops_text(rows: pd.DataFrame, iterations: float) -> str:
     per = rows.groupby("op").agg(busy=("busy_us", "sum"), n=("gpu_ops", "sum")).sort_values("busy", ascending=False)
     return ", ".join(f"{op or '?'}" + (f" x{k:g}" if (k := round(n / iterations, 1)) != 1 else "")
                      for op, n in zip(per.index, per["n"]))
+
+
+@register("modules", reads=("cpu_ops", "nest"))
+def _modules_analysis(x: Inputs) -> Output:
+    """Host time in each module's scopes (:func:`scope_times`), for ``attribution_modules``."""
+    return Output(value=scope_times(x.tables))
+
+
+@register("attribution_tables", reads=("gpu_ops", "host_calls"), needs=("attribution", "idle"), uses=("modules",),
+          order=90, columns={"attributed_busy_share": "share"},
+          tables=("attribution", "attribution_modules", "attribution_ops", "attribution_iterations"),
+          default=Output(row={"attributed_busy_share": float("nan")}))
+def _attribution_tables_analysis(x: Inputs) -> Output:
+    """The trace's tables by module and op (:func:`long_table`, :func:`by_module` at
+    :data:`DEFAULT_DEPTH`, :func:`by_op`, :func:`per_iteration`) and the attributed share of its
+    busy time (:func:`coverage`); with the critical path, each GPU op's module and op for it."""
+    att = x["attribution"]
+    names = att[["module", "op"]] if x.options.critical_path else None
+    att = attributed_ops(x.tables, gaps=x["idle"], att=att)
+    long, n = long_table(att), x.row["iterations"]
+    return Output(row={"attributed_busy_share": coverage(long)}, value=names, tables={
+        "attribution": long, "attribution_modules": by_module(long, DEFAULT_DEPTH, n, x["modules"]),
+        "attribution_ops": by_op(long, DEFAULT_DEPTH, n), "attribution_iterations": per_iteration(att)})

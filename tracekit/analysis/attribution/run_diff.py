@@ -98,11 +98,12 @@ def diff_runs(path_a: Path | str, path_b: Path | str, depth: int = DEFAULT_DEPTH
         TraceError: a path is missing or its trace unreadable (the error's exit code).
         ValueError: a path holds no trace or several.
     """
+    from tracekit.analysis.options import AnalysisOptions
     from tracekit.analysis.runs import analyze
 
     sides = []
     for path in (path_a, path_b):
-        result = analyze(path, iterations=iterations)
+        result = analyze(path, AnalysisOptions(iterations=iterations))
         if result.errors:
             p, problem, code = result.errors[0]
             raise TraceError(p, problem, code)
@@ -147,9 +148,10 @@ def diff_pairs(path: Path | str, depth: int = DEFAULT_DEPTH, iterations: int | N
         TraceError: ``path`` does not exist.
     """
     from tracekit.analysis.comparison.compare import compare
+    from tracekit.analysis.options import AnalysisOptions
     from tracekit.analysis.runs import analyze
 
-    analysis = analyze(path, iterations=iterations)
+    analysis = analyze(path, AnalysisOptions(iterations=iterations))
     comparison = compare(analysis.runs, baseline)
     ok = comparison[comparison["status"] == "ok"] if len(comparison) else comparison
     attribution = analysis.table("attribution")

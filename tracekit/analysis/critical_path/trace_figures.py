@@ -1,10 +1,12 @@
-"""The critical path's figures for one trace's analysis (:func:`tracekit.analysis.trace_analysis.analyze_trace`).
+"""The critical path's figures for one trace's analysis (the registered analysis ``critical_path``,
+:mod:`tracekit.analysis.registry`).
 
 By default a trace whose run.json has the unprofiled latency gets its calibrated CUDA-graph
 prediction (``cuda_graphs_predicted_ms``, ``cuda_graphs_saving_ms``: what the reports' "CUDA
-graphs could save" shows); with ``full`` (``tracekit analyze --critical-path``) also the split
-of each iteration's critical path and what is on it, calibrated where it can be, as traced
-(and said so) where not.
+graphs could save" shows); with the option ``critical_path`` (``tracekit analyze
+--critical-path``) also the split of each iteration's critical path and what is on it,
+calibrated where it can be, as traced (and said so) where not. The option ``annotation`` says
+what marks an iteration (default ``ProfilerStep#N``).
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import pandas as pd
 
 from tracekit.analysis.critical_path import analyze, can_analyze, cannot_retime_launches, name_segments, top
 from tracekit.analysis.critical_path.edits import Edit, default_replay
-from tracekit.analysis.critical_path.path import PARTS
+from tracekit.analysis.critical_path.path import PARTS, marker_table
 from tracekit.analysis.critical_path.predict import predict
+from tracekit.analysis.options import AnalysisOptions, RunFacts
+from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.trace.reader import EventTables
 
 NAN = float("nan")
@@ -24,40 +28,51 @@ EMPTY = {"cuda_graphs_predicted_ms": NAN, "cuda_graphs_saving_ms": NAN, "cp_cali
          "cp_host_scale": NAN, "cp_gpu_scale": NAN}
 
 
-
-def trace_figures(tables: EventTables, latency_ms: float | None, host_ms: float | None = None,
-                  full: bool = False, gpu_attribution: pd.DataFrame | None = None) -> tuple[dict, dict[str, pd.DataFrame]]:
+def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
+                  gpu_attribution: pd.DataFrame | None = None) -> tuple[dict, dict[str, pd.DataFrame]]:
     """(row fields, tables) of the critical path of one trace.
 
-    Row: cuda_graphs_predicted_ms (the calibrated ``cuda-graphs`` what-if, ms; NaN without an
-    unprofiled latency to calibrate to, or with fewer than two launches), cuda_graphs_saving_ms
-    (the unprofiled latency less it, ms per iteration), cp_calibrated, cp_host_scale,
-    cp_gpu_scale; with ``full``: cp_latency_us (the modelled steady-state iteration, µs),
-    ``cp_<part>_share`` (each part's share of the critical path, :data:`PARTS`) and
-    critical_path_note (what the trace lacks, or why there is no path: "" when nothing).
-    Tables (``full``): critical_path (per iteration: step, latency_us and ``<part>_us``),
-    critical_path_top (what has the most time on the path, by name, op and module:
-    :func:`tracekit.analysis.critical_path.top`; ops and modules from ``gpu_attribution``, the
-    trace's :func:`tracekit.analysis.attribution.attribute` frame, where given).
+    Args:
+        tables: the trace's event tables.
+        options: ``critical_path`` (the split and what is on the path, besides the prediction)
+            and ``annotation`` (what marks an iteration; None: ProfilerStep#N).
+        run: run.json's unprofiled latency (``latency_ms``, to calibrate to) and host time
+            (``host_ms``, for a GPU-bound run's calibration).
+        gpu_attribution: the trace's :func:`tracekit.analysis.attribution.attribute` frame
+            (module and op of each GPU op), to name what is on the path; None: unnamed.
+
+    Returns:
+        Row: cuda_graphs_predicted_ms (the calibrated ``cuda-graphs`` what-if, ms; NaN without an
+        unprofiled latency to calibrate to, with fewer than two launches, or an ``annotation``
+        the trace lacks), cuda_graphs_saving_ms (the unprofiled latency less it, ms per
+        iteration), cp_calibrated, cp_host_scale, cp_gpu_scale; with ``critical_path``:
+        cp_latency_us (the modelled steady-state iteration, µs), ``cp_<part>_share`` (each part's
+        share of the critical path, :data:`PARTS`) and critical_path_note (what the trace lacks,
+        or why there is no path: "" when nothing). Tables (``critical_path``): critical_path (per
+        iteration: step, latency_us and ``<part>_us``), critical_path_top (what has the most time
+        on the path, by name, op and module: :func:`tracekit.analysis.critical_path.top`).
     """
     row, out = dict(EMPTY), {}
+    latency_ms, annotation = run.latency_ms, options.annotation
     why = can_analyze([(0, tables)]) or cannot_retime_launches([(0, tables)])
+    if why is None and annotation is not None and marker_table(tables, annotation).empty:
+        why = f"no CPU op or annotation named {annotation!r} in the trace"
     calibratable = latency_ms is not None and math.isfinite(latency_ms) and latency_ms > 0
-    if why is not None or not (calibratable or full):
-        if full:
+    if why is not None or not (calibratable or options.critical_path):
+        if options.critical_path:
             row["critical_path_note"] = f"no critical path: {why}" if why else ""
         return row, out
     if calibratable:
-        result = predict(tables, [Edit("cuda-graphs")], latency_ms, replay=default_replay([(0, tables)]),
-                         host_ms=host_ms)
+        result = predict(tables, [Edit("cuda-graphs")], latency_ms, annotation=annotation,
+                         replay=default_replay([(0, tables)]), host_ms=run.host_ms)
         cal, path = result.calibration, result.before
         row.update(cp_calibrated=True, cp_host_scale=cal.host_scale, cp_gpu_scale=cal.gpu_scale,
                    cuda_graphs_predicted_ms=result.predicted_ms, cuda_graphs_saving_ms=latency_ms - result.predicted_ms)
         notes = []
     else:   # the profiled window as traced: one re-timing, no prediction
-        path = analyze(tables)
+        path = analyze(tables, annotation)
         notes = ["uncalibrated: the profiled window as traced (no unprofiled latency)"]
-    if full:
+    if options.critical_path:
         split = path.split
         rows = split.iloc[1:] if len(split) >= 3 else split
         mean = {c: float(rows[c].mean()) for c in rows.columns if c.endswith("_us")}
@@ -70,3 +85,15 @@ def trace_figures(tables: EventTables, latency_ms: float | None, host_ms: float 
             name_segments(path, {0: gpu_attribution})
         out["critical_path_top"] = top(path)
     return row, out
+
+
+@register("critical_path", reads=("gpu_ops", "host_calls", "cpu_ops", "syncs", "markers", "comms"),
+          uses=("attribution_tables",), order=80, tables=("critical_path", "critical_path_top"),
+          default=Output(row=dict(EMPTY)), columns={
+              "cuda_graphs_predicted_ms": "ms", "cuda_graphs_saving_ms": "ms", "cp_calibrated": "",
+              "cp_host_scale": "ratio", "cp_gpu_scale": "ratio", "cp_latency_us": "µs",
+              **{f"cp_{p}_share": "share" for p in PARTS}, "critical_path_note": ""})
+def _critical_path_analysis(x: Inputs) -> Output:
+    """:func:`trace_figures`, naming the path's ops and modules from the attribution where it stands."""
+    row, tables = trace_figures(x.tables, x.options, x.run, x["attribution_tables"])
+    return Output(row=row, tables=tables)

@@ -30,6 +30,7 @@ import pandas as pd
 
 from tracekit.analysis.metrics.idle import iteration_of
 from tracekit.analysis.metrics.kernels import kernel_class
+from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.trace.reader import EventTables
 
 CALL_COLUMNS = ["where", "collective", "name", "process_group", "seq", "group_size", "dtype", "in_msg_nelems",
@@ -185,3 +186,44 @@ def calls(tables: EventTables) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=CALL_COLUMNS)
     return pd.concat(parts, ignore_index=True)[CALL_COLUMNS].sort_values("ts", kind="stable").reset_index(drop=True)
+
+
+def idle_in_calls(gaps: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
+    """The pieces of GPU idle gaps that fall inside collective calls.
+
+    Args:
+        gaps: device gaps of :func:`tracekit.analysis.metrics.idle.gaps` (start, end, cause).
+        calls: :func:`tracekit.analysis.distributed.collectives.calls` of the same trace.
+
+    Returns:
+        One row per (call, gap) that overlap: call (row of ``calls``), start, end (µs,
+        the gap clipped to the call), cause (the gap's). The job analysis keeps the part
+        during which the call waited for another rank (:mod:`tracekit.analysis.distributed.stragglers`).
+    """
+    cols = ["call", "start", "end", "cause"]
+    if gaps.empty or calls.empty:
+        return pd.DataFrame(columns=cols)
+    ts, end = calls["ts"].to_numpy(), calls["end"].to_numpy()
+    parts = []
+    for _, g in gaps.groupby("device"):   # a device's gaps are disjoint: sorted starts and ends
+        g = g.sort_values("start")
+        gs, ge = g["start"].to_numpy(), g["end"].to_numpy()
+        first, last = np.searchsorted(ge, ts, side="right"), np.searchsorted(gs, end, side="left")
+        call = np.repeat(np.arange(len(ts)), np.maximum(last - first, 0))
+        if len(call):
+            gap = np.concatenate([np.arange(a, b) for a, b in zip(first, last) if b > a])
+            parts.append(pd.DataFrame({"call": call, "start": np.maximum(gs[gap], ts[call]),
+                                       "end": np.minimum(ge[gap], end[call]), "cause": g["cause"].to_numpy()[gap]}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+
+
+@register("collectives", reads=("gpu_ops", "host_calls", "cpu_ops", "comms", "markers"), uses=("idle",), order=70,
+          columns={"collectives": "count"}, tables=("collectives", "collective_idle"),
+          default=Output(row={"collectives": float("nan")}))
+def _collectives_analysis(x: Inputs) -> Output:
+    """One row per collective call (:func:`calls`, numbered by ``call``), their count, and the GPU
+    idle gaps inside them (:func:`idle_in_calls`) where the gaps stand, for the job analysis."""
+    found = calls(x.tables)
+    inside = idle_in_calls(x["idle"], found) if x["idle"] is not None else pd.DataFrame()
+    return Output(row={"collectives": len(found)}, tables={"collectives": found.assign(call=np.arange(len(found))),
+                                                           "collective_idle": inside})

@@ -36,6 +36,7 @@ import pandas as pd
 
 from tracekit.analysis.distributed import collectives
 from tracekit.analysis.metrics.intervals import union
+from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.trace.reader import EventTables
 
 
@@ -87,30 +88,9 @@ def breakdown(tables: EventTables) -> dict:
             "window_us": window_us(tables), "comm_timeline": "gpu" if tables.has_gpu else "cpu"}
 
 
-def idle_in_calls(gaps: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
-    """The pieces of GPU idle gaps that fall inside collective calls.
-
-    Args:
-        gaps: device gaps of :func:`tracekit.analysis.metrics.idle.gaps` (start, end, cause).
-        calls: :func:`tracekit.analysis.distributed.collectives.calls` of the same trace.
-
-    Returns:
-        One row per (call, gap) that overlap: call (row of ``calls``), start, end (µs,
-        the gap clipped to the call), cause (the gap's). The job analysis keeps the part
-        during which the call waited for another rank (:mod:`tracekit.analysis.distributed.stragglers`).
-    """
-    cols = ["call", "start", "end", "cause"]
-    if gaps.empty or calls.empty:
-        return pd.DataFrame(columns=cols)
-    ts, end = calls["ts"].to_numpy(), calls["end"].to_numpy()
-    parts = []
-    for _, g in gaps.groupby("device"):   # a device's gaps are disjoint: sorted starts and ends
-        g = g.sort_values("start")
-        gs, ge = g["start"].to_numpy(), g["end"].to_numpy()
-        first, last = np.searchsorted(ge, ts, side="right"), np.searchsorted(gs, end, side="left")
-        call = np.repeat(np.arange(len(ts)), np.maximum(last - first, 0))
-        if len(call):
-            gap = np.concatenate([np.arange(a, b) for a, b in zip(first, last) if b > a])
-            parts.append(pd.DataFrame({"call": call, "start": np.maximum(gs[gap], ts[call]),
-                                       "end": np.minimum(ge[gap], end[call]), "cause": g["cause"].to_numpy()[gap]}))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+@register("communication", reads=("gpu_ops", "host_calls", "cpu_ops", "comms"), order=60, columns={
+    "computation_us": "µs", "communication_us": "µs", "comm_overlap_us": "µs", "comm_comp_overlap": "share",
+    "exposed_communication_us": "µs", "non_compute_us": "µs", "window_us": "µs", "comm_timeline": ""})
+def _communication_analysis(x: Inputs) -> Output:
+    """The rank's communication, computation and their overlap (:func:`breakdown`)."""
+    return Output(row=breakdown(x.tables))

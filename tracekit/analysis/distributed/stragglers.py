@@ -114,7 +114,7 @@ def rank_wait_idle(per_call: pd.DataFrame, pieces: pd.DataFrame) -> pd.DataFrame
 
     Args:
         per_call: :func:`match`'s first table (rank, call, ts, wait_us).
-        pieces: idle pieces inside calls (:func:`tracekit.analysis.distributed.communication.idle_in_calls`
+        pieces: idle pieces inside calls (:func:`tracekit.analysis.distributed.collectives.idle_in_calls`
             plus ``rank``).
 
     Returns:

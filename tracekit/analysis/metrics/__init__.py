@@ -13,5 +13,6 @@ returning DataFrames or flat figures, units in the names.
 * helpers the metrics share: :mod:`.intervals` (interval arithmetic), :mod:`.nest` (CPU ops
   nested per thread), :mod:`.categorical` (string columns as codes).
 
-:mod:`tracekit.analysis.trace_analysis` runs them all on each trace.
+Each module registers the analyses it holds (:mod:`tracekit.analysis.registry`: what each reads and
+gives, columns with units); :mod:`tracekit.analysis.trace_analysis` runs them all on each trace.
 """

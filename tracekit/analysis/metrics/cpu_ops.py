@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.metrics.nest import Nest
+from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.trace.reader import EventTables
 
 OP_COLUMNS = ["op", "kind", "calls", "calls_per_iter", "self_us", "self_per_iter_us", "self_share", "total_us"]
@@ -196,3 +197,9 @@ def finding(run_changes: pd.DataFrame) -> str:
                       f"{r['calls_per_iter']:.0f} calls)" for r in top.to_dict("records"))
     return (f"profiled CPU time per iteration {base:.3f} -> {own:.3f} ms ({own - base:+.3f}), "
             f"{calls_base:.0f} -> {calls:.0f} op calls; self time changed most in {named}")
+
+
+@register("cpu_ops", reads=("cpu_ops", "nest"), order=58, tables=("cpu_ops",))
+def _cpu_ops_analysis(x: Inputs) -> Output:
+    """CPU ops by name (:func:`by_op`)."""
+    return Output(tables={"cpu_ops": by_op(x.tables, x.row["iterations"])})

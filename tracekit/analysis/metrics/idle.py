@@ -66,6 +66,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.metrics.intervals import union
+from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.trace.reader import EventTables
 
 # HTA's default consecutive_kernel_delay (hta/trace_analysis.py, get_idle_time_breakdown).
@@ -80,6 +81,9 @@ SYNC_CALLS = frozenset({
 })
 # Gap-length histogram edges (µs).
 HIST_EDGES_US = (0, 1, 2, 5, 10, 20, 50, 100, 1000, np.inf)
+# The columns of breakdown(): idle time (µs) and gaps of each cause, and their totals; of the run row, the shares.
+BREAKDOWN = [m for c in CAUSES for m in (f"idle_{c}_us", f"gaps_{c}")] + ["idle_us", "idle_gaps"]
+SHARES = {f"idle_{c}_share": "share" for c in CAUSES}   # of the active span (0..1)
 
 
 def launch_index(tables: EventTables) -> pd.DataFrame:
@@ -241,9 +245,8 @@ def breakdown(g: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
         counts once in ``idle_gaps``, and in the ``gaps_<cause>`` of each part).
     """
     by = by or []
-    metrics = [m for c in CAUSES for m in (f"idle_{c}_us", f"gaps_{c}")] + ["idle_us", "idle_gaps"]
     if g.empty:  # no gaps: zeros overall, no rows per group
-        return pd.DataFrame([dict.fromkeys(metrics, 0)]) if not by else pd.DataFrame(columns=by + metrics)
+        return pd.DataFrame([dict.fromkeys(BREAKDOWN, 0)]) if not by else pd.DataFrame(columns=by + BREAKDOWN)
     cause = g["cause"].to_numpy(dtype=object)  # codes (a faster pivot), found by comparison, not hashing
     codes = np.select([cause == c for c in CAUSES], np.arange(len(CAUSES)), -1).astype(np.int8)
     keyed = g.assign(_all=0, cause=pd.Categorical.from_codes(codes, categories=CAUSES))
@@ -281,3 +284,16 @@ def histogram(g: pd.DataFrame) -> pd.DataFrame:
     h = g.assign(bin_us=binned).groupby(["bin_us", "cause"], observed=False)["gap_us"].agg(["count", "sum"])
     h = h.reset_index().rename(columns={"count": "gaps", "sum": "idle_us"})
     return h[h["cause"].isin(CAUSES)].reset_index(drop=True)
+
+
+@register("idle", reads=("gpu_ops", "host_calls", "syncs", "markers"), order=20, tables=("streams", "idle_histogram"),
+          columns={**{m: "count" if "gaps" in m else "µs" for m in BREAKDOWN}, **SHARES},
+          default=Output(row=dict.fromkeys([*BREAKDOWN, *SHARES], np.nan)))
+def _idle_analysis(x: Inputs) -> Output:
+    """The device's idle breakdown and each cause's share of the active span in the row (NaN without
+    GPU ops: no timeline, idle undefined, not zero), the streams' and the gap histogram; the gaps."""
+    g, span = gaps(x.tables), x.row["active_span_us"]
+    row = breakdown(g).iloc[0].to_dict() if x.tables.has_gpu else dict.fromkeys(BREAKDOWN, np.nan)
+    row.update({share: row[f"idle_{c}_us"] / span if span > 0 else np.nan for c, share in zip(CAUSES, SHARES)})
+    return Output(row=row, value=g, tables={"streams": breakdown(gaps(x.tables, per_stream=True), ["device", "stream"]),
+                                            "idle_histogram": histogram(g) if len(g) else pd.DataFrame()})

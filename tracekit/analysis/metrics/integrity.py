@@ -25,6 +25,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tracekit.analysis.metrics.idle import launch_index
+from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.io import records
 from tracekit.trace.reader import EventTables
 
@@ -98,6 +99,28 @@ def checks(tables: EventTables) -> pd.DataFrame:
                                f"profile with {ENABLE_GPU}"})
     rows.append({"check": "accelerator", "status": "ok", "count": len(ops), "detail": accelerator(tables)})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _checked(x: Inputs, table: pd.DataFrame) -> Output:
+    """The integrity table and its row (:func:`summary`); for a trace that failed without GPU ops
+    (GPU activity not recorded, not "CPU ops only"), its ``note`` too."""
+    row = summary(table)
+    if row["integrity"] == "failed" and not x.tables.has_gpu:
+        row["note"] = row["integrity_detail"]
+    return Output(row=row, tables={"integrity": table})
+
+
+def _unchecked(x: Inputs, why: str) -> Output:
+    """Where the checks failed: the figures are not vouched for."""
+    return _checked(x, pd.DataFrame([{"check": "integrity", "status": "failed", "count": 0,
+                                      "detail": f"the integrity checks failed ({why})"}]))
+
+
+@register("integrity", reads=("gpu_ops", "host_calls", "meta"), order=10, tables=("integrity",), default=_unchecked,
+          columns={"integrity": "", "integrity_detail": "", "note": ""})
+def _integrity_analysis(x: Inputs) -> Output:
+    """The checks (:func:`checks`) and their sum in the row."""
+    return _checked(x, checks(x.tables))
 
 
 def summary(table: pd.DataFrame) -> dict:

@@ -49,6 +49,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.trace.reader import EventTables
 
 CLASS_RULES = [
@@ -65,6 +66,7 @@ CLASS_RULES = [
     ("elementwise/fused", re.compile(r"elementwise|copy|fill|cat|index|dropout|nchwToNhwc|nhwcToNchw|transpose|"
                                      r"permute|multi_tensor_apply|triton_", re.I)),
 ]
+QUANTILES = np.linspace(0, 1, 101)  # of kernel durations, kernel_quantiles
 _TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
 
 
@@ -140,3 +142,12 @@ def by_class(tables: EventTables) -> pd.DataFrame:
 def durations(tables: EventTables) -> np.ndarray:
     """Kernel durations (µs), sorted: the data of a duration CDF."""
     return np.sort(tables.gpu_ops.loc[tables.gpu_ops["kind"] == "kernel", "dur"].to_numpy())
+
+
+@register("kernels", reads=("gpu_ops",), order=52, tables=("kernels", "kernel_classes", "kernel_quantiles"))
+def _kernels_analysis(x: Inputs) -> Output:
+    """The top kernels, time by class, and kernel duration (µs) at :data:`QUANTILES`."""
+    d = durations(x.tables)
+    quantiles = pd.DataFrame({"quantile": QUANTILES, "dur_us": np.quantile(d, QUANTILES)}) if len(d) else pd.DataFrame()
+    return Output(tables={"kernels": top_kernels(x.tables), "kernel_classes": by_class(x.tables),
+                          "kernel_quantiles": quantiles})

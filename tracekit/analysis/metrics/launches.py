@@ -14,6 +14,7 @@ import pandas as pd
 
 from tracekit.analysis.metrics.idle import SYNC_CALLS, launch_index
 from tracekit.analysis.metrics.intervals import union
+from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.trace.reader import EventTables
 
 # A "short kernel" runs for less time than it takes the host to launch one: the
@@ -128,3 +129,15 @@ def summary(tables: EventTables, launches: pd.DataFrame) -> dict:
         "short_kernel_time_share": float(kernels.loc[short, "dur"].sum() / kernels["dur"].sum())
         if len(kernels) and kernels["dur"].sum() > 0 else math.nan,
     }
+
+
+@register("launches", reads=("gpu_ops", "host_calls"), order=30, tables=("launch_apis",), columns={
+    "launch_latency_p50_us": "µs", "launch_latency_p90_us": "µs", "launch_latency_p99_us": "µs",
+    "launch_cpu_us_mean": "µs", "kernels_per_launch": "count", "launch_interval_us": "µs", "gpu_us_per_launch": "µs",
+    "feed_ratio": "ratio", "short_kernels": "count", "short_kernel_share": "share", "short_kernel_time_share": "share"})
+def _launches_analysis(x: Inputs) -> Output:
+    """The launch metrics of the row (:func:`summary`), launches per API; the launch table
+    (:func:`launch_table`) for the analyses that need it."""
+    launches = launch_table(x.tables)
+    return Output(row=summary(x.tables, launches), tables={"launch_apis": by_api(launches, x.row["iterations"])},
+                  value=launches)

@@ -20,7 +20,9 @@ import math
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.metrics import idle, launches
 from tracekit.analysis.metrics.intervals import busy_and_gaps, union
+from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.trace.reader import EventTables
 
 NO_GPU_NOTE = "no GPU activity in this trace (CPU ops only)"
@@ -209,3 +211,41 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
     row["cpu_op_busy_per_iter_us"] = per(row["cpu_op_busy_us"])
     row["idle_per_iter_us"] = per(row["idle_us"])
     return row
+
+
+@register("summary", reads=("gpu_ops", "cpu_ops", "markers", "meta"), order=0, required=True, columns={
+    "kernels": "count", "gpu_ops": "count", "memcpys": "count", "memsets": "count", "host_launches": "count",
+    "gpu_busy_us": "µs", "active_span_us": "µs", "idle_us": "µs", "idle_gaps": "count", "mean_kernel_us": "µs",
+    "iterations": "count", "iteration_ms": "ms", "cpu_ops": "count", "cpu_op_busy_us": "µs", "source": "",
+    "step_utilization": "share", "has_gpu": "", "note": "", "utilization": "share", "kernels_per_iter": "count",
+    "launches_per_iter": "count", "busy_per_iter_us": "µs", "cpu_op_busy_per_iter_us": "µs", "idle_per_iter_us": "µs"})
+def _summary_analysis(x: Inputs) -> Output:
+    """The headline row every analysis reads; its failure is the trace's."""
+    return Output(row=summarize(x.tables, x.iterations))
+
+
+@register("iterations", reads=("gpu_ops", "host_calls", "cpu_ops", "markers"), uses=("idle", "launches"), order=40,
+          columns={"iteration_busy_us": "µs"}, tables=("iterations",))
+def _iterations_analysis(x: Inputs) -> Output:
+    """Per marked iteration (:func:`per_iteration`), with its idle by cause and its dispatch
+    (:func:`tracekit.analysis.metrics.launches.dispatch_per_iteration`) where those stand; and a
+    typical iteration's GPU work (median busy µs), for the verdict's unprofiled check."""
+    per_iter, row = per_iteration(x.tables), {}
+    if len(per_iter) and x.tables.has_gpu:
+        row["iteration_busy_us"] = float(per_iter["gpu_busy_us"].median())
+    if len(per_iter) and x["idle"] is not None and x["launches"] is not None:
+        by_iter = idle.breakdown(x["idle"], ["iteration"]).rename(columns={"iteration": "step"})
+        per_iter = (per_iter.merge(by_iter.drop(columns=["idle_us", "idle_gaps"]), on="step", how="left")
+                    .merge(launches.dispatch_per_iteration(x.tables, x["launches"]), on="step", how="left")
+                    .fillna({c: 0 for c in by_iter.columns if c != "step"}))
+    return Output(row=row, tables={"iterations": per_iter})
+
+
+@register("devices", reads=("gpu_ops",), needs=("idle",), order=45, tables=("devices",))
+def _devices_analysis(x: Inputs) -> Output:
+    """Per device: :func:`per_device` with its idle by cause."""
+    devices = per_device(x.tables)
+    if len(devices):
+        devices = devices.merge(idle.breakdown(x["idle"], ["device"]).drop(columns=["idle_us", "idle_gaps"]),
+                                on="device", how="left").fillna(0)
+    return Output(tables={"devices": devices})

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.metrics.idle import SYNC_CALLS, op_iterations
+from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.trace.reader import EventTables
 
 COLUMNS = ["step", "lane", "kind", "name", "start_us", "dur_us"]
@@ -67,3 +68,9 @@ def iteration_timeline(tables: EventTables, step: int | None = None) -> pd.DataF
                            "start_us": [0.0], "dur_us": [t1 - t0]})
     out = pd.concat([marker, cpu, gpu], ignore_index=True).assign(step=step)
     return out[COLUMNS]
+
+
+@register("timeline", reads=("gpu_ops", "host_calls", "markers"), order=56, tables=("timeline",))
+def _timeline_analysis(x: Inputs) -> Output:
+    """One marked iteration's GPU ops and CUDA API calls (:func:`iteration_timeline`)."""
+    return Output(tables={"timeline": iteration_timeline(x.tables)})

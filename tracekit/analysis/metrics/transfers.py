@@ -19,6 +19,7 @@ import math
 import pandas as pd
 
 from tracekit.analysis.metrics.idle import op_iterations
+from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.trace.reader import EventTables
 
 _DIRECTION = {"HtoD": "H2D", "DtoH": "D2H", "DtoD": "D2D", "HtoH": "H2H", "PtoP": "P2P"}
@@ -90,3 +91,11 @@ def per_iteration(tables: EventTables) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     ops = ops.assign(step=op_iterations(tables, ops))
     return _aggregate(ops[ops["step"] >= 0], ["step", "direction"])[cols]
+
+
+@register("transfers", reads=("gpu_ops", "host_calls", "markers"), order=54,
+          tables=("transfers", "transfer_iterations"))
+def _transfers_analysis(x: Inputs) -> Output:
+    """Bytes and bandwidth by direction, over the run and per iteration."""
+    return Output(tables={"transfers": by_direction(x.tables, x.row["iterations"]),
+                          "transfer_iterations": per_iteration(x.tables)})

@@ -40,6 +40,10 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
+
+from tracekit.analysis.registry import Inputs, Output, register
+
 LAUNCH_BOUND_HOST_WAIT = 0.25
 GPU_BOUND_UTILIZATION = 0.90
 GPU_BOUND_HOST_WAIT = 0.05
@@ -151,3 +155,16 @@ def evidence_rows(row: dict) -> list[dict]:
     ]
     return [{"evidence": e, "value": v, "rule": r, "supports": s} for e, v, r, s in rows
             if not (isinstance(v, float) and math.isnan(v))]
+
+
+@register("verdict", needs=("idle", "launches"), uses=("integrity", "iterations"), order=50,
+          tables=("verdict_evidence",),
+          columns={"verdict": "", "verdict_profiled": "", "host_wait_share": "share", "unprofiled_utilization": "ratio",
+                   "cuda_graph_recoverable_us_per_iter": "µs", "evidence": ""},
+          default=lambda x, why: Output(row=undetermined(f"not judged: {why}")))
+def _verdict_analysis(x: Inputs) -> Output:
+    """The verdict on the row's figures (:func:`verdict`, checked against run.json's unprofiled
+    latency) and its evidence (:func:`evidence_rows`)."""
+    judged = verdict(x.row, x.run.latency_ms)
+    evidence = pd.DataFrame(evidence_rows({**x.row, **judged}), columns=["evidence", "value", "rule", "supports"])
+    return Output(row=judged, tables={"verdict_evidence": evidence})
