@@ -179,22 +179,10 @@ def busy_host(load: dict | None) -> bool:
     return bool(load) and load.get("loadavg_1m", 0) > load.get("cpus", float("inf"))
 
 
-def problems(latency_median_ms: float, wall_median_ms: float, timer: str | None,
-             host_load: dict | None) -> list[str]:
-    """What makes a run's timing doubtful, one sentence each: the two timers more than
-    ``TIMER_DISAGREEMENT`` apart, then :func:`host_problems`. NaN or None figures are not judged."""
-    out = []
-    if all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (latency_median_ms, wall_median_ms)):
-        gap = wall_median_ms / latency_median_ms - 1   # run.json's timer_agreement (timers.agreement)
-        if abs(gap) > TIMER_DISAGREEMENT:
-            out.append(f"timers disagree: {timer or 'latency'} median {latency_median_ms:.3f} ms, synchronised "
-                       f"wall clock {wall_median_ms:.3f} ms ({gap:+.0%}, over {TIMER_DISAGREEMENT:.0%})")
-    return out + host_problems(host_load)
-
-
 def host_problems(host_load: dict | None) -> list[str]:
     """A busy host at the start or the end of a run (:func:`busy_host` of ``host_load``'s
-    "start" and "end" readings), one sentence each."""
+    "start" and "end" readings), one sentence each (the run row's ``timing_warning``:
+    :func:`tracekit.analysis.manifest_fields.manifest_fields`)."""
     out = []
     for when in ("start", "end"):
         load = (host_load or {}).get(when)
