@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -84,12 +85,14 @@ def edits_of(cuda_graphs: bool = False, faster: Mapping[str, float] | Iterable[s
         EditError: no edit at all, a faster spec that is not PATTERN=FACTOR, or a factor that is no
             number above 0.
     """
-    specs = [faster] if isinstance(faster, str) else [f"{p}={f}" for p, f in faster.items()] \
-        if isinstance(faster, Mapping) else list(faster or [])
+    if isinstance(faster, Mapping):
+        specs = [f"{pattern}={factor}" for pattern, factor in faster.items()]
+    else:
+        specs = [faster] if isinstance(faster, str) else list(faster or [])
     edits = [Edit("cuda-graphs")] if cuda_graphs else []
     edits += [faster_edit(spec) for spec in specs]
     if host_faster is not None:
-        if not (isinstance(host_faster, (int, float)) and host_faster > 0):
+        if not (isinstance(host_faster, numbers.Real) and host_faster > 0):
             raise EditError(f"host-faster {host_faster!r}: expected a factor above 0, e.g. 2")
         edits.append(Edit("host-faster", factor=float(host_faster)))
     edits += [Edit("overlap-comm")] if overlap_comm else []
