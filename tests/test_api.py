@@ -3,7 +3,9 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -125,3 +127,89 @@ def test_print_shows_a_short_summary(study):
     assert lines[0] == f"tracekit.Result: 2 run(s) under {study}, compared with eager"
     assert lines[1] == "  vit16x6x384 b8 fp32 cuda: reduce-overhead 2.00x (1.40-2.57) over eager (0.080 -> 0.040 ms)"
     assert lines[2].startswith("    why: Δ GPU busy ") and lines[3].startswith("  .runs 2x")
+
+
+CONV_B1 = Path(__file__).resolve().parents[1] / "reports" / "h200" / "predict-h200" / "traces" / "conv-b1" / "eager"
+
+
+def test_whatif_predicts_a_run_from_python_as_tracekit_whatif_does():
+    """The committed H200 eager run of a small CNN at batch 1 (README "Predict before you compile"): as one
+    CUDA graph replay, 0.053 ms an iteration from 0.231 ms, calibrated to its unprofiled 0.231 ms; its
+    measured cudagraphs run took 0.057 ms (tests/analysis/test_critical_path.py)."""
+    p = tracekit.whatif(CONV_B1, cuda_graphs=True)
+    assert isinstance(p, tracekit.api.Prediction) and p.edits == ["cuda-graphs"] and not p.cannot_predict
+    assert round(p.predicted_latency_ms, 4) == 0.0531 and round(p.measured_latency_ms, 4) == 0.2307
+    assert round(p.modelled_latency_ms, 4) == 0.2308 and p.calibrated and round(p.host_scale, 4) == 0.3916
+    before, after = p.critical_path_before, p.critical_path_after
+    assert list(before.columns[:3]) == ["rank", "step", "latency_us"] and "kernel_us" in before
+    assert list(before["step"]) == list(after["step"]) and len(before) >= 3   # one row per profiled iteration
+    parts = [c for c in before.columns if c.endswith("_us") and c != "latency_us"]
+    assert np.allclose(before[parts].sum(axis=1), before["latency_us"])      # the parts add up
+    assert after["cpu_us"].sum() == 0 and after["kernel_us"].iloc[1:].mean() == pytest.approx(49.78, abs=0.01)
+    d = p.to_dict()
+    assert list(d) == ["path", "edits", "predicted_latency_ms", "measured_latency_ms", "modelled_latency_ms",
+                       "calibrated", "host_scale", "gpu_scale", "critical_path_before", "critical_path_after",
+                       "notes", "missing"]
+    assert d["critical_path_before"]["cpu_us"] == 190.58 and d["critical_path_after"]["gpu_gap_us"] == 3.38
+    assert str(p).splitlines()[1:] == [
+        "  predicted iteration 0.053 ms, from 0.231 ms modelled (calibrated to the unprofiled 0.231 ms (host time "
+        "x0.39, GPU time x1.00))",
+        "  critical path before: cpu 191 µs (85%), launch 33 µs (15%)",
+        "  critical path after:  kernel 50 µs (94%), gpu_gap 3 µs (6%)"]
+
+
+def test_whatif_takes_faster_as_a_mapping_or_as_strings(tmp_path):
+    from tracebuilder import eager_trace, write_run
+
+    run = write_run(tmp_path / "w" / "eager", eager_trace(), latency_ms=(0.05, 0.045, 0.055))
+    by_map = tracekit.whatif(run, faster={"gemm": 2}, host_faster=2)
+    by_text = tracekit.whatif(run, faster=["gemm=2"], host_faster=2)
+    assert by_map.edits == by_text.edits == ["faster gemm=2", "host-faster 2"]
+    assert by_map.to_dict() == by_text.to_dict() == tracekit.whatif(run, faster="gemm=2", host_faster=2).to_dict()
+    # host-bound (eager_trace: 100 µs iterations, 10 µs kernels): half the host time, half the iteration
+    assert by_map.predicted_latency_ms == pytest.approx(by_map.modelled_latency_ms / 2, rel=0.01)
+
+
+def test_whatif_errors_name_what_is_wrong(tmp_path):
+    from tracebuilder import eager_trace, write_run
+
+    from tracekit.analysis.critical_path import AnnotationError
+    from tracekit.analysis.critical_path.edits import EditError
+
+    run = write_run(tmp_path / "w" / "eager", eager_trace())
+    with pytest.raises(EditError, match=r"--faster zzz=2: the pattern matches no kernel class, kernel, op or module"):
+        tracekit.whatif(run, faster={"zzz": 2})
+    with pytest.raises(ValueError, match="expected PATTERN=FACTOR"):   # an EditError is a ValueError
+        tracekit.whatif(run, faster=["gemm"])
+    with pytest.raises(EditError, match="expected a factor above 0"):
+        tracekit.whatif(run, host_faster=0)
+    with pytest.raises(EditError, match="no edit"):
+        tracekit.whatif(run)
+    with pytest.raises(AnnotationError, match="no CPU op or annotation named 'nope'"):
+        tracekit.whatif(run, cuda_graphs=True, annotation="nope")
+    with pytest.raises(TraceError) as err:
+        tracekit.whatif(tmp_path / "missing", cuda_graphs=True)
+    assert err.value.code == 3
+    with pytest.raises(TraceError) as err:
+        tracekit.whatif(tmp_path, cuda_graphs=True)     # a folder without a trace of its own
+    assert err.value.code == 4
+
+
+def test_whatif_says_what_cannot_be_predicted(tmp_path):
+    from tracebuilder import TraceBuilder, write_run
+
+    cpu = TraceBuilder()
+    cpu.cpu_op("aten::mm", 0, 10)
+    p = tracekit.whatif(write_run(tmp_path / "cpu", cpu, device_type="cpu"), cuda_graphs=True)
+    assert p.cannot_predict == "no GPU ops in the trace: there is no host-GPU critical path to find"
+    assert p.predicted_latency_ms is None and p.critical_path_before.empty
+    assert p.to_dict() == {"path": str(tmp_path / "cpu"), "predicted_latency_ms": None,
+                           "cannot_predict": p.cannot_predict}
+    assert str(p) == f"{tmp_path / 'cpu'}: cannot predict: {p.cannot_predict}"
+    one = TraceBuilder()
+    one.step(1, 0, 100)
+    one.kernel("gemm", start=15, dur=10, launch_at=10)
+    run = write_run(tmp_path / "one", one, latency_ms=(0.05, 0.045, 0.055))
+    assert tracekit.whatif(run, cuda_graphs=True).cannot_predict == \
+        "1 launch in the trace: no launch overhead to remove or re-time"
+    assert tracekit.whatif(run, faster={"gemm": 2}).predicted_latency_ms == pytest.approx(0.05, rel=0.01)

@@ -10,7 +10,8 @@ from tracekit.cli import main
 
 def test_every_command_has_help():
     runner = CliRunner()
-    for cmd in ([], ["trace"], ["analyze"], ["compare"], ["bench"], ["models"], ["backends"], ["counters"]):
+    for cmd in ([], ["trace"], ["analyze"], ["compare"], ["bench"], ["models"], ["backends"], ["counters"], ["diff"],
+                ["whatif"]):
         result = runner.invoke(main, [*cmd, "--help"])
         assert result.exit_code == 0 and "Usage" in result.output
 
@@ -267,3 +268,64 @@ def test_an_interrupted_trace_exits_130_says_so_in_run_json_and_leaves_no_tempor
     assert (manifest["status"], manifest["reason"]) == (
         "interrupted", f"interrupted (Ctrl-C or SIGTERM) during {TIMING}")
     assert os.listdir(scratch) == []
+
+
+def test_whatif_prints_the_prediction_or_its_json(tmp_path):
+    """`tracekit whatif` is argument parsing and tracekit.whatif: the text is the prediction's, --json its
+    to_dict(); a trace it cannot predict is one line and exit 0."""
+    from pathlib import Path
+
+    from tracebuilder import eager_trace, write_run
+
+    import tracekit
+
+    run = Path(__file__).resolve().parents[1] / "reports" / "h200" / "predict-h200" / "traces" / "conv-b1" / "eager"
+    r = CliRunner().invoke(main, ["whatif", str(run), "--cuda-graphs"])
+    assert r.exit_code == 0 and r.output.splitlines() == [
+        f"{run}: cuda-graphs",
+        "  predicted iteration 0.053 ms, from 0.231 ms modelled (calibrated to the unprofiled 0.231 ms (host time "
+        "x0.39, GPU time x1.00))",
+        "  critical path before: cpu 191 µs (85%), launch 33 µs (15%)",
+        "  critical path after:  kernel 50 µs (94%), gpu_gap 3 µs (6%)"]
+    host = write_run(tmp_path / "w" / "eager", eager_trace(), latency_ms=(0.05, 0.045, 0.055))
+    r = CliRunner().invoke(main, ["whatif", str(host), "--faster", "gemm=2", "--host-faster", "2", "--json"])
+    out = json.loads(r.output)
+    assert r.exit_code == 0 and out == tracekit.whatif(host, faster={"gemm": 2}, host_faster=2).to_dict()
+    assert out["edits"] == ["faster gemm=2", "host-faster 2"] and out["predicted_latency_ms"] == 0.025
+    bare = tmp_path / "bare.pt.trace.json.gz"
+    eager_trace().write(bare)
+    r = CliRunner().invoke(main, ["whatif", str(bare), "--cuda-graphs"])
+    assert r.exit_code == 0 and "UNCALIBRATED: no run.json with an unprofiled latency" in r.output
+    assert "  note: no unprofiled latency (run.json): modelled as traced, uncalibrated" in r.output.splitlines()
+    cpu = TraceBuilder()
+    cpu.cpu_op("aten::mm", 0, 10)
+    write_run(tmp_path / "cpu", cpu, device_type="cpu")
+    r = CliRunner().invoke(main, ["whatif", str(tmp_path / "cpu"), "--cuda-graphs", "--json"])
+    assert r.exit_code == 0 and json.loads(r.output) == {
+        "path": str(tmp_path / "cpu"), "predicted_latency_ms": None,
+        "cannot_predict": "no GPU ops in the trace: there is no host-GPU critical path to find"}
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["--faster", "zzz=2"], 2, "Error: --faster zzz=2: the pattern matches no kernel class, kernel, op or module "
+                               "of the trace"),
+    (["--faster", "zzz"], 2, "Error: --faster 'zzz': expected PATTERN=FACTOR with a factor above 0, "
+                             "e.g. 'blocks.*.mlp=2'"),
+    ([], 2, "Error: no edit: give --cuda-graphs, --faster PATTERN=FACTOR, --host-faster FACTOR, --overlap-comm or "
+            "--balance-ranks"),
+    (["--cuda-graphs", "--annotation", "nope"], 2, "{run}: no CPU op or annotation named 'nope' in the trace"),
+    (["--cuda-graphs", "--host-faster", "0"], 2, "Invalid value for '--host-faster'"),
+])
+def test_whatif_usage_errors_are_one_line_and_exit_2(tmp_path, args, code, message):
+    from tracebuilder import eager_trace, write_run
+
+    run = write_run(tmp_path / "w" / "eager", eager_trace())
+    r = CliRunner().invoke(main, ["whatif", str(run), *args])
+    assert r.exit_code == code and message.format(run=run) in r.output and "Traceback" not in r.output
+
+
+def test_whatif_of_a_path_without_a_trace_exits_with_its_code(tmp_path):
+    r = CliRunner().invoke(main, ["whatif", str(tmp_path / "missing"), "--cuda-graphs"])
+    assert r.exit_code == 3 and "no such file or folder" in r.output
+    r = CliRunner().invoke(main, ["whatif", str(tmp_path), "--cuda-graphs"])
+    assert r.exit_code == 4 and "no trace files" in r.output

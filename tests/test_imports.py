@@ -109,3 +109,41 @@ def test_no_module_name_is_used_twice_and_the_top_level_holds_the_api():
     assert sorted({n for n in names if names.count(n) > 1}) == []
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert loose == ["__init__.py", "__main__.py", "api.py", "errors.py", "io.py"]
+
+
+# What each layer may import (DESIGN.md: data flows one way; issue 37): the layer itself and those below it.
+# The CLI and the API (tracekit.api) are above every layer; report/ renders what analysis/ made.
+LAYERS = {
+    "tracekit.trace": ("tracekit.trace", "tracekit.errors", "tracekit.io"),
+    "tracekit.analysis": ("tracekit.analysis", "tracekit.trace", "tracekit.manifest", "tracekit.errors", "tracekit.io"),
+    "tracekit.report": ("tracekit.report", "tracekit.analysis", "tracekit.trace", "tracekit.manifest",
+                        "tracekit.errors", "tracekit.io", "tracekit"),  # tracekit: its __version__ only
+}
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``"module -> imported"`` for each import of a module of a layer of ``LAYERS`` that is not
+    allowed to it (a bare ``tracekit`` allows the package's root module only)."""
+    out = []
+    for module, imported in sorted(graph.items()):
+        for layer, allowed in LAYERS.items():
+            if _in(module, layer):
+                out += [f"{module} -> {i}" for i in sorted(imported)
+                        if not any(i == a if a == "tracekit" else _in(i, a) for a in allowed)]
+    return out
+
+
+def test_each_layer_imports_only_the_layers_below_it():
+    """trace/ and analysis/ import nothing of report/, cli/ or the API, report/ nothing of cli/ or the
+    API: every sentence a user reads is written in report/ (issue 37)."""
+    assert upward_imports({"tracekit.analysis.x": {"tracekit.report.views", "tracekit.trace.reader"},
+                           "tracekit.report.y": {"tracekit.api", "tracekit.analysis.runs", "tracekit"},
+                           "tracekit.trace.z": {"tracekit.manifest"}}) == \
+        ["tracekit.analysis.x -> tracekit.report.views", "tracekit.report.y -> tracekit.api",
+         "tracekit.trace.z -> tracekit.manifest"]
+    found = upward_imports(import_graph())
+    assert not found, "imports against the layers:\n" + "\n".join(found)

@@ -201,7 +201,9 @@ def test_hta_shaped_traces_and_a_good_one_in_a_folder(tmp_path):
 def test_a_run_without_a_trace_has_no_failed_analyses_line(tmp_path):
     from tracebuilder import write_run
 
+    from tracekit.report.run_lines import integrity_lines
+
     write_run(tmp_path / "w" / "eager", eager_trace(), mode="eager")
     write_run(tmp_path / "w" / "default", None, mode="default", status="failed", reason="compile error")
-    lines = integrity.lines(runs.analyze(tmp_path).runs)
+    lines = integrity_lines(runs.analyze(tmp_path).runs)
     assert lines == ["w/eager: integrity ok"]

@@ -6,6 +6,7 @@ import pytest
 
 from tracekit.analysis.comparison import trust
 from tracekit.capture import timers
+from tracekit.report.formats.run_status import timing_problems
 
 
 class FakeHost:
@@ -114,12 +115,12 @@ def test_time_calls_on_the_cpu_is_perf_counter_per_call():
     (2.00, float("nan"), []),                            # no wall clock recorded (an older run): not judged
 ])
 def test_timers_more_than_5_percent_apart_are_a_doubt(latency, wall, problems):
-    assert trust.problems(latency, wall, "cuda_events", None) == problems
+    assert timing_problems(latency, wall, "cuda_events", None) == problems
 
 
 def test_a_host_with_more_runnable_tasks_than_cpus_is_a_doubt():
     load = {"start": {"loadavg_1m": 5.9, "loadavg_5m": 5.8, "cpus": 2}, "end": {"loadavg_1m": 1.2, "cpus": 2}}
-    assert trust.problems(1.0, 1.01, "perf_counter", load) == ["host busy at the start: load 5.9 on 2 CPUs"]
+    assert timing_problems(1.0, 1.01, "perf_counter", load) == ["host busy at the start: load 5.9 on 2 CPUs"]
     assert not trust.busy_host({"loadavg_1m": 2.0, "cpus": 2}) and not trust.busy_host({})
     here = timers.host_load()
     assert here["cpus"] >= 1 and here["loadavg_1m"] >= 0

@@ -9,6 +9,8 @@ The Python API (imported on first use, so ``tracekit analyze`` and the trace lay
 * :func:`tracekit.annotate` writes a copy of each trace with tracekit's tracks, as
   ``tracekit analyze --annotate`` does (:mod:`tracekit.api`);
 * :func:`tracekit.diff` compares two runs module by module, as ``tracekit diff`` does (:mod:`tracekit.api`);
+* :func:`tracekit.whatif` predicts a run's iteration after an edit (CUDA graphs, a faster module...), as
+  ``tracekit whatif`` does (:mod:`tracekit.api`);
 * :func:`tracekit.record` records your own training or serving loop (:mod:`tracekit.capture.loop`);
 * :func:`tracekit.workload` marks a function of a workload file and gives it metadata
   (:mod:`tracekit.models.workload_files`).
@@ -17,7 +19,7 @@ The Python API (imported on first use, so ``tracekit analyze`` and the trace lay
 __version__ = "0.1.0"
 
 _LAZY = {"profile": "tracekit.api", "analyze": "tracekit.api", "diff": "tracekit.api", "annotate": "tracekit.api",
-         "record": "tracekit.capture.loop", "workload": "tracekit.models.workload_files",
+         "whatif": "tracekit.api", "record": "tracekit.capture.loop", "workload": "tracekit.models.workload_files",
          "AnalysisOptions": "tracekit.analysis.options"}
 
 

@@ -1,9 +1,11 @@
-"""The Python API: ``tracekit trace`` on a module you built, and ``tracekit analyze`` as DataFrames.
+"""The Python API: ``tracekit trace`` on a module you built, ``tracekit analyze`` as DataFrames,
+``tracekit whatif``, ``diff`` and ``--annotate``.
 
-A thin layer, like the CLI: :func:`profile` runs each mode through the runner
-(:func:`tracekit.capture.runner.run`: the same warm-up, timing, profiled window, run
-folder and ``run.json``) and :func:`analyze` is the analysis behind
-``tracekit analyze``. In a script or a notebook::
+A thin layer, like the CLI (whose verbs call these): :func:`profile` runs each mode through the
+runner (:func:`tracekit.capture.runner.run`: the same warm-up, timing, profiled window, run
+folder and ``run.json``), :func:`analyze` is the analysis behind ``tracekit analyze``, and
+:func:`whatif` the prediction behind ``tracekit whatif``. What they return shows itself
+(:mod:`tracekit.report.shown`). In a script or a notebook::
 
     import torch, tracekit
 
@@ -13,9 +15,12 @@ folder and ``run.json``) and :func:`analyze` is the analysis behind
     result.comparison[["mode", "speedup", "d_busy_per_iter_ms", "d_idle_est_ms", "dominant"]]
     result                                # in a notebook: the speedup table
     tracekit.analyze("traces/").runs      # any runs, however they were made
+    tracekit.whatif("traces/mynet/eager", cuda_graphs=True).predicted_latency_ms
 
 This module imports no torch itself (``tracekit.analyze`` works without it);
-:func:`profile` imports the runner when called.
+:func:`profile` imports the runner when called. Nor pandas: ``tracekit analyze`` calls
+:func:`analyze`, which starts reading the traces before pandas is imported; the records
+(``Result``, ``Prediction``) are imported when first named.
 """
 
 from __future__ import annotations
@@ -23,22 +28,35 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-import pandas as pd
-
-from tracekit.analysis.options import AnalysisOptions
-from tracekit.analysis.result import Result
-from tracekit.analysis.runs import analyze as run_analysis
 from tracekit.manifest.spec import DEFAULT_ITERS, DEFAULT_PROFILE_ITERS, DEFAULT_WARMUP, RunSpec, folder_name
 
-__all__ = ["Result", "analyze", "annotate", "diff", "profile"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from tracekit.analysis.critical_path.predict import Prediction
+    from tracekit.analysis.options import AnalysisOptions
+    from tracekit.analysis.result import Result
+
+__all__ = ["Prediction", "Result", "analyze", "annotate", "diff", "profile", "whatif"]
+_RECORDS = {"Result": "tracekit.analysis.result", "Prediction": "tracekit.analysis.critical_path.predict"}
+
+
+def __getattr__(name: str):
+    """``Result`` and ``Prediction``, the records the API returns, imported when first named."""
+    if name in _RECORDS:
+        import importlib
+
+        return getattr(importlib.import_module(_RECORDS[name]), name)
+    raise AttributeError(f"module 'tracekit.api' has no attribute {name!r}")
 
 
 def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", iterations: int | None = None,
             only: set[str] | None = None, dask: str | None = None, critical_path: bool = False,
             options: AnalysisOptions | None = None) -> Result:
-    """The tables ``tracekit analyze PATH`` reports, as DataFrames (:class:`Result`).
+    """The tables ``tracekit analyze PATH`` reports, as DataFrames (:class:`Result`, shown as its
+    speedup table in a notebook and a short summary by ``print()``: :class:`tracekit.report.shown.ShownResult`).
 
     Args:
         path: a trace file, a folder (searched recursively: run folders of
@@ -65,10 +83,15 @@ def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", it
             traces (4), or no file in it could be read (the first file's problem
             and code, 70 where tracekit failed on any; the others are in its message:
             :meth:`tracekit.analysis.runs.Analysis.nothing_to_report`). A folder where some
-            files are unreadable is analyzed, and they are in ``errors``.
+            files are unreadable is analyzed, and they are in ``errors``. Where nothing could
+            be analyzed it is a :class:`tracekit.analysis.runs.NothingAnalyzed`, which holds
+            every file's problem and the analyses that raised.
         tracekit.analysis.dask_cluster.ClusterError: ``dask`` given, and dask is missing or
             its scheduler unreachable.
     """
+    from tracekit.analysis.options import AnalysisOptions
+    from tracekit.analysis.runs import analyze as run_analysis
+
     if options is None:
         options = AnalysisOptions(critical_path=critical_path, iterations=iterations)
     elif iterations is not None or critical_path:
@@ -76,7 +99,53 @@ def analyze(path: Path | str | Sequence[Path | str], baseline: str = "eager", it
     analysis = run_analysis(list(path) if isinstance(path, (list, tuple)) else path, options, only=only, dask=dask)
     if (error := analysis.nothing_to_report(path)) is not None:
         raise error
-    return Result.of(analysis, baseline)
+    from tracekit.analysis.result import Result  # pandas: after the reader has started
+    from tracekit.report.shown import shown
+
+    return shown(Result.of(analysis, baseline))
+
+
+def whatif(path: Path | str, *, cuda_graphs: bool = False,
+           faster: Mapping[str, float] | Sequence[str] | str | None = None, host_faster: float | None = None,
+           overlap_comm: bool = False, balance_ranks: bool = False, annotation: str | None = None) -> Prediction:
+    """``tracekit whatif`` as Python: the iteration latency of the run at ``path`` after the edits,
+    from its trace: the dependency graph of its host calls and GPU ops, calibrated to the run's
+    unprofiled latency (run.json), re-timed with the edits (:mod:`tracekit.analysis.critical_path`).
+
+    Args:
+        path: a run folder (its trace, or one per rank of a job, beside run.json) or a trace file.
+        cuda_graphs: each iteration replayed as one CUDA graph (one launch, the host free).
+        faster: GPU ops of a kernel class, kernel, op or module matching a pattern take 1/FACTOR
+            of their time: ``{pattern: factor}`` or ``"PATTERN=FACTOR"`` strings as ``--faster``
+            takes them, e.g. ``{"blocks.*.mlp": 2}`` or ``["blocks.*.mlp=2", "gemm=1.5"]``.
+        host_faster: every host call and the CPU time between calls this factor shorter.
+        overlap_comm: compute no longer waits for collectives (an iteration still ends after them).
+        balance_ranks: no rank waits for another at a collective.
+        annotation: the CPU op or annotation that marks an iteration (default ``ProfilerStep#N``).
+
+    Returns:
+        A :class:`Prediction` (``print()`` gives what ``tracekit whatif`` prints,
+        :class:`tracekit.report.shown.ShownPrediction`): predicted_latency_ms,
+        measured_latency_ms, modelled_latency_ms, calibrated, host_scale, gpu_scale, edits, notes,
+        missing, critical_path_before/critical_path_after (DataFrames, one row per iteration and
+        rank: latency_us and each part's µs), and ``to_dict()``, the object ``--json`` prints. A
+        trace with no GPU op or no launch call, or with a single launch for ``cuda_graphs`` and
+        ``host_faster``, gives one with ``cannot_predict`` saying so (and no figures).
+
+    Raises:
+        tracekit.analysis.critical_path.edits.EditError (a ValueError): no edit given, a faster
+            spec that is not PATTERN=FACTOR or a factor that is no number above 0, or a pattern
+            that matches no kernel class, kernel, op or module of the trace (the message names it).
+        tracekit.analysis.critical_path.AnnotationError (a ValueError): ``annotation`` is not in the trace.
+        tracekit.trace.TraceError: ``path`` does not exist (``code`` 3), holds no trace (4), or a
+            trace cannot be read (its code, as ``tracekit whatif`` exits).
+    """
+    from tracekit.analysis.critical_path.edits import edits_of
+    from tracekit.analysis.critical_path.predict import predict_run
+    from tracekit.report.shown import shown
+
+    edits = edits_of(cuda_graphs, faster, host_faster, overlap_comm, balance_ranks)
+    return shown(predict_run(path, edits, annotation))
 
 
 def _describe(module, inputs: tuple, dtype: str | None, device: str | None) -> tuple[str, str]:

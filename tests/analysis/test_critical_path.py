@@ -9,7 +9,7 @@ from tracebuilder import TID, TraceBuilder, add_gpu_sync, add_host_call, add_syn
 
 from tracekit.analysis import critical_path as cp
 from tracekit.analysis.critical_path.calibrate import calibrate
-from tracekit.analysis.critical_path.edits import Edit, EditError, Replay, faster
+from tracekit.analysis.critical_path.edits import Edit, EditError, Replay, faster_edit
 from tracekit.analysis.critical_path.graph import build
 from tracekit.analysis.critical_path.kinds import CPU, HANDOFF
 from tracekit.analysis.critical_path.predict import predict
@@ -147,12 +147,12 @@ def test_cuda_graphs_leave_the_gpu_work_or_the_graph_launch(tmp_path, launch_us,
 
 def test_a_faster_kernel_class_is_a_faster_iteration(tmp_path):
     tables = _tables(_gpu_bound(), tmp_path)
-    assert predict(tables, [faster("gemm=2")]).predicted_ms * 1e3 == pytest.approx(123 - 40)
-    assert predict(tables, [faster("*relu*=4")]).predicted_ms * 1e3 == pytest.approx(123 - 30)
+    assert predict(tables, [faster_edit("gemm=2")]).predicted_ms * 1e3 == pytest.approx(123 - 40)
+    assert predict(tables, [faster_edit("*relu*=4")]).predicted_ms * 1e3 == pytest.approx(123 - 30)
     with pytest.raises(EditError, match="zzz"):
-        predict(tables, [faster("zzz=2")])
+        predict(tables, [faster_edit("zzz=2")])
     with pytest.raises(EditError, match="factor"):
-        faster("gemm=0")
+        faster_edit("gemm=0")
 
 
 def test_host_faster_shortens_a_host_bound_iteration(tmp_path):

@@ -2,7 +2,7 @@
 (the analysis of every run, its comparison with a baseline mode, profiler overhead, CPU op
 changes, module by module differences), computed once. Report formats
 (:mod:`tracekit.report.formats`) render it only; :func:`tracekit.analyze` and
-:func:`tracekit.profile` return it."""
+:func:`tracekit.profile` return it (as :class:`tracekit.report.shown.ShownResult`, which shows it)."""
 
 from __future__ import annotations
 
@@ -54,10 +54,10 @@ class Result:
     ``skipped`` and ``root`` (the folder run names are relative to).
 
     ``result["kernels"]`` is ``result.tables["kernels"]`` (also "runs", "comparison",
-    "overhead", "cpu_op_changes", "modules", "module_busy"); in a notebook the result shows
-    its speedup table, and ``print(result)`` (or its repr) a short summary: the answer for
-    each workload and the tables it holds. Both are drawn by the report layer
-    (:mod:`tracekit.report.views`), imported when shown.
+    "overhead", "cpu_op_changes", "modules", "module_busy"). It writes no sentence: what
+    :func:`tracekit.analyze` and :func:`tracekit.profile` return is its report-layer subclass
+    :class:`tracekit.report.shown.ShownResult`, which a notebook shows as its speedup table
+    and ``print()`` as a short summary.
     """
 
     analysis: Analysis
@@ -124,29 +124,3 @@ class Result:
         if name in self.FRAMES:
             return getattr(self, name)
         return self.analysis.table(name)
-
-    def __repr__(self) -> str:
-        """A few lines: what was analyzed, the answer for each workload
-        (:func:`tracekit.report.views.answers`), unreadable files, and the tables by name."""
-        from tracekit.report.views import answers
-
-        lines = [f"tracekit.Result: {len(self.runs)} run(s) under {self.root}, compared with {self.baseline}"]
-        for first, why in answers(self.comparison, self.runs, self.baseline):
-            lines += [f"  {first}"] + ([f"    {why}"] if why else [])
-        if self.errors:
-            lines.append(f"  {len(self.errors)} unreadable file(s) in .errors")
-        shape = lambda df: f"{len(df)}x{len(df.columns)}"  # noqa: E731
-        frames = [f".{name} {shape(self[name])}" for name in self.FRAMES if name in ("runs", "comparison", "overhead")
-                  or len(self[name])]
-        lines.append("  " + ", ".join(frames) + "; .tables: " + ", ".join(n for n, t in self.tables.items() if len(t)))
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        from tracekit.report.column_specs import SPEEDUP
-        from tracekit.report.draw import headline
-        from tracekit.report.views import comparison_view
-
-        headers, rows = headline(comparison_view(self.comparison), SPEEDUP)
-        table = pd.DataFrame(rows, columns=headers).to_html(index=False) if rows else "<p>no runs</p>"
-        return (f"<p>tracekit: {len(self.runs)} run(s) under {self.root}, compared with "
-                f"<code>{self.baseline}</code></p>{table}")

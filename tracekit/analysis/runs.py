@@ -25,6 +25,16 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+class NothingAnalyzed(TraceError):
+    """No run under a path could be analyzed (:meth:`Analysis.nothing_to_report`): a TraceError
+    with, as :class:`Analysis` has them, ``errors`` (each unreadable file's (path, problem, exit
+    code)) and ``failures`` (each analysis that raised)."""
+
+    def __init__(self, path, problem: str, code: ExitCode, errors: list, failures: list):
+        super().__init__(path, problem, code)
+        self.errors, self.failures = errors, failures
+
+
 @dataclass
 class Analysis:
     """What ``analyze`` found.
@@ -81,12 +91,12 @@ class Analysis:
 
         return self.tables.get(name, pd.DataFrame())
 
-    def nothing_to_report(self, path) -> TraceError | None:
+    def nothing_to_report(self, path) -> NothingAnalyzed | None:
         """Why nothing under ``path`` could be analyzed, or None where some run was: the one
         rule of :func:`tracekit.analyze` and ``tracekit analyze``/``compare``.
 
         Returns:
-            None where ``runs`` has a row; else a :class:`TraceError`: no trace under ``path``
+            None where ``runs`` has a row; else a :class:`NothingAnalyzed`: no trace under ``path``
             (exit code NO_TRACES), or the first unreadable file's path and problem with the
             others' after it (``; path: problem``) and its exit code, INTERNAL where
             tracekit failed on any file (a bug in tracekit is never hidden behind bad input).
@@ -94,11 +104,13 @@ class Analysis:
         if len(self.runs):
             return None
         if not self.errors:
-            return TraceError(path, "no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES)
+            return NothingAnalyzed(path, "no traces found (looked for *.json and *.json.gz)", ExitCode.NO_TRACES,
+                                   self.errors, self.failures)
         first, problem, code = self.errors[0]
         if any(c == ExitCode.INTERNAL for *_, c in self.errors):
             code = ExitCode.INTERNAL
-        return TraceError(first, problem + "".join(f"; {p}: {e}" for p, e, _ in self.errors[1:]), code)
+        return NothingAnalyzed(first, problem + "".join(f"; {p}: {e}" for p, e, _ in self.errors[1:]), code,
+                               self.errors, self.failures)
 
     def to_dict(self) -> dict:
         """All tables as lists of records (JSON-ready after :func:`tracekit.io.jsonable`)."""

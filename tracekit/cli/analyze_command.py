@@ -55,16 +55,13 @@ def analyze(path, out, as_json, iterations, baseline, dask_address, annotate, cr
     Writes OUT/summary.md, OUT/index.html, OUT/plots/*.png, OUT/runs.csv,
     OUT/comparison.csv, OUT/runs.json (--json: every table on stdout).
     """
-    # first: it starts reading before pandas is imported
-    analysis = _analysis(path, iterations, dask_address, as_json, critical_path)
-    from tracekit.analysis.result import Result
+    result = _analyze(path, baseline, iterations, dask_address, as_json, critical_path)   # first: see _analyze
     from tracekit.io import jsonable
     from tracekit.report import print_reports, write_reports
 
-    result = Result.of(analysis, baseline)
     written = write_reports(result, out, source=str(path), html_plots=html_plots, link_traces=link_traces)
     if as_json:
-        click.echo(json.dumps(jsonable(analysis.to_dict()), default=str))
+        click.echo(json.dumps(jsonable(result.analysis.to_dict()), default=str))
     else:
         print_reports(result, wide=wide)
         click.echo(f"wrote {out}/: " + ", ".join(p.name for p in written if p.suffix != ".png")
@@ -99,10 +96,9 @@ def compare(paths, baseline, out, html_plots, link_traces, wide) -> None:
     \b
     Example: tracekit compare traces/vit16x6x384/eager traces/vit16x6x384/reduce-overhead
     """
-    from tracekit.analysis.result import Result
+    result = _analyze(list(paths), baseline)
     from tracekit.report import print_reports, write_reports
 
-    result = Result.of(_analysis(list(paths), None), baseline)
     print_reports(result, runs=False, detail=True, wide=wide)
     if out is not None:
         write_reports(result, out, source=" ".join(str(p) for p in paths), html_plots=html_plots,
@@ -111,37 +107,39 @@ def compare(paths, baseline, out, html_plots, link_traces, wide) -> None:
     _exit_if_partial(result)
 
 
-def _analysis(path, iterations, dask=None, as_json: bool = False, critical_path: bool = False):
-    """Analyze PATH (or several) for analyze/compare; bad input becomes a UserError (with
-    ``as_json``, the errors are also printed as JSON on stdout: ``{"runs": [], "errors": [...]}``)."""
+def _analyze(path, baseline: str, iterations=None, dask=None, as_json: bool = False, critical_path: bool = False):
+    """:func:`tracekit.analyze` for analyze/compare; bad input becomes a UserError (with ``as_json``,
+    the errors are also printed as JSON on stdout: ``{"runs": [], "errors": [...]}``; under
+    ``--debug``, the tracebacks of the analyses that raised on files none of which could be read)."""
+    from tracekit import api  # it starts reading the traces before pandas (and the report) are imported
     from tracekit.analysis.dask_cluster import ClusterError
-    from tracekit.analysis.options import AnalysisOptions
-    from tracekit.analysis.runs import analyze as run_analysis
+    from tracekit.analysis.runs import NothingAnalyzed
     from tracekit.trace import TraceError
 
     def fail(problems: list[tuple[str, str, int]]) -> None:
         if as_json:
-            click.echo(json.dumps({"runs": [], "errors": [{"path": p, "problem": e, "code": c} for p, e, c in problems]}))
+            errors = [{"path": p, "problem": e, "code": c} for p, e, c in problems]
+            click.echo(json.dumps({"runs": [], "errors": errors}))
 
     try:
-        analysis = run_analysis(path, AnalysisOptions(critical_path=critical_path, iterations=iterations), dask=dask)
+        return api.analyze(path, baseline, iterations, dask=dask, critical_path=critical_path)
+    except NothingAnalyzed as exc:   # nothing analyzed: no report written over an old one
+        fail(exc.errors)
+        _show_tracebacks(exc.failures)
+        raise UserError(str(exc), exc.code) from None
     except TraceError as exc:
         fail([(str(exc.path), exc.problem, int(exc.code))])
         raise UserError(str(exc), exc.code) from None
     except ClusterError as exc:
         fail([(str(path), str(exc), int(ExitCode.USAGE))])
         raise UserError(str(exc), ExitCode.USAGE) from None
-    if (error := analysis.nothing_to_report(path)) is not None:
-        fail(analysis.errors)
-        _show_tracebacks(analysis)
-        raise UserError(str(error), error.code)  # nothing analyzed: no report written over an old one
-    return analysis
 
 
-def _show_tracebacks(result) -> None:
-    """Under ``--debug``, the traceback of each analysis that raised (on stderr)."""
+def _show_tracebacks(failures: list[tuple[str, str, str, str]]) -> None:
+    """Under ``--debug``, the traceback of each analysis that raised (``failures``: as
+    :attr:`tracekit.analysis.runs.Analysis.failures`), on stderr."""
     if (click.get_current_context().obj or {}).get("debug"):
-        for path, analysis, _, trace in result.failures:
+        for path, analysis, _, trace in failures:
             click.echo(f"--debug: {analysis} of {path or 'the runs'}:\n{trace}", err=True)
 
 
@@ -150,7 +148,7 @@ def _exit_if_partial(result) -> None:
     (10) when some files were unreadable or damaged, else return (exit 0)."""
     import pandas as pd
 
-    _show_tracebacks(result)
+    _show_tracebacks(result.failures)
     damaged = result.runs.get("trace_problems", pd.Series(dtype=float)).fillna(0).sum()
     if result.failures:
         for path, analysis, reason, _ in result.failures:

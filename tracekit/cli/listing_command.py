@@ -1,4 +1,4 @@
-"""`tracekit models` and `tracekit backends`: what can run."""
+"""`tracekit models` and `tracekit backends`: what can run (the lines: :mod:`tracekit.report.listings`)."""
 
 from __future__ import annotations
 
@@ -16,25 +16,14 @@ def list_models(as_json) -> None:
     torchvision:, with whether each is installed), and the workload functions
     of the files in workloads/ ($TRACEKIT_WORKLOADS), each with its source."""
     from tracekit import models
+    from tracekit.report.listings import model_lines
 
     rows = models.catalog()
     if as_json:
         click.echo(json.dumps(rows, default=str))
         return
-    headings = {"built-in": "built-in models:", "library": "library models (random weights, nothing downloaded):",
-                "workload file": f"workload functions ({models.workload_files.folder()}/*.py):"}
-    for kind, heading in headings.items():
-        click.echo(heading)
-        for r in (r for r in rows if r["kind"] == kind):
-            if "problem" in r:
-                click.echo(f"  {r['name']:<20} cannot be used: {r['problem']}")
-                continue
-            src = r["source"]
-            where = {"library": f"{src.get('library')} {src.get('version', '')}".strip(),
-                     "workload file": f"{src.get('file', '')}"}.get(kind, "")
-            size = f"batch {r['batch']:<4}" + (f" seq {r['seq']:<4}" if r.get("seq") else "")
-            click.echo(f"  {r['name']:<20} {size} {r['description']}"
-                       + (f"  [{r['missing']}]" if r.get("missing") else f"  [{where}]" if where else ""))
+    for line in model_lines(rows, str(models.workload_files.folder())):
+        click.echo(line)
 
 
 @main.command("backends")
@@ -45,13 +34,11 @@ def list_backends(as_json) -> None:
     missing), and what it does differently here (no CUDA graphs on the CPU)."""
     from tracekit import backends
     from tracekit.capture.environment import default_device
+    from tracekit.report.listings import backend_lines
 
     rows = backends.listing(default_device())
     if as_json:
         click.echo(json.dumps(rows))
         return
-    for r in rows:
-        click.echo(f"{r['mode']:<27} {'available' if r['available'] else 'unavailable'}  {r['description']}")
-        click.echo(f"{'':<27} phases: {', '.join(r['phases'])}" + (f"; {r['reason']}" if r["reason"] else ""))
-        if r["note"]:
-            click.echo(f"{'':<27} here: {r['note']}")
+    for line in backend_lines(rows):
+        click.echo(line)

@@ -1,4 +1,5 @@
-"""`tracekit trace`: run one workload on one mode under the profiler."""
+"""`tracekit trace`: run one workload on one mode under the profiler (:func:`tracekit.capture.runner.run`;
+the run's status printed by :mod:`tracekit.report.formats.run_status`)."""
 
 from __future__ import annotations
 
@@ -83,9 +84,9 @@ def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, i
     `tracekit analyze` reads it as one job.
     """
     from tracekit import backends, models
-    from tracekit.analysis.comparison import trust
     from tracekit.capture import runner
     from tracekit.manifest.spec import RunSpec
+    from tracekit.report import print_reports
 
     given = {k: v for k, v in dict(warmup=warmup, iters=iters, profile_iters=profile_iters).items()
              if v is not None}
@@ -96,19 +97,6 @@ def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, i
         manifest = runner.run(spec, out)
     except (models.UnknownModel, backends.UnknownMode, ValueError) as exc:
         raise UserError(str(exc), ExitCode.USAGE) from None
-    if manifest.status == "ok":
-        wall = manifest.wall_ms.median if manifest.wall_ms and manifest.wall_ms.median is not None else float("nan")
-        spread = manifest.repeats.spread if manifest.repeats else None
-        click.echo(f"{manifest.label}/{mode}: ok, latency p50 {manifest.latency('median'):.3f} ms "
-                   f"(synchronised wall clock {wall:.3f} ms)"
-                   + (f", median of {repeats} processes (spread {spread:.0%})" if spread is not None else "")
-                   + f", first call {manifest.compile_s:.2f} s")
-        for problem in trust.problems(manifest.latency("median"), wall, manifest.latency_ms.timer,
-                                      manifest.host_load.to_dict() if manifest.host_load else None):
-            click.echo(f"warning: {problem}")
-    else:
-        click.echo(f"{manifest.label}/{mode}: {manifest.status}: {manifest.reason[:500]}")
-    if manifest.note:
-        click.echo(f"note: {manifest.note}")
+    print_reports(manifest)
     if manifest.status != "ok":
         sys.exit(ExitCode.RUN_FAILED)

@@ -1,4 +1,5 @@
-"""`tracekit whatif`: predict a run's iteration latency after an edit, from its trace alone."""
+"""`tracekit whatif`: predict a run's iteration latency after an edit, from its trace alone
+(:func:`tracekit.whatif`; printed by :mod:`tracekit.report.formats.whatif`)."""
 
 from __future__ import annotations
 
@@ -40,38 +41,25 @@ def whatif(path, cuda_graphs, faster, host_faster, overlap_comm, balance_ranks, 
     what cannot be predicted (exit 0); a --faster pattern that matches nothing is a usage
     error (exit 2).
     """
-    from tracekit.analysis.critical_path import can_analyze, cannot_retime_launches
-    from tracekit.analysis.critical_path.edits import Edit, EditError
-    from tracekit.analysis.critical_path.edits import faster as faster_edit
-    from tracekit.analysis.critical_path.predict import from_run, run_inputs
-    from tracekit.analysis.critical_path.report import prediction_record, prediction_text
+    from tracekit import api
+    from tracekit.analysis.critical_path import AnnotationError
+    from tracekit.analysis.critical_path.edits import EditError
+    from tracekit.report import print_reports
     from tracekit.trace import TraceError
 
-    edits = [Edit("cuda-graphs")] if cuda_graphs else []
-    try:
-        edits += [faster_edit(spec) for spec in faster]
-    except EditError as exc:
-        raise UserError(str(exc), ExitCode.USAGE) from None
-    edits += [Edit("host-faster", factor=host_faster)] if host_faster else []
-    edits += [Edit("overlap-comm")] if overlap_comm else []
-    edits += [Edit("balance-ranks")] if balance_ranks else []
-    if not edits:
+    if not (cuda_graphs or faster or host_faster or overlap_comm or balance_ranks):
         raise UserError("no edit: give --cuda-graphs, --faster PATTERN=FACTOR, --host-faster FACTOR, "
                         "--overlap-comm or --balance-ranks", ExitCode.USAGE)
     try:
-        ranks, manifest = run_inputs(path)
-    except TraceError as exc:
-        raise UserError(str(exc), exc.code) from None
-    why = can_analyze(ranks) or (cannot_retime_launches(ranks) if cuda_graphs or host_faster else None)
-    if why:
-        click.echo(json.dumps({"path": path, "predicted_latency_ms": None, "cannot_predict": why}) if as_json
-                   else f"{path}: cannot predict: {why}")
-        return
-    try:
-        result = from_run(ranks, manifest, edits, annotation)
+        prediction = api.whatif(path, cuda_graphs=cuda_graphs, faster=list(faster), host_faster=host_faster,
+                                overlap_comm=overlap_comm, balance_ranks=balance_ranks, annotation=annotation)
     except EditError as exc:
         raise UserError(str(exc), ExitCode.USAGE) from None
-    except ValueError as exc:  # an annotation the trace lacks
+    except AnnotationError as exc:
         raise UserError(f"{path}: {exc}", ExitCode.USAGE) from None
-    record = prediction_record(result, path)
-    click.echo(json.dumps(record) if as_json else prediction_text(record))
+    except TraceError as exc:
+        raise UserError(str(exc), exc.code) from None
+    if as_json:
+        click.echo(json.dumps(prediction.to_dict()))
+    else:
+        print_reports(prediction)

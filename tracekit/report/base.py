@@ -2,14 +2,17 @@
 
 A report format is one module in ``tracekit/report/formats/`` holding one
 :class:`Renderer` subclass, registered at import with :func:`register`;
-``import tracekit.report`` imports every module there, so adding a format is
-adding its file (and its test). A renderer takes finished tables, never
-traces, and calls no analysis:
+:func:`load_formats` imports every module there (the first time the registry is
+used), so adding a format is adding its file (and its test). A renderer takes
+finished tables, never traces, and calls no analysis:
 
 * :class:`tracekit.analysis.result.Result`: an analysis and its comparison
   (``tracekit analyze``, ``tracekit compare``, a suite's summary);
 * :class:`tracekit.analysis.comparison.suite_comparison.SuiteTables`: a suite's report.md;
-* :class:`tracekit.analysis.counters.CountersResult`: hardware counters.
+* :class:`tracekit.analysis.counters.CountersResult`: hardware counters;
+* :class:`tracekit.analysis.attribution.run_diff.RunDiff` and ``DiffSet``: ``tracekit diff``;
+* :class:`tracekit.analysis.critical_path.predict.Prediction`: ``tracekit whatif``;
+* :class:`tracekit.manifest.Manifest`: a run's status as ``tracekit trace`` prints it.
 
 :func:`write_reports` runs the ``write`` of every registered format that
 takes the data, by ``order`` (plots come before the pages that show them);
@@ -19,6 +22,7 @@ takes the data, by ``order`` (plots come before the pages that show them);
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import ClassVar
 
@@ -72,8 +76,21 @@ def register(cls: type[Renderer]) -> type[Renderer]:
     return cls
 
 
+@cache
+def load_formats() -> None:
+    """Import every module of ``tracekit/report/formats/`` (each registers its renderer), once."""
+    import importlib
+    import pkgutil
+
+    from tracekit.report import formats
+
+    for module in sorted(m.name for m in pkgutil.iter_modules(formats.__path__)):
+        importlib.import_module(f"{formats.__name__}.{module}")
+
+
 def _taking(data) -> list[Renderer]:
     """The registered formats that render ``data``, in the order they run."""
+    load_formats()
     return sorted((r for r in RENDERERS.values() if isinstance(data, r.takes)), key=lambda r: (r.order, r.name))
 
 

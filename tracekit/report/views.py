@@ -1,7 +1,8 @@
-"""Shared by the report formats: the views and texts every report of an analysis carries
-(the comparison as shown, findings per run, evidence, notes, the answer for each workload,
-where figures come from, links to the trace files). How a table is drawn from its spec is
-:mod:`tracekit.report.draw`."""
+"""Shared by the report formats: the views every report of an analysis carries (the tables
+as shown: the comparison, timing, CPU ops, overhead, the jobs), the answer for each workload,
+findings per run, where figures come from, links to the trace files. The lines about each run
+(integrity, evidence, notes, the critical path, timers apart) are :mod:`tracekit.report.run_lines`;
+how a table is drawn from its spec is :mod:`tracekit.report.draw`."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ import pandas as pd
 
 from tracekit.analysis.attribution.gpu_ops import module_label
 from tracekit.analysis.comparison.trust import speedup_text
-from tracekit.analysis.distributed.job import labelled
 from tracekit.analysis.runs import Analysis
-from tracekit.io import records
 from tracekit.report.column_specs import BALANCE, CPU_OPS_SHOWN, JOBS, RANKS, STRAGGLERS
 
 PERFETTO_HINT = ("To look inside a run, open https://ui.perfetto.dev, choose \"Open trace file\" and pick its "
@@ -100,26 +99,6 @@ def overhead_view(overhead: pd.DataFrame) -> pd.DataFrame:
 def gpu_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The rows of runs whose traces hold GPU activity."""
     return runs[runs["has_gpu"].fillna(False).astype(bool)] if "has_gpu" in runs else runs.iloc[:0]
-
-
-def evidence(runs: pd.DataFrame) -> list[str]:
-    """One line per run with GPU activity: ``run: verdict: the figures behind it`` (``run
-    (rank N): ...`` for a rank of a job)."""
-    if "evidence" not in runs:
-        return []
-    return [f"{labelled(r)}: {r['verdict']}: {r['evidence']}" for r in records(runs)
-            if isinstance(r.get("evidence"), str) and r.get("has_gpu")]
-
-
-def notes(runs: pd.DataFrame) -> list[str]:
-    """One line per run that has a note or a failure reason: ``run: text`` (``run (rank N):
-    text`` for a rank of a job)."""
-    out = []
-    for r in records(runs):
-        text = "; ".join(str(t) for t in (r.get("reason"), r.get("note")) if isinstance(t, str) and t)
-        if text:
-            out.append(f"{labelled(r)}: {text}")
-    return out
 
 
 def trace_links(analysis: Analysis, out: Path) -> dict[str, str]:
@@ -227,37 +206,3 @@ def critical_path_runs(runs: pd.DataFrame) -> pd.DataFrame:
     if "cp_latency_us" not in runs:
         return runs.iloc[0:0]
     return runs[runs["cp_latency_us"].notna()]
-
-
-def critical_path_notes(runs: pd.DataFrame) -> list[str]:
-    """``run: note`` for each run whose critical path is uncalibrated, incomplete or missing."""
-    if "critical_path_note" not in runs:
-        return []
-    return [f"{labelled(r)}: critical path: {r['critical_path_note']}" for r in records(runs)
-            if isinstance(r.get("critical_path_note"), str) and r["critical_path_note"]]
-
-
-def _clip(name: str, width: int = 48) -> str:
-    return name if len(name) <= width else name[:width - 1] + "…"
-
-
-def critical_path_lines(analysis: Analysis, n: int = 3) -> list[str]:
-    """One line per run with a critical path: what is on it most, by op, module and name
-    (kernels by their short name): ``run: on the path most: op convolution 64%, ...``."""
-    from tracekit.analysis.metrics.kernels import short_name
-
-    t = analysis.table("critical_path_top")
-    if t.empty:
-        return []
-    out = []
-    for (run, trace), rows in t.groupby(["run", "trace"], sort=False):
-        parts = []
-        for by in ("op", "module", "name"):
-            top = rows[(rows["by"] == by) & (rows["key"].astype(str) != "")].head(n)
-            if len(top):
-                keys = [_clip(short_name(k)) if by == "name" else k for k in top["key"].astype(str)]
-                parts.append(f"{by if by != 'name' else 'kernel or call'} " + ", ".join(
-                    f"{k} {share:.0%}" for k, share in zip(keys, top["share"])))
-        if parts:
-            out.append(f"{run}: on the critical path most: " + "; ".join(parts))
-    return out

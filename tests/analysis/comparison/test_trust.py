@@ -161,7 +161,7 @@ def test_timers_apart_by_the_gpu_tail_are_said_once_per_report(tmp_path):
     # The same gap in blocks of 10 calls is 10x the tail a block can add: no known reason, each run named.
     b = _two_workloads(tmp_path / "10", _wall(0.09, 0.085, 0.095, 10), _wall(0.05, 0.045, 0.055, 10))
     assert list(b.runs["timer_gap"]) == ["no known reason"] * 4
-    from tracekit.analysis.comparison.trust import timer_gap_lines
+    from tracekit.report.run_lines import timer_gap_lines
     assert timer_gap_lines(compare(b.runs)) == ["On 4 runs the two timers are more than 5% apart for no known reason: "
                                                 "b1/eager (+12%), b1/ro (+25%), b8/eager (+12%), b8/ro (+25%)."]
 

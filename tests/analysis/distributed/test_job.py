@@ -145,8 +145,8 @@ def test_impossible_matches_on_the_real_job_are_the_ones_whose_sizes_differ(fixt
 
 def test_per_rank_lines_carry_their_rank(tmp_path):
     """Issue 31: the ranks of one run share its name; each line about a rank says which."""
-    from tracekit.analysis.metrics.integrity import lines
-    from tracekit.report.views import evidence, notes
+    from tracekit.report.run_lines import evidence, notes
+    from tracekit.report.run_lines import integrity_lines as lines
 
     run = tmp_path / "traces" / "mlp" / "ddp"
     write_run(run, None, model="mlp", mode="ddp")

@@ -13,8 +13,8 @@
   see two hosts; since issue 30 they are interleaved (:func:`tracekit.capture.timers.interleaved`).
 * **Timers apart** (issue 30): why a run's two timers are more than 5% apart
   (:func:`timer_gap`): by the GPU tail a synchronised block waits for (a known
-  difference, said once per report: :func:`timer_gap_lines`), or for no known
-  reason (said once per report too, and in the timing table). A comparison row
+  difference, said once per report: :func:`tracekit.report.run_lines.timer_gap_lines`), or
+  for no known reason (said once per report too, and in the timing table). A comparison row
   warns of its timers only where they reach different verdicts, faster, slower
   or inconclusive (:func:`differing_verdicts`).
 * **Doubtful timing**, said in the comparison's warnings: a host busier than
@@ -78,31 +78,6 @@ def timer_gap(rows: pd.DataFrame) -> pd.Series:
     apart = gap.abs() > TIMER_DISAGREEMENT
     known = apart & (wall > latency) & (wall - latency <= tail_ms)
     return pd.Series(np.select([known, apart], [GPU_TAIL, UNEXPLAINED], ""), index=rows.index)
-
-
-def timer_gap_lines(rows: pd.DataFrame) -> list[str]:
-    """The report's lines on timers apart (rows: runs or comparison rows with ``run``,
-    ``timer_gap`` and ``timer_agreement``): one for the runs apart by the GPU tail, one for
-    those apart for no known reason (named); none where no run is."""
-    if "timer_gap" not in rows:
-        return []
-    runs = rows.drop_duplicates("run")
-    out = []
-    tail = runs[runs["timer_gap"] == GPU_TAIL]
-    if len(tail):
-        low, high = (f"{100 * v:.0f}" for v in (numeric(tail, "timer_agreement").agg(["min", "max"])))
-        more = low if low == high else f"{low}-{high}"
-        out.append(f"On {len(tail)} run{'s' if len(tail) > 1 else ''} the synchronised wall clock reads "
-                   f"{more}% more than the per-call timer, no more than the GPU tail "
-                   "each synchronised block waits for (the GPU work still queued when the host has enqueued the "
-                   "block's last call: at most one iteration's GPU busy time, over the block's calls): a known "
-                   "difference of the two timers, not a noisy host. Speedups use the per-call timer.")
-    odd = runs[runs["timer_gap"] == UNEXPLAINED]
-    if len(odd):
-        out.append(f"On {len(odd)} run{'s' if len(odd) > 1 else ''} the two timers are more than "
-                   f"{TIMER_DISAGREEMENT:.0%} apart for no known reason: " + ", ".join(
-                       f"{r} ({a:+.0%})" for r, a in zip(odd["run"], numeric(odd, "timer_agreement"))) + ".")
-    return out
 
 
 def verdict(low: pd.Series, high: pd.Series) -> pd.Series:
@@ -204,22 +179,10 @@ def busy_host(load: dict | None) -> bool:
     return bool(load) and load.get("loadavg_1m", 0) > load.get("cpus", float("inf"))
 
 
-def problems(latency_median_ms: float, wall_median_ms: float, timer: str | None,
-             host_load: dict | None) -> list[str]:
-    """What makes a run's timing doubtful, one sentence each: the two timers more than
-    ``TIMER_DISAGREEMENT`` apart, then :func:`host_problems`. NaN or None figures are not judged."""
-    out = []
-    if all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (latency_median_ms, wall_median_ms)):
-        gap = wall_median_ms / latency_median_ms - 1   # run.json's timer_agreement (timers.agreement)
-        if abs(gap) > TIMER_DISAGREEMENT:
-            out.append(f"timers disagree: {timer or 'latency'} median {latency_median_ms:.3f} ms, synchronised "
-                       f"wall clock {wall_median_ms:.3f} ms ({gap:+.0%}, over {TIMER_DISAGREEMENT:.0%})")
-    return out + host_problems(host_load)
-
-
 def host_problems(host_load: dict | None) -> list[str]:
     """A busy host at the start or the end of a run (:func:`busy_host` of ``host_load``'s
-    "start" and "end" readings), one sentence each."""
+    "start" and "end" readings), one sentence each (the run row's ``timing_warning``:
+    :func:`tracekit.analysis.manifest_fields.manifest_fields`)."""
     out = []
     for when in ("start", "end"):
         load = (host_load or {}).get(when)

@@ -42,6 +42,11 @@ from tracekit.analysis.critical_path.retime import Timing, retime, visit_order, 
 from tracekit.trace.reader import EventTables
 
 
+class AnnotationError(ValueError):
+    """An iteration annotation (``annotation``, ``tracekit whatif --annotation``) that no CPU op
+    or user annotation of the trace is named."""
+
+
 @dataclass
 class CriticalPath:
     """The critical path of a trace (or a job's traces).
@@ -122,6 +127,7 @@ def analyze(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str 
 
     Raises:
         ValueError: the traces hold no GPU op or no host call (:func:`can_analyze` says why).
+        AnnotationError: ``annotation`` given, and no CPU op or annotation of the traces is named so.
     """
     g, step, markers, problems = prepare(ranks, annotation, graph)
     return _retimed(g, step, markers, host_scale, gpu_scale, problems)
@@ -130,7 +136,7 @@ def analyze(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str 
 def prepare(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str | None = None,
             graph: Graph | None = None) -> tuple[Graph, np.ndarray, dict, list[str]]:
     """(graph, each node's step, rank -> iteration markers, problems): what :func:`analyze` and a
-    prediction re-time. Raises ValueError as :func:`analyze` does."""
+    prediction re-time. Raises ValueError and AnnotationError as :func:`analyze` does."""
     if isinstance(ranks, EventTables):
         ranks = [(0, ranks)]
     if (why := can_analyze(ranks)) is not None:
@@ -139,7 +145,7 @@ def prepare(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str 
     markers = {rank: path.marker_table(t, annotation) for rank, t in ranks}
     problems = []
     if annotation is not None and all(m.empty for m in markers.values()):
-        raise ValueError(f"no CPU op or annotation named {annotation!r} in the trace")
+        raise AnnotationError(f"no CPU op or annotation named {annotation!r} in the trace")
     if all(m.empty for m in markers.values()):
         problems.append("no ProfilerStep markers: the whole trace is taken as one iteration")
     return g, path.steps(g, markers), markers, problems

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from dataclasses import dataclass, field
+import numbers
+from dataclasses import dataclass
+from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -55,7 +57,7 @@ class Edit:
         return f"{self.kind} {self.factor:g}" if self.kind == "host-faster" else self.kind
 
 
-def faster(spec: str) -> Edit:
+def faster_edit(spec: str) -> Edit:
     """``'PATTERN=FACTOR'`` -> an Edit. Raises EditError for a bad spec."""
     pattern, sep, factor = spec.rpartition("=")
     try:
@@ -65,6 +67,40 @@ def faster(spec: str) -> Edit:
     if not sep or not pattern or not value > 0:
         raise EditError(f"--faster {spec!r}: expected PATTERN=FACTOR with a factor above 0, e.g. 'blocks.*.mlp=2'")
     return Edit("faster", pattern, value)
+
+
+def edits_of(cuda_graphs: bool = False, faster: Mapping[str, float] | Iterable[str] | str | None = None,
+             host_faster: float | None = None, overlap_comm: bool = False, balance_ranks: bool = False) -> list[Edit]:
+    """The edits asked for, in the order they apply (that of ``tracekit whatif``'s options):
+    ``cuda-graphs``, each ``faster``, ``host-faster``, ``overlap-comm``, ``balance-ranks``.
+
+    Args:
+        cuda_graphs, overlap_comm, balance_ranks: those edits (see the module docstring).
+        faster: ``{pattern: factor}`` (a pattern may hold ``=``), or ``"PATTERN=FACTOR"`` strings as
+            ``--faster`` takes them (one string, or several), e.g. ``{"blocks.*.mlp": 2}`` or
+            ``["blocks.*.mlp=2", "gemm=1.5"]``: the matching GPU ops take 1/FACTOR of their time.
+        host_faster: every host call and the CPU time between calls this factor shorter (None: unchanged).
+
+    Raises:
+        EditError: no edit at all, a faster spec that is not PATTERN=FACTOR, or a factor that is no
+            number above 0.
+    """
+    if isinstance(faster, Mapping):
+        specs = [f"{pattern}={factor}" for pattern, factor in faster.items()]
+    else:
+        specs = [faster] if isinstance(faster, str) else list(faster or [])
+    edits = [Edit("cuda-graphs")] if cuda_graphs else []
+    edits += [faster_edit(spec) for spec in specs]
+    if host_faster is not None:
+        if not (isinstance(host_faster, numbers.Real) and host_faster > 0):
+            raise EditError(f"host-faster {host_faster!r}: expected a factor above 0, e.g. 2")
+        edits.append(Edit("host-faster", factor=float(host_faster)))
+    edits += [Edit("overlap-comm")] if overlap_comm else []
+    edits += [Edit("balance-ranks")] if balance_ranks else []
+    if not edits:
+        raise EditError("no edit: give cuda_graphs=True, faster={PATTERN: FACTOR}, host_faster=FACTOR, "
+                        "overlap_comm=True or balance_ranks=True")
+    return edits
 
 
 @dataclass
@@ -186,19 +222,6 @@ def _cuda_graphs(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray, 
     gpu_in = inside[g.dst] & (g.kind[g.dst] == GPU)
     lag[gpu_in & (g.edge_kind == LAUNCH)] = g.launch_lag_us
     lag[gpu_in & ((g.edge_kind == STREAM) | (g.edge_kind == WAIT))] = gap
-
-
-@dataclass
-class Prediction:
-    """A what-if's result: edits (their text), latency_ms (the modelled steady-state iteration
-    after them), baseline_ms (the same model without them), and the critical path after
-    (``after``, a :class:`tracekit.analysis.critical_path.CriticalPath`)."""
-
-    edits: list[str]
-    latency_ms: float
-    baseline_ms: float
-    after: object = None
-    notes: list[str] = field(default_factory=list)
 
 
 # Measured with benchmarks/replay_probe.py on the lent H200 (reports/h200/predict/replay-probe.json):

@@ -26,7 +26,6 @@ import pandas as pd
 
 from tracekit.analysis.metrics.idle import launch_index
 from tracekit.analysis.registry import Inputs, Output, register
-from tracekit.io import records
 from tracekit.trace.reader import EventTables
 
 DROPPED_MAX_SHARE = 0.10  # ours: past 10% of the events dropped, the figures are not trusted
@@ -131,22 +130,3 @@ def summary(table: pd.DataFrame) -> dict:
         if len(hit):
             return {"integrity": status, "integrity_detail": "; ".join(hit["detail"])}
     return {"integrity": "ok", "integrity_detail": ""}
-
-
-def lines(runs: pd.DataFrame) -> list[str]:
-    """One line per analyzed trace of ``runs`` (the run table of :mod:`tracekit.analysis.runs`):
-    ``run: integrity ok`` (``run (rank N): ...`` for a rank of a job), or its warnings / FAILED with the details (every check is a row of
-    the ``integrity`` table); then, for a trace where an analysis raised, ``run: <analysis>
-    failed: <reason>`` (its ``failed_analyses``: a bug in tracekit, the other figures stand)."""
-    from tracekit.analysis.distributed.job import labelled
-
-    out = []
-    for r in records(runs):
-        status = r.get("integrity")
-        if isinstance(status, str):
-            detail = r.get("integrity_detail") or ""
-            out.append(f"{labelled(r)}: integrity {status.upper() if status == 'failed' else status}"
-                       + (f": {detail}" if detail else ""))
-        if isinstance(failed := r.get("failed_analyses"), str) and failed:   # NaN: a run without a trace
-            out.append(f"{labelled(r)}: {failed} (a bug in tracekit; the other figures stand)")
-    return out

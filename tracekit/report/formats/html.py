@@ -17,8 +17,6 @@ from pathlib import Path
 import jinja2
 
 from tracekit import __version__
-from tracekit.analysis.comparison.trust import timer_gap_lines
-from tracekit.analysis.metrics import integrity
 from tracekit.analysis.result import Result
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
@@ -36,21 +34,25 @@ from tracekit.report.column_specs import (
     TIMING,
 )
 from tracekit.report.draw import headline
+from tracekit.report.run_lines import (
+    critical_path_lines,
+    critical_path_notes,
+    evidence,
+    integrity_lines,
+    notes,
+    timer_gap_lines,
+)
 from tracekit.report.views import (
     MODULES_HINT,
     PERFETTO_HINT,
     SOURCES,
     comparison_view,
     cpu_op_view,
-    critical_path_lines,
-    critical_path_notes,
     critical_path_runs,
-    evidence,
     finding_rows,
     gpu_runs,
     job_tables,
     module_rows,
-    notes,
     overhead_view,
     timing_view,
     trace_links,
@@ -124,7 +126,7 @@ def index_html(t: Result, source: str, plots: dict[str, list[Path]], out: Path, 
         "critical_path_notes": critical_path_lines(a) + critical_path_notes(a.runs),
         "jobs": [_table(df, spec, title) for title, df, spec in job_tables(a)],
         "job_lines": list(a.table("jobs").get("finding", [])),
-        "integrity": integrity.lines(a.runs),
+        "integrity": integrity_lines(a.runs),
         "notes": notes(a.runs),
         "errors": [(p, why) for p, why, _ in a.errors],
         "skipped": [p for p, _ in a.skipped],

@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tracekit.analysis.comparison.trust import timer_gap_lines
-from tracekit.analysis.metrics import integrity
 from tracekit.analysis.result import Result
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
@@ -29,21 +27,25 @@ from tracekit.report.column_specs import (
     TIMING,
 )
 from tracekit.report.draw import headline, markdown_table
+from tracekit.report.run_lines import (
+    critical_path_lines,
+    critical_path_notes,
+    evidence,
+    integrity_lines,
+    notes,
+    timer_gap_lines,
+)
 from tracekit.report.views import (
     MODULES_HINT,
     PERFETTO_HINT,
     SOURCES,
     comparison_view,
     cpu_op_view,
-    critical_path_lines,
-    critical_path_notes,
     critical_path_runs,
-    evidence,
     finding_rows,
     gpu_runs,
     job_tables,
     module_rows,
-    notes,
     overhead_view,
     timing_view,
     trace_links,
@@ -134,7 +136,7 @@ def summary_markdown(t: Result, source: str, plots: dict[str, list[Path]] | None
     if len(control := a.table("launch_vs_fusion")):
         parts.append("\n## Launch removal alone (plain CUDA graphs) vs reduce-overhead\n")
         parts += [f"- {finding}" for finding in control["finding"]]
-    if checks := integrity.lines(a.runs):
+    if checks := integrity_lines(a.runs):
         parts.append("\n## Trace integrity\n")
         parts += [f"- {line}" for line in checks]
     if run_notes := notes(a.runs):

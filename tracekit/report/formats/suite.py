@@ -10,12 +10,12 @@ from pathlib import Path
 import pandas as pd
 
 from tracekit.analysis.comparison.suite_comparison import SuiteTables
-from tracekit.analysis.comparison.trust import timer_gap_lines
 from tracekit.io import write_atomic
 from tracekit.manifest import Manifest
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.column_specs import IDLE, TIMING
 from tracekit.report.draw import headline, markdown_table
+from tracekit.report.run_lines import timer_gap_lines
 from tracekit.report.views import timing_view
 
 RESULTS = [

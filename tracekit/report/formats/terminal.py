@@ -13,25 +13,27 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from tracekit.analysis.comparison.trust import timer_gap_lines
-from tracekit.analysis.metrics import integrity
 from tracekit.analysis.result import Result
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.column_specs import CPU_OPS, CRITICAL_PATH, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
 from tracekit.report.draw import headline
 from tracekit.report.fit import Fit, Legend
+from tracekit.report.run_lines import (
+    critical_path_lines,
+    critical_path_notes,
+    evidence,
+    integrity_lines,
+    notes,
+    timer_gap_lines,
+)
 from tracekit.report.views import (
     answers,
     comparison_view,
     cpu_op_view,
-    critical_path_lines,
-    critical_path_notes,
     critical_path_runs,
-    evidence,
     finding_rows,
     gpu_runs,
     job_tables,
-    notes,
     timing_view,
 )
 
@@ -80,7 +82,7 @@ def print_runs(t: Result, console: Console, fit: Fit) -> None:
         fit.print(console, title, *headline(df, spec))
     for line in analysis.table("jobs").get("finding", []):
         console.print(f"  {line}", highlight=False)
-    for line in _grouped(integrity.lines(analysis.runs)):
+    for line in _grouped(integrity_lines(analysis.runs)):
         console.print(f"  {line}", highlight=False)
     for line in _grouped(notes(analysis.runs)):
         console.print(f"  note: {line}", highlight=False)
