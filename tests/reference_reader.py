@@ -11,14 +11,8 @@ from collections import defaultdict
 
 import pandas as pd
 
-from tracekit.trace.event_columns import (
-    COMM_EVENT,
-    CPU_OP_CATS,
-    GPU_OP_KINDS,
-    HOST_CALL_KINDS,
-    ITERATION_MARKER,
-    SYNC_CAT,
-)
+from tracekit.trace.event_columns import (COMM_EVENT, CPU_OP_CATS, GPU_OP_KINDS, HOST_CALL_KINDS, ITERATION_MARKER,
+                                          SYNC_CAT)
 
 # The comms table's metadata columns: Kineto's arg name, and whether the value is kept as text.
 COMM_ARGS = {"collective": ("Collective name", True), "in_msg_nelems": ("In msg nelems", False),

@@ -22,19 +22,8 @@ import torch
 
 # Register the families (each module registers itself at import) and the library sources.
 from tracekit.models import conv, hf, lm, mlp, ops, rope, timm, torchvision, transformer, vit, workload_files  # noqa: F401,I001  # noqa: F401,I001
-from tracekit.models.family import (
-    DTYPES,
-    FAMILIES,
-    PROVIDED,
-    SOURCE_HELP,
-    SOURCES,
-    Family,
-    Unavailable,
-    UnknownModel,
-    missing_library,
-    register,
-    register_source,
-)
+from tracekit.models.family import (DTYPES, FAMILIES, PROVIDED, SOURCE_HELP, SOURCES, Family, Unavailable, UnknownModel,
+                                    missing_library, register, register_source)
 
 __all__ = ["DTYPES", "FAMILIES", "PROVIDED", "SOURCES", "Family", "Unavailable", "UnknownModel", "build", "build_from",
            "catalog", "check_seq", "cost", "cost_from", "default_batch", "lookup", "missing_library", "register",

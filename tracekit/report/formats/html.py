@@ -20,43 +20,14 @@ from tracekit import __version__
 from tracekit.analysis.result import Result
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.column_specs import (
-    CPU_OPS,
-    CRITICAL_PATH,
-    CRITICAL_PATH_TEXT,
-    DETAILS,
-    HEADLINE,
-    IDLE,
-    MODULE_DIFF,
-    OVERHEAD,
-    PROFILED,
-    SPEEDUP,
-    TIMING,
-)
+from tracekit.report.column_specs import (CPU_OPS, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, HEADLINE, IDLE,
+                                          MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP, TIMING)
 from tracekit.report.draw import headline
-from tracekit.report.run_lines import (
-    critical_path_lines,
-    critical_path_notes,
-    evidence,
-    integrity_lines,
-    notes,
-    timer_gap_lines,
-)
-from tracekit.report.views import (
-    MODULES_HINT,
-    PERFETTO_HINT,
-    SOURCES,
-    comparison_view,
-    cpu_op_view,
-    critical_path_runs,
-    finding_rows,
-    gpu_runs,
-    job_tables,
-    module_rows,
-    overhead_view,
-    timing_view,
-    trace_links,
-)
+from tracekit.report.run_lines import (critical_path_lines, critical_path_notes, evidence, integrity_lines, notes,
+                                       timer_gap_lines)
+from tracekit.report.views import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view,
+                                   critical_path_runs, finding_rows, gpu_runs, job_tables, module_rows, overhead_view,
+                                   timing_view, trace_links)
 
 WRAP_CHARS = 60  # a text column with a longer cell wraps (CSS white-space: normal) instead of widening the table
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),

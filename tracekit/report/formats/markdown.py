@@ -13,43 +13,14 @@ from pathlib import Path
 from tracekit.analysis.result import Result
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.column_specs import (
-    CPU_OPS,
-    CPU_OPS_SHOWN,
-    CRITICAL_PATH,
-    CRITICAL_PATH_TEXT,
-    DETAILS,
-    IDLE,
-    MODULE_DIFF,
-    OVERHEAD,
-    PROFILED,
-    SPEEDUP,
-    TIMING,
-)
+from tracekit.report.column_specs import (CPU_OPS, CPU_OPS_SHOWN, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, IDLE,
+                                          MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP, TIMING)
 from tracekit.report.draw import headline, markdown_table
-from tracekit.report.run_lines import (
-    critical_path_lines,
-    critical_path_notes,
-    evidence,
-    integrity_lines,
-    notes,
-    timer_gap_lines,
-)
-from tracekit.report.views import (
-    MODULES_HINT,
-    PERFETTO_HINT,
-    SOURCES,
-    comparison_view,
-    cpu_op_view,
-    critical_path_runs,
-    finding_rows,
-    gpu_runs,
-    job_tables,
-    module_rows,
-    overhead_view,
-    timing_view,
-    trace_links,
-)
+from tracekit.report.run_lines import (critical_path_lines, critical_path_notes, evidence, integrity_lines, notes,
+                                       timer_gap_lines)
+from tracekit.report.views import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view,
+                                   critical_path_runs, finding_rows, gpu_runs, job_tables, module_rows, overhead_view,
+                                   timing_view, trace_links)
 
 TIMING_TEXT = ("Each run's latency is timed twice, in alternating short blocks of one process so both see the "
                "same host: per call (CUDA events on a GPU, perf_counter on the CPU) and as a synchronised wall "

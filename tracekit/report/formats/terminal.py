@@ -18,24 +18,10 @@ from tracekit.report.base import Renderer, Report, register
 from tracekit.report.column_specs import CPU_OPS, CRITICAL_PATH, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
 from tracekit.report.draw import headline
 from tracekit.report.fit import Fit, Legend
-from tracekit.report.run_lines import (
-    critical_path_lines,
-    critical_path_notes,
-    evidence,
-    integrity_lines,
-    notes,
-    timer_gap_lines,
-)
-from tracekit.report.views import (
-    answers,
-    comparison_view,
-    cpu_op_view,
-    critical_path_runs,
-    finding_rows,
-    gpu_runs,
-    job_tables,
-    timing_view,
-)
+from tracekit.report.run_lines import (critical_path_lines, critical_path_notes, evidence, integrity_lines, notes,
+                                       timer_gap_lines)
+from tracekit.report.views import (answers, comparison_view, cpu_op_view, critical_path_runs, finding_rows, gpu_runs,
+                                   job_tables, timing_view)
 
 
 def _grouped(lines: list[str]) -> list[str]:
