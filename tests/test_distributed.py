@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tracekit import models
 from tracekit.analysis.comparison.workloads import workloads
 from tracekit.analysis.runs import analyze
 from tracekit.capture import runner
@@ -53,12 +54,17 @@ def test_trace_two_ranks_with_ddp_then_analyze_the_job(tmp_path):
     folder = tmp_path / "mlp-train-step-ddp-np2" / "eager"
     traces = sorted(folder.glob("*.pt.trace.json.gz"))
     assert [t.name.split(".")[0].rsplit("_", 1)[1] for t in traces] == ["rank0", "rank1"]
-    assert sorted(p.name for p in folder.iterdir()) == sorted([t.name for t in traces] + ["run.json"])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([t.name for t in traces] + ["launcher.log", "run.json"])
     manifest = json.loads((folder / "run.json").read_text())
     dist = manifest["distributed"]
     assert manifest["status"] == "ok" and manifest["spec"]["nproc"] == 2
-    assert (dist["world_size"], dist["backend"], dist["parallel"], dist["launcher"]) == (
-        2, "gloo", "ddp", "torch.distributed.run")
+    assert (dist["world_size"], dist["backend"], dist["parallel"], dist["launcher"], dist["launcher_log"]) == (
+        2, "gloo", "ddp", "torch.distributed.run", "launcher.log")
+    # DDP kept the replicas in step: every rank's parameters sum alike, and the steps changed them
+    module, _ = models.build("mlp", batch=4, phase="train-step")
+    initial = sum(p.detach().double().abs().sum().item() for p in module.parameters())
+    assert dist["ranks"][0]["parameter_checksum"] == dist["ranks"][1]["parameter_checksum"] != pytest.approx(initial)
+    assert "parameters differ" not in (manifest["note"] or "")
     assert [r["rank"] for r in dist["ranks"]] == [0, 1] and all(r["latency_ms"]["n"] == 3 for r in dist["ranks"])
     # every rank the same calls: the wall-clock blocks as long as the per-call ones, whatever the rank's speed
     assert manifest["interleaving"] == {"rounds": 3, "latency_calls": [1, 1, 1], "wall_calls": 1, "schedule": "fixed"}
@@ -99,13 +105,26 @@ def test_a_rank_slowed_on_purpose_is_named_the_straggler(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_failing_rank_fails_the_run_with_its_reason(tmp_path):
-    manifest = runner.run(RunSpec(f"{STRAGGLER}:broken_rank", phase="train-step", nproc=2, warmup=1, iters=2,
-                                  profile_iters=1), tmp_path, log=lambda m: None)
-    assert manifest.status == "failed" and "rank 1: RuntimeError: rank 1 breaks on purpose" in manifest.reason
-    folder = tmp_path / manifest.label / "eager"
-    assert json.loads((folder / "run.json").read_text())["status"] == "failed"
-    assert sorted(p.name for p in folder.iterdir()) == ["run.json"]      # no rank results left behind
+def test_a_failing_rank_fails_the_run_in_one_line_with_its_reason(tmp_path):
+    """Rank 1 raises in its first forward: the run fails with rank 1's stage and reason, said in one
+    line on the terminal; torch.distributed.run's traceback, rank 1's own line and rank 0's (its
+    peer gone) are in the run's launcher.log only."""
+    out = CliRunner().invoke(main, ["trace", "--model", f"{STRAGGLER}:broken_rank", "--phase", "train-step",
+                                    "--nproc", "2", "--out", str(tmp_path), "--warmup", "1", "--iters", "2",
+                                    "--profile-iters", "1"])
+    assert out.exit_code == 1
+    folder = tmp_path / "straggler-broken_rank-train-step-ddp-np2" / "eager"
+    manifest = json.loads((folder / "run.json").read_text())
+    assert manifest["status"] == "failed" and "rank 1: RuntimeError: rank 1 breaks on purpose" in manifest["reason"]
+    assert manifest["stage"] == "reference output" and manifest["distributed"]["launcher_log"] == "launcher.log"
+    assert sorted(p.name for p in folder.iterdir()) == ["launcher.log", "run.json"]   # no rank results left behind
+    failures = [line for line in out.output.splitlines() if "failed" in line]
+    assert failures == [f"[{folder}] failed during reference output: {manifest['reason']}",
+                        f"{folder.parent.name}/eager: failed: {manifest['reason']}"], out.output
+    assert "Traceback" not in out.output and "ChildFailedError" not in out.output
+    log = (folder / "launcher.log").read_text()
+    assert "ChildFailedError" in log and f"[{folder} rank 1] failed during reference output" in log
+    assert f"[{folder} rank 1] reference output" in out.output   # the ranks' stage lines still show
 
 
 @pytest.mark.slow

@@ -8,7 +8,8 @@ timing -> profiled window -> manifest (the stages' bodies: :mod:`tracekit.captur
 front ends supply only what differs:
 
 * :func:`tracekit.capture.runner.run` (``tracekit trace``, :func:`tracekit.profile`, a bench
-  cell): ``Capture.of(resolved, folder).run()``; for a job, ``elsewhere`` launches the ranks;
+  cell): ``Capture.of(resolved, folder).run()``; for a job, ``elsewhere`` launches the ranks
+  (:mod:`tracekit.capture.launcher`);
 * :mod:`tracekit.capture.repeats`: each of the N processes runs ``Capture.of(...).run()``;
 * :mod:`tracekit.capture.ranks`: each rank, with its rank, world size and ``wrap`` (DDP, FSDP),
   its manifest handed to the launcher (no folder of its own);
