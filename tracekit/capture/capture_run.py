@@ -52,7 +52,7 @@ REASON_CHARS = 2000   # a failure's message is cut to this many characters in ru
 DIFFERENCES: dict[str, dict[str, str]] = {
     "bench cell": {},
     "repeats": {"repeats": "each process's figures (tracekit.capture.repeats.combine)"},
-    "job": {"distributed": "world size, backend, each rank's figures (tracekit.capture.ranks)"},
+    "job": {"distributed": "world size, backend, the launcher's log, each rank's figures (tracekit.capture.launcher)"},
     "recorded loop": {
         **dict.fromkeys(("build_s", "parameters", "prepare_s", "backend", "loss"),
                         "the loop's model and step are the user's, built and prepared by the user's code"),
