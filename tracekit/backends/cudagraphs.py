@@ -80,6 +80,16 @@ def _capture_stream() -> torch.cuda.Stream:
 
 
 def capture(module, inputs, spec) -> Prepared:
+    """``module`` (eager, on CUDA; a rank's wrapped in DDP or FSDP2) captured in one CUDA graph for
+    ``spec.phase`` after :data:`WARMUP` eager calls (:data:`JOB_WARMUP` on a job), on the caller's
+    side stream (:func:`_capture_stream`). ``inputs``: example tensors as the module takes them,
+    copied into the graph's own buffers at each call. Returns the replaying callable (and, for a
+    training phase, the whole step); the weights are eager's again when it returns.
+
+    Raises:
+        RuntimeError: what torch raises where the step cannot be captured (a host sync, a
+            collective that is not NCCL's...).
+    """
     static = tuple(x.clone() for x in inputs)
     training = spec.phase != "inference"
     step = make_step(module, module, spec.phase, capturable=True) if training else None
