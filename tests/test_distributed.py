@@ -18,7 +18,7 @@ from tracekit.analysis.attribution.gpu_ops import GRAPH_LAUNCHES
 from tracekit.analysis.comparison.workloads import workloads
 from tracekit.analysis.runs import analyze
 from tracekit.backends import cudagraphs
-from tracekit.capture import runner
+from tracekit.capture import ranks, runner
 from tracekit.capture.environment import NO_MULTICAST, child_env
 from tracekit.cli import main
 from tracekit.manifest.spec import RunSpec
@@ -43,6 +43,15 @@ def test_child_processes_keep_nvlink_multicast_off(monkeypatch):
     assert {k: env[k] for k in NO_MULTICAST} == {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                                                  "NVSHMEM_DISABLE_NVLS": "1"}
     assert env["EXTRA"] == "x"
+
+
+@pytest.mark.parametrize("model, units", [("vit16x6x384", ["Block"] * 6), ("hf:gpt2?layers=4", ["GPT2Block"] * 4),
+                                          ("transformer", ["TransformerEncoderLayer"] * 2), ("mlp", [])])
+def test_fsdp_shards_each_block_of_a_stack(model, units):
+    """FSDP2's units: the modules of a ModuleList (the transformer's layers, GPT-2's blocks) or of a
+    Sequential of one class (ViT's blocks), not an MLP's Linear, ReLU, Linear (sharded whole)."""
+    module, _ = models.build(model, batch=1, phase="train-step")
+    assert [type(b).__name__ for b in ranks.blocks(module)] == units
 
 
 def test_bad_nproc_or_parallel_is_a_usage_error(tmp_path):

@@ -94,7 +94,7 @@ def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module
       bucket's all-reduce started as backward fills it, overlapping the rest of backward;
     * "ddp-no-overlap": DDP with one bucket as large as every gradient (``bucket_cap_mb``), so its
       one all-reduce starts once backward has produced the last gradient;
-    * "fsdp": FSDP2's ``fully_shard`` on each block of the model's ``ModuleList``s, then on the
+    * "fsdp": FSDP2's ``fully_shard`` on each of the model's blocks (:func:`blocks`), then on the
       whole: each block all-gathered before its forward and its backward and its gradients
       reduce-scattered after, overlapping the neighbouring blocks' compute;
     * "fsdp-no-overlap": ``fully_shard`` on the whole model only, not resharded after forward:
@@ -115,10 +115,25 @@ def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module
     mesh = init_device_mesh(device.split(":")[0], (torch.distributed.get_world_size(),))
     if parallel == "fsdp-no-overlap":
         return fully_shard(module, mesh=mesh, reshard_after_forward=False)
-    for blocks in [m for m in module.modules() if isinstance(m, torch.nn.ModuleList)]:
-        for block in blocks:
-            fully_shard(block, mesh=mesh)
+    for block in blocks(module):
+        fully_shard(block, mesh=mesh)
     return fully_shard(module, mesh=mesh)
+
+
+def blocks(module: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's blocks, FSDP2's units under "fsdp": the children of each stack of blocks, a
+    ``ModuleList`` or a ``Sequential`` of two or more modules of one class (ViT's blocks, a ResNet's
+    layers; not an MLP's Linear, activation, Linear), the outermost stacks only (a block's own
+    stacks stay in its unit)."""
+    found: list[torch.nn.Module] = []
+    for child in module.children():
+        kinds = {type(m) for m in child.children()}
+        if isinstance(child, torch.nn.ModuleList) or (isinstance(child, torch.nn.Sequential) and len(child) > 1
+                                                       and len(kinds) == 1):
+            found.extend(child.children())
+        else:
+            found.extend(blocks(child))
+    return found
 
 
 def parameter_checksum(module: torch.nn.Module | None, parallel: str) -> float | None:

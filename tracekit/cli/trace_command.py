@@ -49,7 +49,8 @@ from tracekit.manifest.spec import DTYPES, PARALLEL, PHASES
                    "on this machine, NCCL when each has a GPU of its own, else gloo; a trace per rank.")
 @click.option("--parallel", type=click.Choice(PARALLEL), default="ddp", show_default=True,
               help="With --nproc > 1: ddp, DistributedDataParallel (gradients all-reduced in buckets during "
-                   "backward); fsdp, FSDP2 (fully_shard on each block of the model's ModuleLists and on the whole); "
+                   "backward); fsdp, FSDP2 (fully_shard on each of the model's blocks, the modules of a ModuleList "
+                   "or a Sequential of one class, and on the whole); "
                    "ddp-no-overlap, DDP with one bucket (one all-reduce after backward); fsdp-no-overlap, "
                    "fully_shard on the whole model only (one all-gather before forward, one reduce-scatter after "
                    "backward). Gradients are reduced in the forward-backward and train-step phases.")
