@@ -3,8 +3,8 @@
 #   bash benchmarks/dist_probe.sh NPROC MINUTES HARD_SECONDS [tests]
 # With "tests", first the gpu-marked tests of CUDA graphs (about 2 minutes; their output in
 # $OUT/gpu-tests.txt): a job's (tests/test_distributed.py, 2 GPUs: a DDP training step captured with
-# its all-reduces, faster than eager, the replicas' weights equal after the replays; DDP without
-# overlap, FSDP2 and cudagraphs-compile jobs) and a single GPU's (tests/backends/test_backends.py).
+# its all-reduces, faster than eager, the replicas' weights equal after the replays; an FSDP2 step
+# captured; cudagraphs-compile under DDP) and a single GPU's (tests/backends/test_backends.py).
 # Then workloads/predict-dist.toml on NPROC ranks (--set nproc=NPROC) for MINUTES of cells, through
 # benchmarks/lease_call.sh (resumable from $REPORTS/predict-dist/manifests.jsonl.gz; its cells
 # packed into $OUT/cells.tar.xz.NN, to unpack here with benchmarks/lease_unpack.sh; the bench's
