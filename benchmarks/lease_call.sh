@@ -7,7 +7,7 @@
 # into the lease dir as run.json files by benchmarks/packed_manifests.py; `tracekit bench` skips
 # them and runs the rest for MINUTES (what `make bench-h100-full FULL_SUITES=SUITE` runs). At HARD_SECONDS the bench
 # is interrupted whatever it is doing, so that the cells finished are always packed: their run.json,
-# cell.log and traces (uncompressed, then xz: about 20x smaller than gzip's 6x) into
+# cell.log, a job's launcher.log and traces (uncompressed, then xz: about 20x smaller than gzip's 6x) into
 # $OUT/cells.tar.xz.NN, 15 MiB parts (the tool brings back at most 8 files, 16 MiB each).
 # Unpack them here with benchmarks/lease_unpack.sh. PYTHON (python3) runs tracekit. Options after
 # HARD_SECONDS go to `tracekit bench` (to measure cells again: --force --only 'lm-large-512-*/*').
@@ -29,7 +29,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $OUT/gpu.
 PYTHONUNBUFFERED=1 timeout -s INT $HARD $PY -m tracekit bench workloads/$SUITE.toml --traces $L/runs \
   --reports $L/runs --max-minutes $MINUTES --timeout 300 --html-plots link "$@" 2>&1 | tee $OUT/log.txt
 cd $L/runs
-find $SUITE -type f -newer $W/stamp \( -name run.json -o -name cell.log \) | while read f; do
+find $SUITE -type f -newer $W/stamp \( -name run.json -o -name cell.log -o -name launcher.log \) | while read f; do
   mkdir -p $W/pack/$(dirname $f); cp $f $W/pack/$f; done
 find $SUITE -type f -newer $W/stamp -name '*.pt.trace.json.gz' | while read f; do
   mkdir -p $W/pack/$(dirname $f); zcat $f > $W/pack/${f%.gz} && rm $f; done

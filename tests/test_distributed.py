@@ -1,16 +1,24 @@
 """tracekit trace --nproc: ranks started by torch.distributed.run under DDP or FSDP2 over gloo
 on the CPU, one run folder with a trace per rank and one manifest, analyzed as one job."""
 
+import gzip
 import json
+import re
 import runpy
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 from click.testing import CliRunner
 
+from tracekit import models
+from tracekit.analysis.attribution.gpu_ops import GRAPH_LAUNCHES
 from tracekit.analysis.comparison.workloads import workloads
 from tracekit.analysis.runs import analyze
-from tracekit.capture import runner
+from tracekit.backends import cudagraphs
+from tracekit.capture import ranks, runner
 from tracekit.capture.environment import NO_MULTICAST, child_env
 from tracekit.cli import main
 from tracekit.manifest.spec import RunSpec
@@ -37,6 +45,15 @@ def test_child_processes_keep_nvlink_multicast_off(monkeypatch):
     assert env["EXTRA"] == "x"
 
 
+@pytest.mark.parametrize("model, units", [("vit16x6x384", ["Block"] * 6), ("hf:gpt2?layers=4", ["GPT2Block"] * 4),
+                                          ("transformer", ["TransformerEncoderLayer"] * 2), ("mlp", [])])
+def test_fsdp_shards_each_block_of_a_stack(model, units):
+    """FSDP2's units: the modules of a ModuleList (the transformer's layers, GPT-2's blocks) or of a
+    Sequential of one class (ViT's blocks), not an MLP's Linear, ReLU, Linear (sharded whole)."""
+    module, _ = models.build(model, batch=1, phase="train-step")
+    assert [type(b).__name__ for b in ranks.blocks(module)] == units
+
+
 def test_bad_nproc_or_parallel_is_a_usage_error(tmp_path):
     out = CliRunner().invoke(main, ["trace", "--model", "mlp", "--nproc", "0", "--out", str(tmp_path)])
     assert out.exit_code == 2 and not any(tmp_path.iterdir())
@@ -53,12 +70,17 @@ def test_trace_two_ranks_with_ddp_then_analyze_the_job(tmp_path):
     folder = tmp_path / "mlp-train-step-ddp-np2" / "eager"
     traces = sorted(folder.glob("*.pt.trace.json.gz"))
     assert [t.name.split(".")[0].rsplit("_", 1)[1] for t in traces] == ["rank0", "rank1"]
-    assert sorted(p.name for p in folder.iterdir()) == sorted([t.name for t in traces] + ["run.json"])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([t.name for t in traces] + ["launcher.log", "run.json"])
     manifest = json.loads((folder / "run.json").read_text())
     dist = manifest["distributed"]
     assert manifest["status"] == "ok" and manifest["spec"]["nproc"] == 2
-    assert (dist["world_size"], dist["backend"], dist["parallel"], dist["launcher"]) == (
-        2, "gloo", "ddp", "torch.distributed.run")
+    assert (dist["world_size"], dist["backend"], dist["parallel"], dist["launcher"], dist["launcher_log"]) == (
+        2, "gloo", "ddp", "torch.distributed.run", "launcher.log")
+    # DDP kept the replicas in step: every rank's parameters sum alike, and the steps changed them
+    module, _ = models.build("mlp", batch=4, phase="train-step")
+    initial = sum(p.detach().double().abs().sum().item() for p in module.parameters())
+    assert dist["ranks"][0]["parameter_checksum"] == dist["ranks"][1]["parameter_checksum"] != pytest.approx(initial)
+    assert "parameters differ" not in (manifest["note"] or "")
     assert [r["rank"] for r in dist["ranks"]] == [0, 1] and all(r["latency_ms"]["n"] == 3 for r in dist["ranks"])
     # every rank the same calls: the wall-clock blocks as long as the per-call ones, whatever the rank's speed
     assert manifest["interleaving"] == {"rounds": 3, "latency_calls": [1, 1, 1], "wall_calls": 1, "schedule": "fixed"}
@@ -99,13 +121,26 @@ def test_a_rank_slowed_on_purpose_is_named_the_straggler(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_failing_rank_fails_the_run_with_its_reason(tmp_path):
-    manifest = runner.run(RunSpec(f"{STRAGGLER}:broken_rank", phase="train-step", nproc=2, warmup=1, iters=2,
-                                  profile_iters=1), tmp_path, log=lambda m: None)
-    assert manifest.status == "failed" and "rank 1: RuntimeError: rank 1 breaks on purpose" in manifest.reason
-    folder = tmp_path / manifest.label / "eager"
-    assert json.loads((folder / "run.json").read_text())["status"] == "failed"
-    assert sorted(p.name for p in folder.iterdir()) == ["run.json"]      # no rank results left behind
+def test_a_failing_rank_fails_the_run_in_one_line_with_its_reason(tmp_path):
+    """Rank 1 raises in its first forward: the run fails with rank 1's stage and reason, said in one
+    line on the terminal; torch.distributed.run's traceback, rank 1's own line and rank 0's (its
+    peer gone) are in the run's launcher.log only."""
+    out = CliRunner().invoke(main, ["trace", "--model", f"{STRAGGLER}:broken_rank", "--phase", "train-step",
+                                    "--nproc", "2", "--out", str(tmp_path), "--warmup", "1", "--iters", "2",
+                                    "--profile-iters", "1"])
+    assert out.exit_code == 1
+    folder = tmp_path / "straggler-broken_rank-train-step-ddp-np2" / "eager"
+    manifest = json.loads((folder / "run.json").read_text())
+    assert manifest["status"] == "failed" and "rank 1: RuntimeError: rank 1 breaks on purpose" in manifest["reason"]
+    assert manifest["stage"] == "reference output" and manifest["distributed"]["launcher_log"] == "launcher.log"
+    assert sorted(p.name for p in folder.iterdir()) == ["launcher.log", "run.json"]   # no rank results left behind
+    failures = [line for line in out.output.splitlines() if "failed" in line]
+    assert failures == [f"[{folder}] failed during reference output: {manifest['reason']}",
+                        f"{folder.parent.name}/eager: failed: {manifest['reason']}"], out.output
+    assert "Traceback" not in out.output and "ChildFailedError" not in out.output
+    log = (folder / "launcher.log").read_text()
+    assert "ChildFailedError" in log and f"[{folder} rank 1] failed during reference output" in log
+    assert f"[{folder} rank 1] reference output" in out.output   # the ranks' stage lines still show
 
 
 @pytest.mark.slow
@@ -167,3 +202,99 @@ def test_every_rank_times_its_host_like_a_single_run(tmp_path):
     assert [r["host_ms"]["n"] for r in ranks] == [HOST_CALLS, HOST_CALLS]
     assert on_disk["host_ms"] == ranks[0]["host_ms"]
     assert all(SLEEP_S * 1e3 <= r["host_ms"]["median"] < 3 * SLEEP_S * 1e3 for r in ranks)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parallel, per_iteration", [
+    # DDP's buckets: the transformer's 6.3 MB of gradients fill PyTorch's 1 MiB first bucket and a second
+    ("ddp", {"all_reduce": 2}), ("ddp-no-overlap", {"all_reduce": 1}),
+    # FSDP2 on its 2 blocks: each gathered before its forward and its backward, its gradients reduced
+    # (gloo reduce-scatters with an all_reduce); on the root alone: once before forward, once after backward
+    ("fsdp", {"all_gather": 4, "all_reduce": 2}), ("fsdp-no-overlap", {"all_gather": 1, "all_reduce": 1})])
+def test_without_overlap_a_step_communicates_once(tmp_path, parallel, per_iteration):
+    spec = RunSpec("transformer", phase="train-step", nproc=2, parallel=parallel, warmup=1, iters=2, profile_iters=2)
+    manifest = runner.run(spec, tmp_path, log=lambda m: None)
+    assert manifest.status == "ok" and manifest.distributed.parallel == parallel, manifest.reason
+    calls = analyze(tmp_path).table("collectives")
+    counts = calls.groupby(["rank", "iteration", "collective"]).size()
+    assert counts.to_dict() == {(r, i, c): n for r in (0, 1) for i in (1, 2) for c, n in per_iteration.items()}
+
+
+@pytest.mark.slow
+def test_a_rank_that_hangs_is_stopped_at_its_time_limit(tmp_path, monkeypatch):
+    """Rank 1 never ends its first call's forward, rank 0 waits for it at DDP's all-reduce: each
+    rank's time limit stops the job with the stage they were in, in well under PyTorch's own
+    10-minute collective timeout."""
+    monkeypatch.setenv("TRACEKIT_RANK_TIMEOUT_S", "15")
+    t0 = time.monotonic()
+    manifest = runner.run(RunSpec(f"{STRAGGLER}:hung_rank", phase="train-step", nproc=2, warmup=1, iters=2,
+                                  profile_iters=1), tmp_path, log=lambda m: None)
+    assert time.monotonic() - t0 < 60
+    assert manifest.status == "failed" and manifest.stage == "compile (first call)"
+    assert re.fullmatch(r"RuntimeError: rank [01]: TimeoutError: timed out after 15 s in stage compile \(first call\)",
+                        manifest.reason), manifest.reason
+    log = (tmp_path / manifest.label / "eager" / "launcher.log").read_text()
+    assert "failed during compile (first call): TimeoutError: timed out after 15 s" in log
+
+
+def test_cuda_graphs_of_a_job_are_skipped_where_they_cannot_be_captured(tmp_path, monkeypatch):
+    manifest = runner.run(RunSpec("mlp", "cudagraphs", phase="train-step", nproc=2), tmp_path, log=lambda m: None)
+    assert manifest.status == "skipped" and "needs CUDA" in manifest.reason
+    assert sorted(p.name for p in (tmp_path / manifest.label / "cudagraphs").iterdir()) == ["run.json"]  # no ranks
+    # where torch sees GPUs: ranks sharing them (gloo, collectives on the host), and FSDP2 before torch 2.11
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    ddp = RunSpec("mlp", "cudagraphs", device="cuda", phase="train-step", nproc=2)
+    assert "only over NCCL, one GPU per rank: 2 ranks on 1 GPUs would use gloo" in cudagraphs.unavailable(ddp)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert cudagraphs.unavailable(ddp) is None
+    fsdp = RunSpec("mlp", "cudagraphs", device="cuda", phase="train-step", nproc=2, parallel="fsdp-no-overlap")
+    monkeypatch.setattr(cudagraphs, "_torch_version", lambda: (2, 10))
+    assert cudagraphs.unavailable(fsdp).startswith("FSDP2 cannot be captured in a CUDA graph before torch 2.11")
+    monkeypatch.setattr(cudagraphs, "_torch_version", lambda: (2, 11))
+    assert cudagraphs.unavailable(fsdp) is None
+
+
+def _gpus(n: int):
+    found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return pytest.mark.skipif(found < n, reason=f"needs {n} GPUs (NCCL, one per rank); torch sees {found}")
+
+
+def _trace_events(folder: Path, rank: int) -> list[dict]:
+    (path,) = folder.glob(f"*_rank{rank}.*.pt.trace.json.gz")
+    return json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+
+
+@pytest.mark.gpu
+@_gpus(2)
+def test_cuda_graphs_capture_a_ddp_training_step_with_its_all_reduces(tmp_path):
+    """The whole DDP step of a launch-bound model captured on 2 GPUs: faster than eager, the
+    replicas' weights equal after the replays (and trained by them), and the all-reduces inside
+    the graph (NCCL kernels in the profiled window, no collective issued from Python)."""
+    spec = RunSpec("transformer", phase="train-step", nproc=2, device="cuda", warmup=2, iters=10, profile_iters=2)
+    eager, graphed = (runner.run(replace(spec, mode=mode), tmp_path, log=lambda m: None)
+                      for mode in ("eager", "cudagraphs"))
+    assert eager.status == "ok" and graphed.status == "ok", graphed.reason
+    assert graphed.distributed.backend == "nccl" and graphed.diff_ok
+    assert "the whole training step with its collectives (ddp, 2 ranks)" in graphed.backend["cuda_graph"]
+    module, _ = models.build("transformer", phase="train-step")
+    initial = sum(p.detach().double().abs().sum().item() for p in module.parameters())
+    sums = [r.parameter_checksum for r in graphed.distributed.ranks]
+    assert sums[0] == sums[1] != pytest.approx(initial) and "parameters differ" not in (graphed.note or "")
+    assert graphed.latency_ms.median < eager.latency_ms.median
+    events = _trace_events(tmp_path / graphed.label / "cudagraphs", 0)
+    names = [e.get("name", "") for e in events]
+    assert sum(e.get("cat") == "kernel" and "nccl" in e["name"].lower() for e in events) >= spec.profile_iters
+    assert sum(n in GRAPH_LAUNCHES for n in names) == spec.profile_iters and "record_param_comms" not in names
+
+
+@pytest.mark.gpu
+@_gpus(2)
+@pytest.mark.parametrize("mode, parallel", [("cudagraphs", "fsdp"), ("cudagraphs-compile", "ddp")])
+def test_other_cuda_graph_jobs_run_on_two_gpus(tmp_path, mode, parallel):
+    spec = RunSpec("transformer", mode, phase="train-step", nproc=2, parallel=parallel, device="cuda", warmup=2,
+                   iters=5, profile_iters=2)
+    manifest = runner.run(spec, tmp_path, log=lambda m: None)
+    assert manifest.status == "ok", manifest.reason
+    sums = {r.parameter_checksum for r in manifest.distributed.ranks}
+    assert len(sums) == 1 and (None in sums) == parallel.startswith("fsdp")

@@ -138,8 +138,8 @@ def test_no_front_end_climbs_back_to_the_front_door():
                 todo.append(m)
         return seen
 
-    for front_end in ("tracekit.capture.ranks", "tracekit.capture.repeats", "tracekit.capture.loop",
-                      "tracekit.counters.workload", "tracekit.capture.capture_run"):
+    for front_end in ("tracekit.capture.ranks", "tracekit.capture.launcher", "tracekit.capture.repeats",
+                      "tracekit.capture.loop", "tracekit.counters.workload", "tracekit.capture.capture_run"):
         assert "tracekit.capture.runner" not in reach(front_end), front_end
     assert "tracekit.capture.capture_run" in reach("tracekit.capture.runner")
 

@@ -51,7 +51,11 @@ class Backend:
     or compiled only below some submodules), so the runner can mark each module's
     calls (tracekit.capture.module_scopes.module_scopes). graph_capture: where the mode
     captures CUDA graphs ("prepare", the "warmup" calls, or "" for none), so the
-    runner records the capture (tracekit.capture.provenance.capture_recording).
+    runner records the capture (tracekit.capture.provenance.capture_recording); a mode
+    that captures in "prepare" is called on a side stream, on which a rank's model was
+    wrapped too (DDP, FSDP2), and captures there (tracekit.capture.stages.prepare); on a
+    job it captures the step's collectives, so the launcher turns NCCL's asynchronous error
+    handling off (tracekit.capture.launcher.launch).
     """
 
     name: str

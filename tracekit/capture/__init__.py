@@ -12,7 +12,8 @@ rank and world size, where it writes, the measured window):
 * :func:`tracekit.capture.runner.run`, the front door (``tracekit trace``, :func:`tracekit.profile`,
   a bench cell): validates, resolves, and makes the run here, in N processes or on N ranks;
 * :mod:`tracekit.capture.repeats` (``--repeats``: the capture in N processes) and
-  :mod:`tracekit.capture.ranks` (``--nproc``: the capture on each rank, gathered by the launcher);
+  :mod:`tracekit.capture.ranks` (``--nproc``: the capture on each rank, started and gathered by
+  :mod:`tracekit.capture.launcher`);
 * :mod:`tracekit.capture.loop` (``tracekit.record``: the user's loop makes the calls);
 * :mod:`tracekit.counters.workload` (the process ncu profiles: NVTX-ranged iterations).
 

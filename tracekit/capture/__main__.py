@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if job.task == "rank":
             from tracekit.capture import ranks
-            return ranks.rank(job)
+            ranks.rank(job)   # ends the process
         if job.task == "repeat":
             from tracekit.capture import repeats
             ok = repeats.process(job).status == "ok"

@@ -8,7 +8,8 @@ timing -> profiled window -> manifest (the stages' bodies: :mod:`tracekit.captur
 front ends supply only what differs:
 
 * :func:`tracekit.capture.runner.run` (``tracekit trace``, :func:`tracekit.profile`, a bench
-  cell): ``Capture.of(resolved, folder).run()``; for a job, ``elsewhere`` launches the ranks;
+  cell): ``Capture.of(resolved, folder).run()``; for a job, ``elsewhere`` launches the ranks
+  (:mod:`tracekit.capture.launcher`);
 * :mod:`tracekit.capture.repeats`: each of the N processes runs ``Capture.of(...).run()``;
 * :mod:`tracekit.capture.ranks`: each rank, with its rank, world size and ``wrap`` (DDP, FSDP),
   its manifest handed to the launcher (no folder of its own);
@@ -51,7 +52,7 @@ REASON_CHARS = 2000   # a failure's message is cut to this many characters in ru
 DIFFERENCES: dict[str, dict[str, str]] = {
     "bench cell": {},
     "repeats": {"repeats": "each process's figures (tracekit.capture.repeats.combine)"},
-    "job": {"distributed": "world size, backend, each rank's figures (tracekit.capture.ranks)"},
+    "job": {"distributed": "world size, backend, the launcher's log, each rank's figures (tracekit.capture.launcher)"},
     "recorded loop": {
         **dict.fromkeys(("build_s", "parameters", "prepare_s", "backend", "loss"),
                         "the loop's model and step are the user's, built and prepared by the user's code"),

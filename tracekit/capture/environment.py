@@ -1,6 +1,7 @@
 """Facts about the machine a run happened on, recorded in run.json, and the process settings a
 run runs under: torch's threads (:func:`torch_threads`), its scratch folder (:func:`scratch`), the
-environment of the processes it starts (:func:`child_env`)."""
+environment of the processes it starts (:func:`child_env`), a job's process-group backend
+(:func:`process_group_backend`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,19 @@ def child_env(**more: str) -> dict:
     """The environment for a process tracekit starts: this one's, NVLink multicast off
     (``NO_MULTICAST``, overriding any setting), plus ``more``."""
     return {**os.environ, **NO_MULTICAST, **more}
+
+
+def process_group_backend(device_type: str, nproc: int) -> tuple[str, str]:
+    """(process-group backend, note) of a job of ``nproc`` ranks on ``device_type`` ("cuda", "cpu")
+    here: "nccl" when every rank has a GPU of its own, else "gloo" (on CPUs; and ranks sharing a GPU,
+    which NCCL cannot do), with a note saying so."""
+    if device_type != "cuda":
+        return "gloo", ""
+    gpus = torch.cuda.device_count()
+    if gpus >= nproc:
+        return "nccl", ""
+    return "gloo", (f"{nproc} ranks share {gpus} GPU{'s' if gpus != 1 else ''}: gloo (NCCL cannot put two ranks "
+                    "on one GPU); its collectives run on the host, with device copies")
 
 
 def default_device() -> str:

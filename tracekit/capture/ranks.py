@@ -1,72 +1,62 @@
-"""``tracekit trace --nproc N``: one workload on N ranks, started by PyTorch's own launcher.
+"""Each rank of a job (``tracekit trace --nproc N``): what torch.distributed.run starts N of
+(:mod:`tracekit.capture.launcher` starts it, then gathers their results).
 
-The run's capture (:class:`~tracekit.capture.capture_run.Capture`, whose stages run
-``elsewhere``: :func:`launch`) starts ``python -m torch.distributed.run --standalone
---nproc-per-node N`` (the engine behind ``torchrun``) with tracekit's child entry point as
-each rank's program (a :class:`~tracekit.capture.child.ChildJob` of task "rank", which runs
-:func:`rank`). Each rank joins the process group and runs the one capture with its rank, the
-world size and how the model is shared (``--parallel ddp``: DistributedDataParallel; ``fsdp``:
-FSDP2's ``fully_shard`` on each block of a ``ModuleList`` and on the whole model: :func:`wrap`):
-build, reference output, prepare (every backend mode applies per rank), first call, warm-up,
-timing (the same calls on every rank, host time between barriers), the profiled window, its
-trace written as ``<host>_rank<r>.<ts>.pt.trace.json.gz`` into the one run folder, and its
-results into ``.rank<r>.result`` there. The launching process gathers them into the one
-``run.json``: rank 0's stages (its ``host_ms`` too), ``latency_ms`` over the slowest rank of each
-timed iteration (the step time of the job), and ``distributed``: world size, backend, parallel,
-launcher and each rank's latencies, host time, peak memory and compile time.
-
-Backend: NCCL on GPUs when each rank has its own, gloo otherwise (on CPUs; and where ranks
-share a GPU, which NCCL cannot do). The launcher's environment turns NVLink multicast off
-(:data:`tracekit.capture.environment.NO_MULTICAST`). With DDP the inference phase communicates
-nothing (DDP reduces gradients); the manifest notes it.
+:func:`rank` joins the process group and runs the one capture
+(:class:`~tracekit.capture.capture_run.Capture`) with its rank, the world size and how the model is
+shared (``--parallel``: :func:`wrap`): build, reference output, prepare (every backend mode applies
+per rank), first call, warm-up, timing (the same calls on every rank, host time between
+barriers), the profiled window, its trace written as ``<host>_rank<r>.<ts>.pt.trace.json.gz`` into
+the one run folder, and its results (:class:`RankResult`) into ``.rank<r>.result`` there. Its
+stage lines go to stdout while it runs (the launcher shows them), its failure to stderr (the
+launcher's log). Each rank has a time limit (:func:`time_limit_s`; past it the rank records
+"timed out after N s in stage X" and ends), and its teardown too (:data:`TEARDOWN_S`): the
+prepared step, with any CUDA graph holding NCCL work, is released before the process group is
+destroyed, and the process ends without the interpreter's shutdown. With DDP the inference
+phase communicates nothing (DDP reduces gradients); the launcher notes it.
 """
 
 from __future__ import annotations
 
+import gc
 import json
+import math
 import os
-import subprocess
 import sys
+import threading
 import time
-from collections import deque
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
+from typing import NoReturn
 
-import msgspec
-import numpy as np
 import torch
 
-from tracekit import models
 from tracekit.capture.capture_run import Capture
 from tracekit.capture.child import ChildJob, die_with_parent
-from tracekit.capture.environment import child_env
-from tracekit.capture.quiet import is_kineto_line
 from tracekit.capture.resolved import resolve
-from tracekit.capture.timers import latency_stats
 from tracekit.io import write_json
-from tracekit.manifest import Distributed, Manifest, Profile, RankSummary, Timer
+from tracekit.manifest import Manifest
 
 RANK_FILE = ".rank{}.result"  # not *.json: never taken for a trace
-# Copied from rank 0's results into the run's manifest: the stages every rank measured.
-_RANK0_FIELDS = ("device_type", "device_name", "build_s", "parameters", "prepare_s", "backend", "first_call_s",
-                 "loss", "compile_s", "max_abs_diff", "diff_tolerance", "diff_ok", "warmup_s", "flop_per_iter",
-                 "bytes_per_iter", "op", "peak_memory_MB", "memory_source", "attribution", "wall_ms",
-                 "timer_agreement", "interleaving", "host_ms")
 PROCESS_GROUP_TIMEOUT = timedelta(minutes=10)
+TIME_LIMIT_ENV = "TRACEKIT_RANK_TIMEOUT_S"   # each rank's time limit in seconds (default below)
+DEFAULT_TIME_LIMIT_S = 1200.0
+TEARDOWN_S = 60.0      # a rank's teardown (process group destroyed) after its results are written
 
 
 @dataclass
 class RankResult:
     """What a rank hands the launching process (``.rank<r>.result`` in the run folder): its
     device, its timed latencies (ms, in call order), its manifest (status, reason, the stages it
-    measured), and when it failed (``time.time()``; None if it did not)."""
+    measured), when it failed (``time.time()``; None if it did not), and its parameter checksum
+    (:func:`parameter_checksum`)."""
 
     rank: int
     device: str
     samples_ms: list[float]
     manifest: Manifest
     failed_at: float | None = None
+    parameter_checksum: float | None = None
 
     def write(self, path: Path) -> None:
         """Write the result as one JSON object at ``path`` (the manifest as run.json holds it)."""
@@ -79,114 +69,105 @@ class RankResult:
         return cls(**{**data, "manifest": Manifest.from_dict(data["manifest"])})
 
 
-def backend_for(device_type: str, nproc: int) -> tuple[str, str]:
-    """(process-group backend, note): NCCL when every rank has a GPU of its own, else gloo."""
-    if device_type != "cuda":
-        return "gloo", ""
-    gpus = torch.cuda.device_count()
-    if gpus >= nproc:
-        return "nccl", ""
-    return "gloo", (f"{nproc} ranks share {gpus} GPU{'s' if gpus != 1 else ''}: gloo (NCCL cannot put two ranks "
-                    "on one GPU); its collectives run on the host, with device copies")
-
-
-def _stream(proc: subprocess.Popen, log) -> list[str]:
-    """Pass the ranks' output lines to ``log`` as they come; return the last ones."""
-    tail: deque[str] = deque(maxlen=30)
-    for line in proc.stdout:
-        line = line.rstrip()
-        if line and not is_kineto_line(line):   # a rank's profiler lines, should any escape its own filter
-            tail.append(line)
-            log(line)
-    proc.wait()
-    return list(tail)
-
-
-def launch(capture: Capture) -> None:
-    """Run the capture's spec on ``spec.nproc`` ranks and fill its manifest from their results
-    (the run folder: ``capture.out``).
+def time_limit_s() -> float:
+    """Each rank's time limit in seconds: ``$TRACEKIT_RANK_TIMEOUT_S``, else
+    :data:`DEFAULT_TIME_LIMIT_S` (a bench cell's own ``timeout_s`` stops the whole cell first
+    where it is shorter).
 
     Raises:
-        models.Unavailable: a rank found the workload cannot run here.
-        RuntimeError: the launcher or a rank failed (the rank's reason, else the output's end).
+        ValueError: the variable is set to something else than a positive number.
     """
-    spec, manifest, directory = capture.spec, capture.manifest, capture.out
-    backend, note = backend_for(spec.device.split(":")[0], spec.nproc)
-    manifest.add_note(note)
-    if spec.phase == "inference" and spec.parallel == "ddp":
-        manifest.add_note("DDP in the inference phase communicates nothing (it reduces gradients)")
-    manifest.distributed = Distributed(world_size=spec.nproc, backend=backend, parallel=spec.parallel,
-                                       launcher="torch.distributed.run")
-    for old in directory.glob(RANK_FILE.format("*")):
-        old.unlink()
-    capture.stage(f"launching {spec.nproc} ranks (torch.distributed.run, {backend}, {spec.parallel})")
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-                "--nproc-per-node", str(spec.nproc)]
-    cmd = ChildJob("rank", spec, str(directory), backend=backend).command(launcher)
-    # OMP_NUM_THREADS: torchrun sets 1 where it is unset, and says so in a banner of warnings; set here
-    # (the user's own setting is kept), the ranks get the same and the banner is not printed.
-    env = child_env(PYTHONUNBUFFERED="1", OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                          env=env) as proc:
-        try:
-            tail = _stream(proc, capture.emit)
-        except BaseException:  # Ctrl-C or SIGTERM (as the CLI takes it): the launcher stops its ranks
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            raise
-    ranks = sorted((RankResult.read(p) for p in directory.glob(RANK_FILE.format("*"))), key=lambda r: r.rank)
-    for p in directory.glob(RANK_FILE.format("*")):
-        p.unlink()
-    # the rank that failed first is the cause; the others lost their peer after it
-    bad = sorted((r for r in ranks if r.manifest.status != "ok"), key=lambda r: r.failed_at or 0)
-    if bad and bad[0].manifest.status == "skipped":
-        raise models.Unavailable(bad[0].manifest.reason)
-    if bad or proc.returncode != 0 or len(ranks) != spec.nproc:
-        why = (f"rank {bad[0].rank}: {bad[0].manifest.reason}" if bad else
-               f"torch.distributed.run exited {proc.returncode}: " + " | ".join(tail[-8:]))
-        raise RuntimeError(why)
-    first = ranks[0].manifest
-    for name in _RANK0_FIELDS:
-        setattr(manifest, name, getattr(first, name))
-    for note in (first.note or "").split("; "):   # rank 0's own notes (the backend's, the launcher has)
-        if note not in (manifest.note or "").split("; "):
-            manifest.add_note(note)
-    slowest = np.max([r.samples_ms for r in ranks], axis=0)
-    manifest.latency_ms = Timer.of({**latency_stats(list(slowest)), "timer": first.latency_ms.timer,
-                                    "over_ranks": "the slowest rank of each iteration"})
-    manifest.distributed = msgspec.structs.replace(manifest.distributed, ranks=[
-        RankSummary(rank=r.rank, device=r.device, latency_ms=Timer.of(latency_stats(r.samples_ms)),
-                    host_ms=r.manifest.host_ms, peak_memory_MB=r.manifest.peak_memory_MB,
-                    compile_s=r.manifest.compile_s) for r in ranks])
-    traces = {t for r in ranks for t in r.manifest.profile.traces}
-    manifest.profile = Profile(iterations=spec.profile_iters, traces=sorted(traces))
+    raw = os.environ.get(TIME_LIMIT_ENV, "")
+    try:
+        limit = float(raw) if raw else DEFAULT_TIME_LIMIT_S
+    except ValueError:
+        limit = -1.0
+    if not limit > 0:
+        raise ValueError(f"{TIME_LIMIT_ENV} must be a positive number of seconds, got {raw!r}")
+    return limit
 
 
 def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module:
-    """``module`` under DDP, or sharded by FSDP2 (each block of a ModuleList, then the whole)."""
-    if parallel == "ddp":
+    """``module`` shared over the job's ranks as ``parallel`` says (:data:`tracekit.manifest.spec.PARALLEL`):
+
+    * "ddp": DistributedDataParallel with PyTorch's buckets (1 MiB first, then 25 MiB), each
+      bucket's all-reduce started as backward fills it, overlapping the rest of backward;
+    * "ddp-no-overlap": DDP with one bucket as large as every gradient (``bucket_cap_mb``), so its
+      one all-reduce starts once backward has produced the last gradient;
+    * "fsdp": FSDP2's ``fully_shard`` on each of the model's blocks (:func:`blocks`), then on the
+      whole: each block all-gathered before its forward and its backward and its gradients
+      reduce-scattered after, overlapping the neighbouring blocks' compute;
+    * "fsdp-no-overlap": ``fully_shard`` on the whole model only, not resharded after forward:
+      one all-gather before forward, one reduce-scatter after backward.
+    """
+    if parallel.startswith("ddp"):
         from torch.nn.parallel import DistributedDataParallel
 
+        one_bucket = None
+        if parallel == "ddp-no-overlap":
+            grads = sum(p.numel() * p.element_size() for p in module.parameters() if p.requires_grad)
+            one_bucket = math.ceil(grads / 2**20) + 1
         return DistributedDataParallel(module, device_ids=[torch.device(device).index]
-                                       if device.startswith("cuda") else None)
+                                       if device.startswith("cuda") else None, bucket_cap_mb=one_bucket)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     mesh = init_device_mesh(device.split(":")[0], (torch.distributed.get_world_size(),))
-    for blocks in [m for m in module.modules() if isinstance(m, torch.nn.ModuleList)]:
-        for block in blocks:
-            fully_shard(block, mesh=mesh)
+    if parallel == "fsdp-no-overlap":
+        return fully_shard(module, mesh=mesh, reshard_after_forward=False)
+    for block in blocks(module):
+        fully_shard(block, mesh=mesh)
     return fully_shard(module, mesh=mesh)
 
 
-def rank(job: ChildJob) -> int:
+def blocks(module: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's blocks, FSDP2's units under "fsdp": the children of each stack of blocks, a
+    ``ModuleList`` or a ``Sequential`` of two or more modules of one class (ViT's blocks, a ResNet's
+    layers; not an MLP's Linear, activation, Linear), the outermost stacks only (a block's own
+    stacks stay in its unit)."""
+    found: list[torch.nn.Module] = []
+    for child in module.children():
+        kinds = {type(m) for m in child.children()}
+        if isinstance(child, torch.nn.ModuleList) or (isinstance(child, torch.nn.Sequential) and len(child) > 1
+                                                       and len(kinds) == 1):
+            found.extend(child.children())
+        else:
+            found.extend(blocks(child))
+    return found
+
+
+def parameter_checksum(module: torch.nn.Module | None, parallel: str) -> float | None:
+    """The sum of |w| over the module's parameters, in float64: the same on every rank of a DDP
+    job whose replicas stayed in step (bit-equal weights sum alike); None without a module or
+    under FSDP (each rank holds a shard)."""
+    if module is None or not parallel.startswith("ddp"):
+        return None
+    with torch.no_grad():
+        return float(sum(p.detach().double().abs().sum() for p in module.parameters()))
+
+
+def _say(line: str, running: bool) -> None:
+    """A rank's line: to stdout while its capture runs (the launcher shows it), else to stderr
+    (its failure: the launcher's log only, the launcher says it once for the job)."""
+    print(line, file=sys.stdout if running else sys.stderr, flush=True)
+
+
+def _exit(code: int) -> NoReturn:
+    """End the process now, its output flushed: the interpreter's own shutdown, where a CUDA graph
+    holding NCCL work and the communicator it uses may be destroyed in any order, is skipped."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def rank(job: ChildJob) -> NoReturn:
     """One rank of a job (run by torch.distributed.run, which sets RANK, LOCAL_RANK, WORLD_SIZE):
     the one capture on the rank's device (:class:`~tracekit.capture.capture_run.Capture` with its
     rank, the world size and :func:`wrap`), its results written to ``.rank<r>.result`` in the run
-    folder ``job.out``; returns 0 if ok, 1 if not (the launcher then stops the others)."""
+    folder ``job.out``. Ends the process (:func:`_exit`): 0 if ok, 1 if not (the launcher then stops
+    the others), 1 too past the rank's time limit (:func:`time_limit_s`; its result then says
+    "timed out after N s in stage X"), once the process group is destroyed (after the prepared
+    step, and any CUDA graph in it, is released) or :data:`TEARDOWN_S` has passed."""
     # torch.distributed.run starts each rank in a session of its own: a rank must not outlive
     # its launcher (a bench that kills a cell on timeout kills the launcher's process group).
     die_with_parent(os.getppid())
@@ -196,15 +177,43 @@ def rank(job: ChildJob) -> int:
     if device.startswith("cuda"):
         device = f"cuda:{local % torch.cuda.device_count()}"
         torch.cuda.set_device(device)
-    torch.distributed.init_process_group(job.backend, timeout=PROCESS_GROUP_TIMEOUT)
+    shared: dict[str, torch.nn.Module] = {}   # the wrapped model, for its checksum once the capture is done
     capture = Capture.of(resolve(replace(spec, device=device)), None, trace_dir=folder,
                          where=f"{folder} rank {rank_id}", rank=rank_id, world_size=world,
-                         wrap=lambda m: wrap(m, spec.parallel, device))
+                         wrap=lambda m: shared.setdefault("module", wrap(m, spec.parallel, device)),
+                         log=lambda line: _say(line, capture.manifest.status == "running"))
+    written = threading.Lock()   # held by whoever writes the result: the rank, or its time limit
+
+    def write(manifest: Manifest, checksum: float | None = None) -> None:
+        failed_at = time.time() if manifest.status != "ok" else None
+        samples = manifest.latency_ms.samples if manifest.latency_ms else []
+        RankResult(rank_id, device, samples, manifest, failed_at, checksum).write(folder / RANK_FILE.format(rank_id))
+
+    def time_out(limit_s: float) -> None:
+        if written.acquire(blocking=False):
+            capture.fail(TimeoutError(f"timed out after {limit_s:.0f} s in stage {capture.manifest.stage}"))
+            write(capture.manifest)
+            _exit(1)
+
+    limit_s = time_limit_s()
+    watchdog = threading.Timer(limit_s, time_out, (limit_s,))
+    watchdog.daemon = True
+    watchdog.start()
+    capture.stage("joining the process group")
+    torch.distributed.init_process_group(job.backend, timeout=PROCESS_GROUP_TIMEOUT)
     manifest = capture.run()
-    failed_at = time.time() if manifest.status != "ok" else None
-    samples = manifest.latency_ms.samples if manifest.latency_ms else []
-    RankResult(rank_id, device, samples, manifest, failed_at).write(folder / RANK_FILE.format(rank_id))
-    if manifest.status != "ok":
-        return 1   # the launcher stops the other ranks (a collective may be waiting for this one)
+    ok = manifest.status == "ok"
+    checksum = parameter_checksum(shared.pop("module", None), spec.parallel) if ok else None
+    written.acquire()   # (held already if the time limit came first: it writes the result and ends the process)
+    watchdog.cancel()
+    write(manifest, checksum)
+    if not ok:
+        _exit(1)   # the launcher stops the other ranks (a collective may be waiting for this one)
+    teardown = threading.Timer(TEARDOWN_S, _exit, (0,))
+    teardown.daemon = True
+    teardown.start()
+    gc.collect()   # the prepared step and its CUDA graph, whose NCCL work must go before the communicator
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
     torch.distributed.destroy_process_group()
-    return 0
+    _exit(0)

@@ -1,8 +1,9 @@
 """The front door of a run: ``tracekit trace``, :func:`tracekit.profile`, a bench cell. The spec is
 validated and resolved once (:mod:`tracekit.capture.resolved`), then made where it must be: in N
 processes (``repeats``, :mod:`tracekit.capture.repeats`), on N ranks (``nproc``, the one
-:class:`~tracekit.capture.capture_run.Capture` launching :mod:`tracekit.capture.ranks`), or here
-(the one capture, :meth:`~tracekit.capture.capture_run.Capture.run`).
+:class:`~tracekit.capture.capture_run.Capture` whose :mod:`~tracekit.capture.launcher` starts
+:mod:`tracekit.capture.ranks`), or here (the one capture,
+:meth:`~tracekit.capture.capture_run.Capture.run`).
 
 Layout written (the one TensorBoard's profiler plugin reads: one run per folder)::
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracekit.capture import ranks, repeats
+from tracekit.capture import launcher, repeats
 from tracekit.capture.capture_run import Capture, Log, stderr_log
 from tracekit.capture.resolved import resolve
 from tracekit.manifest import Manifest
@@ -63,4 +64,4 @@ def run(spec: RunSpec, out: Path | str = "traces", log: Log = stderr_log) -> Man
     if spec.repeats > 1:
         return repeats.run(resolved, out, log)
     return Capture.of(resolved, resolved.directory(out), log=log,
-                      elsewhere=ranks.launch if spec.nproc > 1 else None).run()
+                      elsewhere=launcher.launch if spec.nproc > 1 else None).run()

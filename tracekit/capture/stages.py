@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import resource
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 
-from tracekit.backends import Prepared
+from tracekit.backends import Backend, Prepared
 from tracekit.capture import outputs, timers
 from tracekit.capture.environment import describe
 from tracekit.capture.phases import TRAINING, make_step, model_loss
@@ -118,18 +118,39 @@ def reference_output(w: Workload, c: Capture) -> list[torch.Tensor]:
     return reference
 
 
+@contextmanager
+def _capture_stream(backend: Backend, device: str) -> Iterator[None]:
+    """Where the backend captures a CUDA graph in prepare (``graph_capture == "prepare"``), the
+    context runs on one side stream, which first waits for the current stream's work and is waited
+    for at the end: a rank's model is wrapped (DDP built, FSDP2 sharded) on it and the backend
+    warms up and captures on it (PyTorch's CUDA semantics notes, "Usage with
+    DistributedDataParallel": DDP constructed in a side-stream context; NVIDIA/Megatron-LM#6021: the
+    AccumulateGrad nodes DDP keeps belong to the stream they were made on, so the capture must use
+    that one). Elsewhere it does nothing."""
+    if backend.graph_capture != "prepare" or not device.startswith("cuda"):
+        yield
+        return
+    caller, side = torch.cuda.current_stream(), torch.cuda.Stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        yield
+    caller.wait_stream(side)
+
+
 def prepare(w: Workload, c: Capture) -> None:
     """Stage "prepare": the backend makes the callable (``prepare_s``, ``backend``, where it
-    runs); a rank's ``c.wrap`` is applied to the module first (DDP, FSDP). Sets ``w.step`` and
-    ``w.device``."""
+    runs); a rank's ``c.wrap`` is applied to the module first (DDP, FSDP), on the stream the
+    backend captures on where it captures a CUDA graph here (:func:`_capture_stream`). Sets
+    ``w.step`` and ``w.device``."""
     run, m, build_on = c.resolved, c.manifest, w.device
     c.stage("prepare")
     if build_on.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(torch.device(build_on))
-    shared = c.wrap(w.module) if c.wrap else w.module
-    t0 = time.perf_counter()
-    with _capture(c, "prepare", build_on, w.module):
-        prepared = run.backend.prepare(shared, w.inputs, run.spec)
+    with _capture_stream(run.backend, build_on):
+        shared = c.wrap(w.module) if c.wrap else w.module
+        t0 = time.perf_counter()
+        with _capture(c, "prepare", build_on, w.module):
+            prepared = run.backend.prepare(shared, w.inputs, run.spec)
     if not isinstance(prepared, Prepared):
         prepared = Prepared(prepared, build_on.split(":")[0])
     w.device = build_on if prepared.device_type == build_on.split(":")[0] else prepared.device_type

@@ -28,14 +28,17 @@ from tracekit.cli.group import OutFolder, UserError, main, report_options, wide_
                    "so is a cell when less time is left than the last cell of its kind (its settings but the "
                    "model) took. "
                    "A suite's own max_minutes also applies.")
+@click.option("--set", "settings", multiple=True, metavar="FIELD=VALUE",
+              help="Set a RunSpec field in every cell, over the suite file's (nproc=4: the grid on 4 ranks; "
+                   "its runs are other folders, -np4); repeatable; give it to --report-only too.")
 @click.option("--dry-run", is_flag=True, help="Print the grid and each cell's state; run nothing.")
 @click.option("--report-only", is_flag=True,
               help="Write each suite's report from the runs already under --traces (made here or copied from "
                    "another machine, e.g. a GPU box); run nothing.")
 @report_options
 @wide_option
-def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry_run, report_only, html_plots,
-          link_traces, wide) -> None:
+def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, settings, dry_run, report_only,
+          html_plots, link_traces, wide) -> None:
     """Run every cell of each SUITE_FILE (a workloads/*.toml grid), then report.
 
     Each cell runs in its own process and writes its trace and run.json as soon
@@ -48,12 +51,13 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, dry
     from rich.console import Console
 
     from tracekit import bench as bench_lib
-    from tracekit.manifest.suite_toml import SuiteError, load_suite
+    from tracekit.manifest.suite_toml import SuiteError, load_suite, parse_setting
     from tracekit.report import print_reports
 
     console = Console(stderr=True)
     try:
-        suites = [load_suite(path) for path in suite_files]
+        overrides = dict(parse_setting(text) for text in settings)
+        suites = [load_suite(path, overrides) for path in suite_files]
         if dry_run:
             for suite, planned in zip(suites, bench_lib.plan_all(suites, traces, only, force)):
                 console.print(bench_lib.grid_table(suite, planned))

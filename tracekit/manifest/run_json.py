@@ -196,15 +196,17 @@ class RankSummary(Record):
     host_ms: Timer | None = None          # the rank's own time to issue one call (tracekit.capture.timers.host_times)
     peak_memory_MB: float | None = None
     compile_s: float | None = None
+    parameter_checksum: float | None = None   # sum of |w| after the run (DDP: equal on every rank in step)
 
 
 class Distributed(Record):
-    """A job of several ranks (:mod:`tracekit.capture.ranks`)."""
+    """A job of several ranks (:mod:`tracekit.capture.launcher`, :mod:`tracekit.capture.ranks`)."""
 
     world_size: int | None = None
     backend: str | None = None            # the process group's: nccl or gloo
-    parallel: str | None = None           # ddp or fsdp
+    parallel: str | None = None           # ddp, fsdp, ddp-no-overlap or fsdp-no-overlap
     launcher: str | None = None
+    launcher_log: str | None = None       # the launcher's and the ranks' output, in the run folder
     ranks: list[RankSummary] | None = None
 
 

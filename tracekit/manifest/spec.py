@@ -13,7 +13,9 @@ PHASES = ("inference", "forward", "forward-backward", "train-step")  # what each
 DEFAULT_WARMUP = 5       # calls after the first; covers Inductor's and CUDA-graph recording's warm-up runs
 DEFAULT_ITERS = 50       # unprofiled timed iterations
 DEFAULT_PROFILE_ITERS = 10  # iterations in the profiled window
-PARALLEL = ("ddp", "fsdp")  # how a run of several ranks shares the model (tracekit.capture.ranks)
+# How a run of several ranks shares the model (tracekit.capture.ranks.wrap): DDP or FSDP2 overlapping
+# communication with compute, or the same with one collective after backward (and, FSDP, one before forward).
+PARALLEL = ("ddp", "fsdp", "ddp-no-overlap", "fsdp-no-overlap")
 # Fields added after run.json files existed: written only when not at their default, so a
 # finished run's spec stays equal to the spec that would redo it (the bench's "done" test).
 LATER_FIELDS = {"seq": None, "threads": None, "repeats": 1, "nproc": 1, "parallel": "ddp"}
@@ -48,7 +50,7 @@ class RunSpec:
     threads: int | None = None
     repeats: int = 1
     nproc: int = 1           # ranks (processes) started by torch.distributed.run; 1: one process, no launcher
-    parallel: str = "ddp"    # with nproc > 1: "ddp" (DistributedDataParallel) or "fsdp" (FSDP2 fully_shard)
+    parallel: str = "ddp"    # with nproc > 1: one of PARALLEL (DistributedDataParallel, FSDP2 fully_shard...)
 
     def to_dict(self) -> dict:
         """The spec as run.json records it; fields added later (``LATER_FIELDS``) only when
@@ -120,7 +122,8 @@ def validate(spec: RunSpec) -> None:
         if value is not None and value < least:
             raise ValueError(f"{name} must be at least {least}, got {value}")
     if spec.parallel not in PARALLEL:
-        raise ValueError(f"unknown parallel {spec.parallel!r}: with nproc > 1 give parallel one of {', '.join(PARALLEL)}")
+        raise ValueError(f"unknown parallel {spec.parallel!r}: with nproc > 1 give parallel one of "
+                         f"{', '.join(PARALLEL)}")
     if spec.dtype not in DTYPES:
         raise ValueError(f"unknown dtype {spec.dtype!r}; valid dtypes: {', '.join(DTYPES)}")
     if spec.phase not in PHASES:

@@ -14,13 +14,14 @@ Format::
     model = ["vit16x6x384", "vit32x12x768"]
     mode = ["eager", "default", "reduce-overhead"]
     batch = [8]
-    [[claims]]               # optional: published claims the report checks (see tracekit.analysis.comparison.suite_comparison)
-    text = "..."
+    [[claims]]               # optional: published claims the report checks
+    text = "..."             # (see tracekit.analysis.comparison.suite_comparison)
 
 Loading checks the file's structure only. Model and mode names, and keys that
 are not (yet) fields of :class:`RunSpec`, are checked when the suite runs: such a
 cell becomes a "skipped" row with the reason, so a suite can name a backend
-or a field that this installation lacks.
+or a field that this installation lacks. ``tracekit bench --set FIELD=VALUE`` sets a
+field in every cell over the file's (:func:`load_suite`'s ``settings``).
 """
 
 from __future__ import annotations
@@ -87,8 +88,29 @@ class Suite:
     variant_cells: int | None = None  # the cells of the suite this one trims (None: unknown or unreadable)
 
 
-def load_suite(path: Path | str) -> Suite:
-    """Read a suite file and expand its grid, in file order, without duplicates.
+def parse_setting(text: str) -> tuple[str, object]:
+    """``FIELD=VALUE`` (``tracekit bench --set``) as (field, value): the value read as a TOML
+    value (``nproc=4`` an integer, ``parallel="fsdp"`` a string), else as the string written
+    (``parallel=fsdp``).
+
+    Raises:
+        SuiteError: no ``=``, or a field that is not a :class:`RunSpec` field.
+    """
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or key not in SPEC_FIELDS:
+        raise SuiteError(f"--set {text!r}: give FIELD=VALUE with a RunSpec field ({', '.join(SPEC_FIELDS)})")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return key, value
+
+
+def load_suite(path: Path | str, settings: dict | None = None) -> Suite:
+    """Read a suite file and expand its grid, in file order, without duplicates; ``settings``
+    (field -> value, ``tracekit bench --set``) override the file's in every cell (``nproc=4``: the
+    same grid on 4 ranks).
 
     Raises:
         SuiteError: unreadable TOML, an unknown top-level key, no [[grid]], a
@@ -107,7 +129,7 @@ def load_suite(path: Path | str) -> Suite:
         raise SuiteError(f"{path}: no [[grid]] blocks")
     cells: list[Cell] = []
     for block in grids:
-        merged = {**defaults, **block}
+        merged = {**defaults, **block, **(settings or {})}
         if "model" not in merged:
             raise SuiteError(f"{path}: a [[grid]] block without model")
         if bad := [k for k, v in merged.items() if isinstance(v, dict)]:

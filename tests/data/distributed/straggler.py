@@ -3,7 +3,9 @@ broken on purpose. Plain workload functions, ``fn(batch, dtype, device) -> (modu
 
 * ``straggler``: an MLP whose forward sleeps ``SLEEP_S`` on rank 1, so rank 1 arrives late
   at DDP's gradient all-reduce of each iteration;
-* ``broken_rank``: the same MLP, whose forward raises on rank 1.
+* ``broken_rank``: the same MLP, whose forward raises on rank 1;
+* ``hung_rank``: the same MLP, whose second forward never ends on rank 1 (the first is the
+  reference output's; the second the first call's, while rank 0 waits at DDP's all-reduce).
 """
 
 import time
@@ -19,16 +21,17 @@ def _rank() -> int:
 
 
 class _Late(nn.Module):
-    def __init__(self, broken: bool = False):
+    def __init__(self, broken: bool = False, hangs: bool = False):
         super().__init__()
         self.net = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 8))
-        self.broken = broken
+        self.broken, self.hangs, self.calls = broken, hangs, 0
 
     def forward(self, x):
+        self.calls += 1
         if _rank() == 1:
             if self.broken:
                 raise RuntimeError("rank 1 breaks on purpose")
-            time.sleep(SLEEP_S)
+            time.sleep(3600 if self.hangs and self.calls == 2 else SLEEP_S)
         return self.net(x)
 
 
@@ -38,3 +41,7 @@ def straggler(batch, dtype, device):
 
 def broken_rank(batch, dtype, device):
     return _Late(broken=True).to(device, dtype), (torch.randn(batch, 64, device=device, dtype=dtype),)
+
+
+def hung_rank(batch, dtype, device):
+    return _Late(hangs=True).to(device, dtype), (torch.randn(batch, 64, device=device, dtype=dtype),)
