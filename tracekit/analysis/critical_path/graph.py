@@ -158,7 +158,7 @@ class _Builder(SyncEdges):
         gnames = gpu["name"].astype(str).to_numpy()
         gkind = gpu["kind"].astype(str).to_numpy()
         labels = {(nm, k): kernel_class(nm, k) for nm, k in set(zip(gnames.tolist(), gkind.tolist()))}
-        gclass = np.array([labels[(nm, k)] for nm, k in zip(gnames.tolist(), gkind.tolist())], dtype=object)
+        gclass = self.gclass = np.array([labels[key] for key in zip(gnames.tolist(), gkind.tolist())], dtype=object)
         n_gpu = len(gpu)
         return {
             "kind": np.r_[np.full(n_host, HOST, np.int8), np.full(n_gpu, GPU, np.int8)],
