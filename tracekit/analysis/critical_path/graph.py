@@ -48,16 +48,12 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.critical_path.collective_edges import collective_edges
-from tracekit.analysis.critical_path.kinds import CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, SYNC, WAIT
+from tracekit.analysis.critical_path.gpu_edges import GpuEdges, median_finite
+from tracekit.analysis.critical_path.kinds import CPU, GPU, HANDOFF, HOST, SYNC
 from tracekit.analysis.critical_path.syncs import SyncEdges
 from tracekit.analysis.metrics.idle import SYNC_CALLS
 from tracekit.analysis.metrics.kernels import kernel_class
 from tracekit.trace.reader import EventTables
-
-# An op starting this long before its launch call returns started during the call (more than
-# the host/GPU clock skew seen on the H100 fixtures, 0.4 µs).
-OUTLASTS_US = 1.0
-GRAPH_LAUNCH = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
 
 
 @dataclass
@@ -103,12 +99,7 @@ class Graph:
         return len(self.kind)
 
 
-def _median(values: np.ndarray, default: float) -> float:
-    values = values[np.isfinite(values)]
-    return float(np.median(values)) if len(values) else default
-
-
-class _Builder(SyncEdges):
+class _Builder(SyncEdges, GpuEdges):
     """Collects one rank's nodes and edges; :func:`build` joins the ranks."""
 
     def __init__(self, tables: EventTables, rank: int, offset: int, threads: int, streams: int):
@@ -210,52 +201,7 @@ class _Builder(SyncEdges):
             self.add(lo_, b[handed], np.maximum(ts[b[handed]] - end[lo_], 0), HANDOFF)
 
     # --- GPU edges ----------------------------------------------------------------------------
-    def gpu_edges(self, waits: tuple[np.ndarray, np.ndarray]) -> None:
-        """Launch, stream and cross-stream wait edges into each GPU op: the one that bound its
-        start (the latest source end plus the typical lag of its kind) with its observed lag."""
-        gpu, n_host = self.gpu, self.n_host
-        ts, end = gpu["ts"].to_numpy(float), gpu["end"].to_numpy(float)
-        launch = self.launch_local
-        known = launch >= 0
-        call_end, call_ts = np.full(len(gpu), np.nan), np.full(len(gpu), np.nan)
-        call_end[known] = self.host["end"].to_numpy(float)[launch[known]]
-        call_ts[known] = self.hts[launch[known]]
-        order = np.lexsort((ts, self.stream))
-        prev = np.full(len(gpu), -1)
-        same = self.stream[order][1:] == self.stream[order][:-1]
-        prev[order[1:][same]] = order[:-1][same]
-        prev_end = np.where(prev >= 0, end[np.maximum(prev, 0)], np.nan)
-        launch_lag, stream_gap = ts - call_end, ts - prev_end
-        # an op that starts while its call still runs (a synchronous memcpy, a CUDA graph replay):
-        # its launch edge runs from the call's start
-        during = launch_lag < -OUTLASTS_US
-        w_src, w_dst = waits
-        wait_end = np.full(len(gpu), -np.inf)
-        np.maximum.at(wait_end, w_dst, end[w_src])
-        # typical lags: an op launched onto an idle stream / an op queued behind the previous one,
-        # leaving out the ops a cross-stream wait held back
-        free = ~(wait_end > np.fmax(call_end, prev_end))
-        self.launch_lag_us = _median(launch_lag[free & np.isfinite(launch_lag) & ~during & ~(prev_end > call_end)], 0.0)
-        self.stream_gap_us = _median(stream_gap[free & np.isfinite(stream_gap) & (prev_end > call_end)], np.nan)
-        gap = self.stream_gap_us if np.isfinite(self.stream_gap_us) else 0.0
-        start_of = np.where(during, call_ts, call_end)
-        candidates = np.vstack([np.nan_to_num(start_of + np.where(during, ts - call_ts, self.launch_lag_us), nan=-np.inf),
-                                np.nan_to_num(prev_end + gap, nan=-np.inf), wait_end])
-        binds = np.argmax(candidates, axis=0)
-        lag_l = np.where(binds == 0, ts - start_of, np.minimum(self.launch_lag_us, launch_lag))
-        lag_l[during] = (ts - call_ts)[during]
-        lag_s = np.where(binds == 1, stream_gap, np.minimum(gap, stream_gap))
-        w_obs = ts[w_dst] - end[w_src]
-        w_binding = (binds[w_dst] == 2) & (end[w_src] == wait_end[w_dst])
-        ops = np.arange(len(gpu)) + n_host
-        self.add(launch[known], ops[known], lag_l[known], LAUNCH, during[known])
-        has_prev = prev >= 0
-        self.add(prev[has_prev] + n_host, ops[has_prev], lag_s[has_prev], STREAM)
-        self.add(w_src + n_host, w_dst + n_host, np.where(w_binding, w_obs, np.minimum(gap, w_obs)), WAIT)
-        if (~known).any():
-            self.missing.append(f"{int((~known).sum())} of {len(gpu)} GPU ops have no launch call in the "
-                                "trace (launched before the profiler started, or not recorded): they keep their "
-                                "observed start")
+
 
 def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     """The dependency graph of one trace, or of a job's per-rank traces.
@@ -297,12 +243,12 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     s_dst = np.concatenate([d for _, d in syncs]) if syncs else np.zeros(0, np.int64)
     observed = node["end"][s_dst] - node["end"][s_src] if len(s_dst) else np.zeros(0)
     waited = node["end"][s_src] > node["ts"][s_dst] if len(s_dst) else np.zeros(0, bool)
-    sync_lag = _median(observed[waited], 0.0)
+    sync_lag = median_finite(observed[waited], 0.0)
     last = pd.Series(node["end"][s_src]).groupby(s_dst).transform("max").to_numpy() if len(s_dst) else observed
     binding = waited & (node["end"][s_src] == last)
     s_lag = np.where(binding, observed, np.minimum(sync_lag, observed))
     idle_dur = node["dur"][s_dst][~waited] if len(s_dst) else np.zeros(0)
-    own = min(_median(idle_dur, sync_lag), sync_lag) if len(idle_dur) else sync_lag
+    own = min(median_finite(idle_dur, sync_lag), sync_lag) if len(idle_dur) else sync_lag
     for d in np.unique(s_dst[binding]).tolist():
         base[d] = min(base[d], own)
     edges.append((s_src, s_dst, s_lag, np.full(len(s_src), SYNC, np.int8), np.zeros(len(s_src), bool)))
@@ -312,5 +258,5 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     cat = [np.concatenate([e[i] for e in edges]) if edges else np.zeros(0) for i in range(5)]
     return Graph(**node, base=base, src=cat[0].astype(np.int64), dst=cat[1].astype(np.int64), lag=cat[2].astype(float),
                  edge_kind=cat[3].astype(np.int8), at_start=cat[4].astype(bool),
-                 launch_lag_us=_median(np.array(lags["launch"]), 0.0),
-                 stream_gap_us=_median(np.array(lags["stream"]), np.nan), sync_lag_us=sync_lag, missing=missing)
+                 launch_lag_us=median_finite(np.array(lags["launch"]), 0.0),
+                 stream_gap_us=median_finite(np.array(lags["stream"]), np.nan), sync_lag_us=sync_lag, missing=missing)
