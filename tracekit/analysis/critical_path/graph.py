@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.critical_path.collective_edges import collective_edges
+from tracekit.analysis.critical_path.collective_edges import collective_edges, rank_collectives
 from tracekit.analysis.critical_path.gpu_edges import GpuEdges, median_finite
-from tracekit.analysis.critical_path.kinds import CPU, GPU, HANDOFF, HOST, SYNC
+from tracekit.analysis.critical_path.kinds import COMM, CPU, GPU, HANDOFF, HOST, SYNC
 from tracekit.analysis.critical_path.syncs import SyncEdges
 from tracekit.analysis.metrics.idle import SYNC_CALLS
 from tracekit.analysis.metrics.kernels import kernel_class
@@ -70,7 +70,9 @@ class Graph:
     for a sync call that waited). Edges (``src``, ``dst``, ``lag`` µs, ``edge_kind``,
     ``at_start``: an end edge from the source's start) as arrays. ``launch_lag_us``,
     ``stream_gap_us`` (NaN where no op queued behind another), ``sync_lag_us``: the typical lags. ``missing``: what the trace
-    lacks for a complete graph, one sentence each.
+    lacks for a complete graph, one sentence each. ``collective``: per node, the collective a
+    collective kernel runs (``all_reduce``...: :func:`tracekit.analysis.distributed.collectives.collective_name`),
+    "" for the others.
     """
 
     kind: np.ndarray
@@ -94,6 +96,7 @@ class Graph:
     stream_gap_us: float = 0.0
     sync_lag_us: float = 0.0
     missing: list[str] = field(default_factory=list)
+    collective: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -200,7 +203,6 @@ class _Builder(SyncEdges, GpuEdges):
             self.add(a[handed], fo, np.maximum(ts[fo] - end[a[handed]], 0), HANDOFF)
             self.add(lo_, b[handed], np.maximum(ts[b[handed]] - end[lo_], 0), HANDOFF)
 
-    # --- GPU edges ----------------------------------------------------------------------------
 
 
 def build(ranks: list[tuple[int, EventTables]]) -> Graph:
@@ -216,7 +218,7 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     syncs = []
     offset = threads = streams = 0
     lags = {"launch": [], "stream": [], "sync": []}
-    builders = []
+    calls = []
     for rank, tables in ranks:
         b = _Builder(tables, rank, offset, threads, streams)
         nodes = b.nodes()
@@ -230,7 +232,8 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
         syncs.append((b.sync_src + offset, b.sync_dst + offset))
         lags["launch"].append(b.launch_lag_us)
         lags["stream"].append(b.stream_gap_us)
-        builders.append(b)
+        if (b.gclass == COMM).any():
+            calls.append(rank_collectives(tables, offset + b.n_host).assign(rank=rank))
         offset += len(nodes["kind"])
         threads = int(nodes["thread"].max()) + 1 if b.n_host else threads
         streams = int(nodes["stream"].max()) + 1 if len(b.gpu) else streams
@@ -253,10 +256,14 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
         base[d] = min(base[d], own)
     edges.append((s_src, s_dst, s_lag, np.full(len(s_src), SYNC, np.int8), np.zeros(len(s_src), bool)))
     if len(ranks) > 1:
-        edges.append(collective_edges(ranks, node, base, builders))
+        edges.append(collective_edges(calls, node, base))
+    collective = np.full(n, "", dtype=object)
+    for c in calls:
+        collective[c["node"].to_numpy(np.int64)] = c["collective"].to_numpy(dtype=object)
     edges = [e for e in edges if len(e[0])]
     cat = [np.concatenate([e[i] for e in edges]) if edges else np.zeros(0) for i in range(5)]
     return Graph(**node, base=base, src=cat[0].astype(np.int64), dst=cat[1].astype(np.int64), lag=cat[2].astype(float),
                  edge_kind=cat[3].astype(np.int8), at_start=cat[4].astype(bool),
                  launch_lag_us=median_finite(np.array(lags["launch"]), 0.0),
-                 stream_gap_us=median_finite(np.array(lags["stream"]), np.nan), sync_lag_us=sync_lag, missing=missing)
+                 stream_gap_us=median_finite(np.array(lags["stream"]), np.nan), sync_lag_us=sync_lag, missing=missing,
+                 collective=collective)

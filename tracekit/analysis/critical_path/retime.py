@@ -54,6 +54,11 @@ def rank_factor(scale: Scale, rank: int) -> float:
     return float(scale.get(rank, 1.0)) if isinstance(scale, Mapping) else float(scale)
 
 
+def times(scale: Scale, by: float) -> Scale:
+    """``scale`` times ``by`` (each rank's factor, where one per rank)."""
+    return {r: f * by for r, f in scale.items()} if isinstance(scale, Mapping) else float(scale) * by
+
+
 def node_factors(g: Graph, scale: Scale) -> np.ndarray:
     """The factor ``scale`` gives each node's rank (an array as long as the graph)."""
     if not isinstance(scale, Mapping):
