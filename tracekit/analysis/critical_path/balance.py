@@ -7,7 +7,8 @@ takes that excess away and re-times the job's graph, collectives and all: what t
 if no rank did more than the others.
 
 Per iteration and rank, its *host work* is the time of its host calls and the CPU time between
-them (the graph's host node durations and ``cpu``/``handoff`` lags, calibrated), its *GPU work*
+them (the graph's host node durations and ``cpu``/``handoff`` lags between calls of the iteration,
+calibrated), its *GPU work*
 the time of its GPU ops but collectives (a collective's time is waiting and transfer, which the
 re-timing gives). A rank's excess is its work less the median of the other ranks' (of two ranks:
 the other's), where positive. Ranks of one data-parallel job run the same code, so their
@@ -27,19 +28,25 @@ from tracekit.analysis.critical_path.graph import Graph
 from tracekit.analysis.critical_path.kinds import COMM, CPU, GPU, HANDOFF, HOST
 
 
-def _pieces(g: Graph, lag: np.ndarray) -> pd.DataFrame:
+def _within(g: Graph, step: np.ndarray) -> np.ndarray:
+    """The ``cpu`` and ``handoff`` edges between two host calls of one iteration (a bool per edge):
+    the CPU time before an iteration's first call is the previous iteration's, or idle."""
+    return ((g.edge_kind == CPU) | (g.edge_kind == HANDOFF)) & (step[g.src] == step[g.dst])
+
+
+def _pieces(g: Graph, step: np.ndarray, lag: np.ndarray) -> pd.DataFrame:
     """One row per host node and non-collective GPU op in an iteration: node, rank, step, host
-    (bool), key (its place in its rank's iteration: thread order and position for a host call,
-    position in launch order for a GPU op) and its incoming CPU time (cpu_us)."""
+    (bool), thread, order (its thread's place among its rank's threads; -1 for a GPU op), ts (its
+    launch call's start for a GPU op) and its incoming CPU time within the iteration (cpu_us)."""
     cpu_in = np.zeros(len(g))
-    into = (g.edge_kind == CPU) | (g.edge_kind == HANDOFF)
+    into = _within(g, step)
     np.add.at(cpu_in, g.dst[into], lag[into])
     host = g.kind == HOST
     work = host | ((g.kind == GPU) & (g.klass != COMM))
     nodes = np.flatnonzero(work)
     launch_ts = np.where((g.kind == GPU) & (g.launch >= 0), g.ts[np.maximum(g.launch, 0)], g.ts)
-    frame = pd.DataFrame({"node": nodes, "rank": g.rank[nodes], "host": host[nodes], "thread": g.thread[nodes],
-                          "ts": launch_ts[nodes], "cpu_us": cpu_in[nodes]})
+    frame = pd.DataFrame({"node": nodes, "rank": g.rank[nodes], "step": step[nodes], "host": host[nodes],
+                          "thread": g.thread[nodes], "ts": launch_ts[nodes], "cpu_us": cpu_in[nodes]})
     # a thread's order within its rank: by its first call (main thread, then autograd's...)
     first = frame[frame["host"]].groupby(["rank", "thread"])["ts"].min().rename("first").reset_index()
     first["order"] = first.groupby("rank")["first"].rank(method="first").astype(np.int64)
@@ -61,8 +68,8 @@ def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd
         Per (rank, step): host_excess_us and gpu_excess_us (the work taken away, µs) and matched
         (True: piece by piece; False: in proportion, the ranks' iterations differing).
     """
-    into = (g.edge_kind == CPU) | (g.edge_kind == HANDOFF)
-    frame = _pieces(g, lag).assign(step=lambda f: step[f["node"].to_numpy()])
+    into = _within(g, step)
+    frame = _pieces(g, step, lag)
     frame = frame[frame["step"] >= 0]
     frame["work"] = base[frame["node"].to_numpy()] + frame["cpu_us"]
     scale = np.ones(len(g))

@@ -176,12 +176,14 @@ def calibrate_job(g: Graph, step, markers: dict, measured_ms: float | None,
     lo, hi = HOST_SCALE_MIN / min(h.values()), HOST_SCALE_MAX / max(h.values())
     why = (f"no unprofiled host time per call for rank {', '.join(map(str, lacking))} (run.json "
            "distributed.ranks[i].host_ms): the ranks keep their traced relative host speeds; " if lacking else "")
-    if (low := model(times(h, lo))) < measured_ms * (1 - GPU_BOUND_MARGIN):
+    if model(times(h, lo)) < measured_ms * (1 - GPU_BOUND_MARGIN):
         if (high := model(times(h, hi))) < measured_ms:
             return Calibration(times(h, hi), 1.0, traced, high, measured_ms, True,
                                why + f"the unprofiled step ({measured_ms:.3f} ms) is above the model with every "
                                f"host at its most ({high:.3f} ms): an unreliable unprofiled timing?")
-        c = _bisect(lambda x: model(times(h, x)), lo, hi, measured_ms)
+        at_own = model(h)
+        c = 1.0 if abs(at_own - measured_ms) <= TOLERANCE * measured_ms else \
+            _bisect(lambda x: model(times(h, x)), lo, hi, measured_ms)
         return Calibration(times(h, c), 1.0, traced, model(times(h, c)), measured_ms, True,
                            why + f"host-bound: each rank's host time x{c:.2f} beyond its own measured factor"
                            if not lacking else why + "host-bound: one host factor fitted to the step")
