@@ -50,12 +50,14 @@ class GpuEdges:
         # typical lags: an op launched onto an idle stream / an op queued behind the previous one,
         # leaving out the ops a cross-stream wait held back
         free = ~(wait_end > np.fmax(call_end, prev_end))
-        self.launch_lag_us = median_finite(launch_lag[free & np.isfinite(launch_lag) & ~during & ~(prev_end > call_end)], 0.0)
+        idle = free & np.isfinite(launch_lag) & ~during & ~(prev_end > call_end)
+        self.launch_lag_us = median_finite(launch_lag[idle], 0.0)
         self.stream_gap_us = median_finite(stream_gap[free & np.isfinite(stream_gap) & (prev_end > call_end)], np.nan)
         gap = self.stream_gap_us if np.isfinite(self.stream_gap_us) else 0.0
         start_of = np.where(during, call_ts, call_end)
-        candidates = np.vstack([np.nan_to_num(start_of + np.where(during, ts - call_ts, self.launch_lag_us), nan=-np.inf),
-                                np.nan_to_num(prev_end + gap, nan=-np.inf), wait_end])
+        by_launch = start_of + np.where(during, ts - call_ts, self.launch_lag_us)
+        candidates = np.vstack([np.nan_to_num(by_launch, nan=-np.inf), np.nan_to_num(prev_end + gap, nan=-np.inf),
+                                wait_end])
         binds = np.argmax(candidates, axis=0)
         lag_l = np.where(binds == 0, ts - start_of, np.minimum(self.launch_lag_us, launch_lag))
         lag_l[during] = (ts - call_ts)[during]

@@ -9,9 +9,10 @@ alone:
   (Python, the framework, the ops that dispatch the next launch). A call nested in
   another of its thread is part of it (its GPU ops belong to the outer call).
 * ``handoff``: a thread whose gap between two calls holds another thread's calls (of the
-  same process, each begun and ended inside the gap) waited for that thread: autograd runs backward on its own device thread
-  while the calling thread waits in ``backward()``. The gap is then two edges through the
-  other thread's first and last calls, and not CPU time of the waiting thread.
+  same process, each begun and ended inside the gap) waited for that thread: autograd runs
+  backward on its own device thread while the calling thread waits in ``backward()``. The
+  gap is then two edges through the other thread's first and last calls, and not CPU time
+  of the waiting thread.
 * ``launch``: a launch call before its GPU ops: an op starts no earlier than its call's
   end plus the launch latency (on the H100 ViT fixture an idle GPU started a kernel
   1.9 µs, median, after its launch call returned; 8.8 µs after the call began).
@@ -69,10 +70,10 @@ class Graph:
     table), ``base`` (the node's own duration when nothing holds its end: ``dur``, less
     for a sync call that waited). Edges (``src``, ``dst``, ``lag`` µs, ``edge_kind``,
     ``at_start``: an end edge from the source's start) as arrays. ``launch_lag_us``,
-    ``stream_gap_us`` (NaN where no op queued behind another), ``sync_lag_us``: the typical lags. ``missing``: what the trace
-    lacks for a complete graph, one sentence each. ``collective``: per node, the collective a
-    collective kernel runs (``all_reduce``...: :func:`tracekit.analysis.distributed.collectives.collective_name`),
-    "" for the others.
+    ``stream_gap_us`` (NaN where no op queued behind another), ``sync_lag_us``: the typical lags.
+    ``missing``: what the trace lacks for a complete graph, one sentence each. ``collective``:
+    per node, the collective a collective kernel runs (``all_reduce``...:
+    :func:`tracekit.analysis.distributed.collectives.collective_name`), "" for the others.
     """
 
     kind: np.ndarray
