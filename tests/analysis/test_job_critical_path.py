@@ -3,6 +3,7 @@ a late rank at an all-reduce, compute waiting on the comm stream without cuda_sy
 straggler, a GPU straggler; each rank calibrated; a job lacking a rank."""
 
 import json
+import math
 
 import pytest
 from click.testing import CliRunner
@@ -231,3 +232,29 @@ def test_a_job_lacking_a_rank_is_predicted_from_the_others_and_names_it(tmp_path
     assert r.exit_code == 10 and out["ranks_missing"] == [1] and out["unreadable"][0]["code"] == 5
     a = tracekit.analyze(folder)                       # analyze reads the other rank all the same
     assert a.runs["rank"].tolist() == [0] and len(a.errors) == 1
+
+
+@pytest.mark.parametrize("spread_ms, named", [(0.2, False), (0.05, True)])
+def test_a_straggler_is_named_only_beyond_the_runs_noise(tmp_path, spread_ms, named):
+    # rank 1's gemm is 100 µs longer: it arrives last at every all_reduce (the wait rules name it), but it
+    # changes the step by 0.1 ms, within a spread of step times (p10-p90) of 0.2 ms and beyond one of 0.05
+    samples = [0.571 - spread_ms / 2, 0.571, 0.571 + spread_ms / 2] * 4
+    folder = _job_folder(tmp_path, _job(gemm_us=(300, 400)), 0.571, (0.571, 0.571), samples)
+    manifest = json.loads((folder / "run.json").read_text())
+    manifest["latency_ms"].update(p10=min(samples), p90=max(samples))
+    (folder / "run.json").write_text(json.dumps(manifest))
+    job = tracekit.analyze(folder)["jobs"].iloc[0]
+    assert job["noise_ms"] == pytest.approx(spread_ms) and job["straggler_excess_ms"] == pytest.approx(0.1)
+    assert math.isnan(job["balance_could_save_ms"])            # absent without the job's critical path
+    if named:
+        assert job["straggler"] == 1 and "rank 1: last at 3 of 3 collectives" in job["finding"]
+    else:
+        assert job["straggler"] is None and "within the run's noise of 0.200 ms" in job["no_straggler_because"]
+    # with the critical path: balancing's predicted saving, calibrated, in unprofiled ms a step
+    a = tracekit.analyze(folder, critical_path=True)
+    job = a["jobs"].iloc[0]
+    assert job["cp_calibrated"] and job["cp_step_ms"] == pytest.approx(0.571, rel=0.003)
+    assert job["balance_could_save_ms"] == pytest.approx(0.1, rel=0.05)
+    assert (job["straggler"] == 1) == named
+    path = a["job_critical_path"].set_index(["rank", "step"])
+    assert path.loc[(0, 2), "rank_wait_us"] > 400 and path.loc[(1, 2), "rank_wait_us"] == 0

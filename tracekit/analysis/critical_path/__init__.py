@@ -91,6 +91,17 @@ def steady_latency_us(iterations: pd.DataFrame) -> float:
     return float(np.median(lat)) if len(lat) else float("nan")
 
 
+def steady_rows(split: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a table per (rank, step) (a critical path's split; per (job, rank, step) where it
+    has a job) that a mean per iteration takes: each rank's first iteration left out where that
+    rank has three or more (it starts on an idle GPU, as in :func:`steady_latency_us`)."""
+    if split.empty:
+        return split
+    keys = ["job", "rank"] if "job" in split else ["rank"]
+    nth = split.sort_values([*keys, "step"]).groupby(keys).cumcount().reindex(split.index)
+    return split[(nth > 0) | (split.groupby(keys)["step"].transform("size") < 3)]
+
+
 def can_analyze(ranks: list[tuple[int, EventTables]]) -> str | None:
     """Why no critical path can be made of these traces (one sentence), or None."""
     if not any(len(t.gpu_ops) for _, t in ranks):

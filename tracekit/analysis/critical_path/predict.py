@@ -15,7 +15,14 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.critical_path import CriticalPath, _retimed, can_analyze, cannot_retime_launches, prepare
+from tracekit.analysis.critical_path import (
+    CriticalPath,
+    _retimed,
+    can_analyze,
+    cannot_retime_launches,
+    prepare,
+    steady_rows,
+)
 from tracekit.analysis.critical_path.calibrate import Calibration, calibrate, calibrate_job
 from tracekit.analysis.critical_path.edits import Edit, Replay, apply, gpu_names
 from tracekit.analysis.critical_path.run_inputs import run_inputs
@@ -118,15 +125,10 @@ def _known(value: float | None, digits: int | None = None) -> float | None:
 
 
 def _per_iteration(split: pd.DataFrame) -> dict:
-    """The mean µs of latency_us and each ``<part>_us`` over the rows of a critical path's split,
-    each rank's first iteration left out where that rank has three or more (it starts on an idle
-    GPU, as in :func:`tracekit.analysis.critical_path.steady_latency_us`), each rounded to 0.01 µs."""
-    if not len(split):
-        return {}
-    nth = split.sort_values(["rank", "step"]).groupby("rank").cumcount().reindex(split.index)
-    count = split.groupby("rank")["step"].transform("size")
-    rows = split[(nth > 0) | (count < 3)]
-    return {c: round(float(rows[c].mean()), 2) for c in split.columns if c.endswith("_us")}
+    """The mean µs of latency_us and each ``<part>_us`` over the steady rows of a critical path's
+    split (:func:`tracekit.analysis.critical_path.steady_rows`), each rounded to 0.01 µs."""
+    rows = steady_rows(split)
+    return {c: round(float(rows[c].mean()), 2) for c in split.columns if c.endswith("_us")} if len(rows) else {}
 
 
 def _excess(balanced: pd.DataFrame | None, after: pd.DataFrame) -> pd.DataFrame:

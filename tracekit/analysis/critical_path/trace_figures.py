@@ -15,7 +15,14 @@ import math
 
 import pandas as pd
 
-from tracekit.analysis.critical_path import analyze, can_analyze, cannot_retime_launches, name_segments, top
+from tracekit.analysis.critical_path import (
+    analyze,
+    can_analyze,
+    cannot_retime_launches,
+    name_segments,
+    steady_rows,
+    top,
+)
 from tracekit.analysis.critical_path.edits import Edit, default_replay
 from tracekit.analysis.critical_path.path import PARTS, marker_table
 from tracekit.analysis.critical_path.predict import predict
@@ -74,7 +81,7 @@ def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
         notes = ["uncalibrated: the profiled window as traced (no unprofiled latency)"]
     if options.critical_path:
         split = path.split
-        rows = split.iloc[1:] if len(split) >= 3 else split
+        rows = steady_rows(split)
         mean = {c: float(rows[c].mean()) for c in rows.columns if c.endswith("_us")}
         total = mean.get("latency_us", NAN)
         row["cp_latency_us"] = path.latency_us()

@@ -11,8 +11,8 @@ ranked traces of one folder. Per-rank figures are the per-trace analyses
   cause the trace alone gave it, :func:`tracekit.analysis.distributed.stragglers.rank_wait_idle`),
   computation, communication, overlap, exposed communication, the time its collectives
   waited for later ranks, a verdict and what each remedy could save;
-* ``jobs``: per job, its ranks, the straggler, the job's verdict and remedies, and
-  a ``finding`` sentence;
+* ``jobs``: per job, its ranks (and those it lacks), the straggler, the job's verdict and
+  remedies, and a ``finding`` sentence;
   ``job_balance``: per job and rank figure (span, busy, idle and each idle cause,
   computation, communication, exposed communication, rank wait), the median and
   maximum over the ranks and their imbalance (max / median);
@@ -20,11 +20,28 @@ ranked traces of one folder. Per-rank figures are the per-trace analyses
 
 Verdict of a rank: whichever is largest of computation, exposed communication and
 host wait (idle, the GPU waiting for launches) is what bounds it: ``compute-bound``,
-``communication-bound`` or ``launch-bound``. What each remedy could save per iteration,
-at most: *better overlap* the exposed communication that was not waiting for another
-rank; *balancing the straggler* the time the rank waited for later ranks; *CUDA graphs*
-its host wait. A job's verdict is that of its mean rank; its remedies: the median
-rank's overlap and CUDA-graph savings, and the most any rank waited for the others.
+``communication-bound`` or ``launch-bound``. What each remedy could save per profiled
+iteration, at most: *better overlap* the exposed communication that was not waiting for
+another rank; *CUDA graphs* its host wait; and the time the rank waited for later ranks
+(``rank_wait_us_per_iter``), which is no saving: ranks that take turns being late wait for
+each other without any of them slowing the step. A job's verdict is that of its mean rank; its
+remedies: the median rank's overlap and CUDA-graph savings.
+
+*Balancing* is judged in unprofiled time (issue 38). ``noise_ms``, the run-to-run noise measured
+in the same run, is the spread of the job's step times, p90 - p10 of run.json's ``latency_ms``
+(the slowest rank of each timed iteration): a change smaller than it leaves the step's p10-p90
+range overlapping its own, which tracekit calls inconclusive for a speedup
+(:mod:`tracekit.analysis.comparison.trust`). ``straggler_excess_ms`` is the work per iteration
+the rank that caused most waiting does beyond the other ranks' median: host (its unprofiled host
+time per call, run.json ``distributed.ranks[i].host_ms``) and GPU (its computation per profiled
+iteration: kernels barely slow under the profiler); balancing it away cannot save more.
+``balance_could_save_ms`` is what balancing saves by the job's calibrated critical path
+(``tracekit analyze --critical-path``: the ``balance-ranks`` what-if,
+:mod:`tracekit.analysis.critical_path.job_figures`), absent without it or where the model could not
+be calibrated. A straggler is named only when, besides the wait rules of
+:mod:`tracekit.analysis.distributed.stragglers`, what it changes in the step (the saving where
+predicted, else its excess work) is beyond the noise; where the run has no unprofiled timing the
+noise is unknown and the wait rules alone name it.
 """
 
 from __future__ import annotations
@@ -38,11 +55,14 @@ import pandas as pd
 
 from tracekit.analysis.distributed import stragglers
 from tracekit.analysis.metrics.idle import CAUSES
+from tracekit.manifest import Manifest
 
 RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.I)
 CAUSES_IN_JOB = (*CAUSES, "rank_wait")
 JOB_METRICS = ["active_span_us", "gpu_busy_us", "idle_us", *[f"idle_{c}_us" for c in CAUSES_IN_JOB],
                "computation_us", "communication_us", "exposed_communication_us", "rank_wait_us"]
+# The job's critical-path figures (tracekit.analysis.critical_path.job_figures), NaN where not computed.
+PREDICTED = ("cp_step_ms", "balance_predicted_ms", "balance_could_save_ms", "cp_rank_wait_share", "cp_comm_share")
 VERDICTS = {"computation_us": "compute-bound", "exposed_communication_us": "communication-bound",
             "idle_host_wait_us": "launch-bound"}
 
@@ -57,6 +77,17 @@ def rank_of(meta: dict, path: PurePath | str) -> int | None:
         pass
     m = RANK_IN_NAME.search(PurePath(path).name)
     return int(m.group(1)) if m else None
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """Ranks as text, consecutive ones as a range: "0, 2-5, 7" ("" for none)."""
+    spans: list[list[int]] = []
+    for r in sorted(ranks):
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def labelled(row: dict) -> str:
@@ -119,7 +150,7 @@ def _judge(out: pd.DataFrame) -> pd.DataFrame:
     out["overlap_could_save_us_per_iter"] = [
         _per_iter(max(e - w, 0.0), n) for e, w, n in zip(out["exposed_communication_us"].fillna(0),
                                                          out["rank_wait_us"], iters)]
-    out["balance_could_save_us_per_iter"] = [_per_iter(w, n) for w, n in zip(out["rank_wait_us"], iters)]
+    out["rank_wait_us_per_iter"] = [_per_iter(w, n) for w, n in zip(out["rank_wait_us"], iters)]
     out["cuda_graphs_could_save_us_per_iter"] = [_per_iter(h, n) for h, n in zip(out["idle_host_wait_us"], iters)]
     return out
 
@@ -133,12 +164,57 @@ def balance(job: str, ranks: pd.DataFrame) -> pd.DataFrame:
                          "max_us": top.to_numpy(), "imbalance": (top / med.where(med > 0)).to_numpy()})
 
 
-def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.DataFrame, info: dict) -> dict:
-    """One row of the ``jobs`` table: ranks, backend, matched collectives, the straggler
-    (or ``no_straggler_because``: :func:`stragglers.no_straggler_because`), the verdict of
-    the mean rank and the remedies (see the module docstring)."""
+def noise_ms(manifest: Manifest | None) -> float:
+    """The run-to-run noise measured in a job's run (ms): p90 - p10 of its step times (run.json
+    ``latency_ms``: the slowest rank of each timed iteration); NaN without them (module docstring)."""
+    if manifest is None:
+        return math.nan
+    return manifest.latency("p90") - manifest.latency("p10")
+
+
+def excess_ms(ranks: pd.DataFrame, rank: int, manifest: Manifest | None) -> float:
+    """The work per iteration ``rank`` does beyond the other ranks' median (ms): its unprofiled host
+    time per call (run.json ``distributed.ranks[i].host_ms`` median) and its computation per
+    profiled iteration, each less the other ranks' median, where positive; NaN where a rank's host
+    time is not recorded (jobs traced before issue 37)."""
+    own = {r.rank: r.host_ms.median for r in (manifest.distributed.ranks or [])
+           if r.host_ms is not None and r.host_ms.median is not None} \
+        if manifest is not None and manifest.distributed else {}
+    r = ranks.set_index("rank")
+    if rank not in r.index or not set(r.index) <= set(own):
+        return math.nan
+    others = r.drop(index=rank)
+    compute = (r["computation_us"] / r["iterations"]).astype(float)
+    gpu = float(compute[rank] - compute.drop(index=rank).median()) / 1e3
+    host = own[rank] - float(np.median([own[o] for o in others.index]))
+    return max(host, 0.0) + (max(gpu, 0.0) if math.isfinite(gpu) else 0.0)
+
+
+def _beyond_noise(row: dict, effect: float, noise: float, what: str) -> None:
+    """Unname ``row``'s straggler when what it changes in the step (``effect``, ms) is within the
+    run's ``noise`` (ms), saying why in no_straggler_because."""
+    if row["straggler"] is None or not (math.isfinite(effect) and math.isfinite(noise)) or effect > noise:
+        return
+    row["no_straggler_because"] = (f"rank {row['straggler']} caused most of the waiting, but {what} is "
+                                   f"{effect:.3f} ms a step, within the run's noise of {noise:.3f} ms (p10-p90 of "
+                                   "the job's step times)")
+    row.update(straggler=None, straggler_times_last=0, straggler_wait_caused_us=0.0)
+
+
+def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.DataFrame, info: dict,
+            manifest: Manifest | None = None, predicted: dict | None = None) -> dict:
+    """One row of the ``jobs`` table: ranks (present, ``world_size``, ``ranks_missing``), backend,
+    matched collectives, the straggler (or ``no_straggler_because``:
+    :func:`stragglers.no_straggler_because`, or within the noise), the verdict of the mean rank,
+    the remedies, noise_ms, straggler_excess_ms and balance_could_save_ms (see the module
+    docstring; ``manifest``: the job's run.json; ``predicted``: the job's critical-path figures,
+    :func:`tracekit.analysis.critical_path.job_figures.job_figures`' row)."""
     consistent = matched["consistent"].astype(bool) if len(matched) else pd.Series(dtype=bool)
-    row = {"job": job, "ranks": len(ranks), "world_size": info.get("world_size"), "backend": info.get("backend"),
+    world = info.get("world_size")
+    present = set(ranks["rank"].astype(int))
+    row = {"job": job, "ranks": len(ranks), "world_size": world, "backend": info.get("backend"),
+           "ranks_missing": rank_ranges(sorted(set(range(int(world))) - present))
+           if world == world and world and int(world) > 1 else "",
            "collectives_matched": len(matched), "collectives_inconsistent": int((~consistent).sum()),
            "wait_caused_us": float(matched["wait_caused_us"].sum()) if len(matched) else 0.0,
            "comm_comp_overlap_median": float(ranks["comm_comp_overlap"].median())}
@@ -152,8 +228,15 @@ def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.D
     judged = _judge(mean)
     row.update(verdict=judged["verdict"].iloc[0], evidence=judged["evidence"].iloc[0],
                overlap_could_save_us_per_iter=float(ranks["overlap_could_save_us_per_iter"].median()),
-               balance_could_save_us_per_iter=float(ranks["balance_could_save_us_per_iter"].max()),
                cuda_graphs_could_save_us_per_iter=float(ranks["cuda_graphs_could_save_us_per_iter"].median()))
+    top = int(straggle["rank"].iloc[0]) if len(straggle) else None
+    row.update(noise_ms=noise_ms(manifest),
+               straggler_excess_ms=excess_ms(ranks, top, manifest) if top is not None else math.nan)
+    row.update({"cp_calibrated": False, "cp_note": "", **dict.fromkeys(PREDICTED, math.nan), **(predicted or {})})
+    if math.isfinite(row["balance_could_save_ms"]):
+        _beyond_noise(row, row["balance_could_save_ms"], row["noise_ms"], "what balancing it saves")
+    else:
+        _beyond_noise(row, row["straggler_excess_ms"], row["noise_ms"], "its work beyond the other ranks'")
     row["finding"] = finding(row)
     return row
 
@@ -162,10 +245,16 @@ def finding(row: dict) -> str:
     """The job in a sentence: ranks, verdict, straggler, impossible matches (a ``jobs`` row)."""
     text = (f"{row['job']}: {row['ranks']} ranks ({row['backend'] or 'backend unknown'}), {row['verdict']} "
             f"({row['evidence']})")
+    if row.get("ranks_missing"):
+        text += f"; lacks rank {row['ranks_missing']} of {row['world_size']}"
     if row["straggler"] is not None:
         text += (f"; straggler rank {row['straggler']}: last at {row['straggler_times_last']} of "
                  f"{row['collectives_matched'] - row['collectives_inconsistent']} collectives, the others waited "
-                 f"{row['straggler_wait_caused_us'] / 1e3:.3f} ms for it")
+                 f"{row['straggler_wait_caused_us'] / 1e3:.3f} ms for it in the profiled window")
+        if math.isfinite(row.get("balance_could_save_ms", math.nan)):
+            text += f"; balancing could save {row['balance_could_save_ms']:.3f} ms a step (predicted)"
+        if not math.isfinite(row.get("noise_ms", math.nan)):
+            text += " (no unprofiled timing: its effect on the step time is unknown)"
     else:
         text += f"; no straggler ({row['no_straggler_because']})"
     if row["collectives_inconsistent"]:
@@ -175,13 +264,18 @@ def finding(row: dict) -> str:
     return text
 
 
-def analyze_jobs(runs: pd.DataFrame, calls: pd.DataFrame, pieces: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def analyze_jobs(runs: pd.DataFrame, calls: pd.DataFrame, pieces: pd.DataFrame,
+                 manifests: dict[str, Manifest] | None = None, predicted: dict[str, dict] | None = None
+                 ) -> dict[str, pd.DataFrame]:
     """Every job among the analyzed runs.
 
     Args:
         runs: Analysis.runs with ``job`` and ``rank`` (NaN for traces of no job).
         calls: the ``collectives`` table of every trace (with run, trace, rank, call).
         pieces: the ``collective_idle`` table of every trace (with trace, rank, call).
+        manifests: job -> its run.json (a job of a run folder), for the noise and each rank's host time.
+        predicted: job -> its critical-path figures (:func:`tracekit.analysis.critical_path.job_figures.job_figures`),
+            where computed.
 
     Returns:
         {"jobs", "job_balance", "ranks", "collective_calls", "stragglers"}: DataFrames,
@@ -210,7 +304,10 @@ def analyze_jobs(runs: pd.DataFrame, calls: pd.DataFrame, pieces: pd.DataFrame) 
             else pd.DataFrame(columns=stragglers.STRAGGLER_COLUMNS)
         info = {k: rows[k].dropna().iloc[0] if k in rows and rows[k].notna().any() else None
                 for k in ("world_size", "backend")}
-        out["jobs"].append(pd.DataFrame([job_row(job, ranks, straggle, matched, info)]))
+        row = job_row(job, ranks, straggle, matched, info, (manifests or {}).get(job), (predicted or {}).get(job))
+        if len(straggle):
+            straggle = straggle.assign(straggler=straggle["rank"].eq(row["straggler"]) & straggle["straggler"])
+        out["jobs"].append(pd.DataFrame([row]))
         out["job_balance"].append(balance(job, ranks))
         for name, df in (("ranks", ranks), ("collective_calls", matched), ("stragglers", straggle)):
             out[name].append(df.assign(job=job)[["job", *df.columns]])

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from tracekit.analysis.critical_path.path import PARTS
 from tracekit.analysis.critical_path.predict import Prediction
+from tracekit.analysis.distributed.job import rank_ranges
 from tracekit.report.base import Renderer, Report, register
 
 
@@ -21,19 +22,6 @@ def split_text(split: dict) -> str:
     shown = [f"{p} {us:,.0f} µs ({us / total:.0%})" for p, us in sorted(parts, key=lambda pu: -pu[1])
              if total > 0 and us > 0.005 * total]
     return ", ".join(shown) or "-"
-
-
-def ranks_text(ranks: list[int]) -> str:
-    """"0, 2-5, 7": ranks, consecutive ones as a range."""
-    runs, out = [], []
-    for r in sorted(ranks):
-        if runs and r == runs[-1][1] + 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r])
-    for a, b in runs:
-        out.append(str(a) if a == b else f"{a}-{b}")
-    return ", ".join(out)
 
 
 def _calibration_text(record: dict) -> str:
@@ -61,10 +49,10 @@ def _job_lines(record: dict) -> list[str]:
     lines = []
     world = f" of {record['world_size']}" if record.get("world_size") else ""
     if record.get("ranks"):
-        lines.append(f"  ranks {ranks_text(record['ranks'])}{world}")
+        lines.append(f"  ranks {rank_ranges(record['ranks'])}{world}")
     if record.get("ranks_missing"):
         many = "s" if len(record["ranks_missing"]) > 1 else ""
-        lines.append(f"  lacks rank{many} {ranks_text(record['ranks_missing'])}{world}: predicted from the others, "
+        lines.append(f"  lacks rank{many} {rank_ranges(record['ranks_missing'])}{world}: predicted from the others, "
                      "whose collectives wait for no missing rank")
     lines += [f"  unreadable: {u['path']}: {u['problem']}" for u in record.get("unreadable", [])]
     for r in record.get("rank_excess", []):
