@@ -21,7 +21,8 @@ alone:
 * ``wait``: a cross-stream wait (``cudaStreamWaitEvent``): the first op launched on the
   waiting stream after the wait starts no earlier than the end of the last op launched on
   the recorded stream before the ``cudaEventRecord`` it waits on (Kineto's ``cuda_sync``
-  "Stream Wait Event" names both; HTA's critical path reads them alike).
+  "Stream Wait Event" names both; HTA's critical path reads them alike). Where the trace has
+  no such event, inferred from the ops' times (:mod:`tracekit.analysis.critical_path.inferred_waits`).
 * ``sync`` (an *end* edge): a synchronizing call (``cudaDeviceSynchronize``,
   ``cudaStreamSynchronize``, ``cudaEventSynchronize``, a synchronous memcpy) returns no
   earlier than the end of the GPU work it waits for plus the return lag. Without
