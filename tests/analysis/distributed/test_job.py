@@ -120,7 +120,10 @@ def test_a_run_folder_with_a_manifest_is_one_job(tmp_path):
     a = analyze(tmp_path)
     assert list(a.runs["run"]) == ["mlp-train-step/eager"] * 2 and list(a.runs["rank"]) == [0, 1]
     assert a.table("jobs")["job"].tolist() == ["mlp-train-step/eager"]
-    assert a.table("stragglers").set_index("rank")["straggler"].to_dict() == {1: True, 0: False}
+    # rank 1 arrives last, but the 0.2 ms it made rank 0 wait in the one iteration is not beyond the run's
+    # noise, p10-p90 of its step times 0.9-1.1 ms (issue 38): no straggler named
+    assert a.table("stragglers").set_index("rank")["straggler"].to_dict() == {1: False, 0: False}
+    assert "within the run's noise of 0.200 ms" in a.table("jobs")["no_straggler_because"].iloc[0]
     assert not math.isnan(a.table("jobs")["comm_comp_overlap_median"].iloc[0])
 
 

@@ -27,21 +27,9 @@ another rank; *CUDA graphs* its host wait; and the time the rank waited for late
 each other without any of them slowing the step. A job's verdict is that of its mean rank; its
 remedies: the median rank's overlap and CUDA-graph savings.
 
-*Balancing* is judged in unprofiled time (issue 38). ``noise_ms``, the run-to-run noise measured
-in the same run, is the spread of the job's step times, p90 - p10 of run.json's ``latency_ms``
-(the slowest rank of each timed iteration): a change smaller than it leaves the step's p10-p90
-range overlapping its own, which tracekit calls inconclusive for a speedup
-(:mod:`tracekit.analysis.comparison.trust`). ``straggler_excess_ms`` is the work per iteration
-the rank that caused most waiting does beyond the other ranks' median: host (its unprofiled host
-time per call, run.json ``distributed.ranks[i].host_ms``) and GPU (its computation per profiled
-iteration: kernels barely slow under the profiler); balancing it away cannot save more.
-``balance_could_save_ms`` is what balancing saves by the job's calibrated critical path
-(``tracekit analyze --critical-path``: the ``balance-ranks`` what-if,
-:mod:`tracekit.analysis.critical_path.job_figures`), absent without it or where the model could not
-be calibrated. A straggler is named only when, besides the wait rules of
-:mod:`tracekit.analysis.distributed.stragglers`, what it changes in the step (the saving where
-predicted, else its excess work) is beyond the noise; where the run has no unprofiled timing the
-noise is unknown and the wait rules alone name it.
+*Balancing* is judged in unprofiled time (issue 38): the straggler is named only beyond the run's
+noise, and what balancing could save is predicted by the job's critical path
+(:mod:`tracekit.analysis.distributed.step_noise`).
 """
 
 from __future__ import annotations
@@ -53,7 +41,7 @@ from pathlib import Path, PurePath
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.distributed import stragglers
+from tracekit.analysis.distributed import step_noise, stragglers
 from tracekit.analysis.metrics.idle import CAUSES
 from tracekit.manifest import Manifest
 
@@ -164,43 +152,6 @@ def balance(job: str, ranks: pd.DataFrame) -> pd.DataFrame:
                          "max_us": top.to_numpy(), "imbalance": (top / med.where(med > 0)).to_numpy()})
 
 
-def noise_ms(manifest: Manifest | None) -> float:
-    """The run-to-run noise measured in a job's run (ms): p90 - p10 of its step times (run.json
-    ``latency_ms``: the slowest rank of each timed iteration); NaN without them (module docstring)."""
-    if manifest is None:
-        return math.nan
-    return manifest.latency("p90") - manifest.latency("p10")
-
-
-def excess_ms(ranks: pd.DataFrame, rank: int, manifest: Manifest | None) -> float:
-    """The work per iteration ``rank`` does beyond the other ranks' median (ms): its unprofiled host
-    time per call (run.json ``distributed.ranks[i].host_ms`` median) and its computation per
-    profiled iteration, each less the other ranks' median, where positive; NaN where a rank's host
-    time is not recorded (jobs traced before issue 37)."""
-    own = {r.rank: r.host_ms.median for r in (manifest.distributed.ranks or [])
-           if r.host_ms is not None and r.host_ms.median is not None} \
-        if manifest is not None and manifest.distributed else {}
-    r = ranks.set_index("rank")
-    if rank not in r.index or not set(r.index) <= set(own):
-        return math.nan
-    others = r.drop(index=rank)
-    compute = (r["computation_us"] / r["iterations"]).astype(float)
-    gpu = float(compute[rank] - compute.drop(index=rank).median()) / 1e3
-    host = own[rank] - float(np.median([own[o] for o in others.index]))
-    return max(host, 0.0) + (max(gpu, 0.0) if math.isfinite(gpu) else 0.0)
-
-
-def _beyond_noise(row: dict, effect: float, noise: float, what: str) -> None:
-    """Unname ``row``'s straggler when what it changes in the step (``effect``, ms) is within the
-    run's ``noise`` (ms), saying why in no_straggler_because."""
-    if row["straggler"] is None or not (math.isfinite(effect) and math.isfinite(noise)) or effect > noise:
-        return
-    row["no_straggler_because"] = (f"rank {row['straggler']} caused most of the waiting, but {what} is "
-                                   f"{effect:.3f} ms a step, within the run's noise of {noise:.3f} ms (p10-p90 of "
-                                   "the job's step times)")
-    row.update(straggler=None, straggler_times_last=0, straggler_wait_caused_us=0.0)
-
-
 def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.DataFrame, info: dict,
             manifest: Manifest | None = None, predicted: dict | None = None) -> dict:
     """One row of the ``jobs`` table: ranks (present, ``world_size``, ``ranks_missing``), backend,
@@ -229,14 +180,13 @@ def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.D
     row.update(verdict=judged["verdict"].iloc[0], evidence=judged["evidence"].iloc[0],
                overlap_could_save_us_per_iter=float(ranks["overlap_could_save_us_per_iter"].median()),
                cuda_graphs_could_save_us_per_iter=float(ranks["cuda_graphs_could_save_us_per_iter"].median()))
-    top = int(straggle["rank"].iloc[0]) if len(straggle) else None
-    row.update(noise_ms=noise_ms(manifest),
-               straggler_excess_ms=excess_ms(ranks, top, manifest) if top is not None else math.nan)
+    row.update(noise_ms=step_noise.noise_ms(manifest),
+               straggler_excess_ms=step_noise.excess_ms(ranks, straggle, manifest, info.get("backend")))
     row.update({"cp_calibrated": False, "cp_note": "", **dict.fromkeys(PREDICTED, math.nan), **(predicted or {})})
     if math.isfinite(row["balance_could_save_ms"]):
-        _beyond_noise(row, row["balance_could_save_ms"], row["noise_ms"], "what balancing it saves")
+        step_noise.beyond_noise(row, row["balance_could_save_ms"], "what balancing it saves")
     else:
-        _beyond_noise(row, row["straggler_excess_ms"], row["noise_ms"], "its work beyond the other ranks'")
+        step_noise.beyond_noise(row, row["straggler_excess_ms"], "its work beyond the other ranks'")
     row["finding"] = finding(row)
     return row
 
