@@ -199,6 +199,10 @@ def test_each_rank_is_calibrated_from_its_own_host_time(tmp_path):
     d = p.to_dict()
     assert d["host_scale_by_rank"] == {"0": round(h[0], 4), "1": round(h[1], 4)} and d["world_size"] == 2
     assert f"calibrated to the unprofiled step 0.600 ms (host time rank 0 x{h[0]:.2f}, rank 1 x{h[1]:.2f}" in str(p)
+    # each trace's own analysis too: rank 0 alone is GPU-bound (its all_reduce waits), so its host factor is
+    # its own unprofiled host time over its traced 40 µs, not rank 0's for every rank as the job's host_ms
+    runs = tracekit.analyze(folder).runs.set_index("rank")
+    assert runs.loc[0, "cp_host_scale"] == pytest.approx(0.5) and runs.loc[1, "cp_host_scale"] != 0.5
     # with the synchronize each step holds its wait for the GPU, unprofiled too: factors of 1 meet it
     folder = _job_folder(tmp_path / "s", _job(extra_host=(0, 200)), 0.671, (0.671, 0.671))
     p = tracekit.whatif(folder, balance_ranks=True)
