@@ -262,3 +262,24 @@ def test_a_straggler_is_named_only_beyond_the_runs_noise(tmp_path, spread_ms, na
     assert (job["straggler"] == 1) == named
     path = a["job_critical_path"].set_index(["rank", "step"])
     assert path.loc[(0, 2), "rank_wait_us"] > 400 and path.loc[(1, 2), "rank_wait_us"] == 0
+
+
+def test_on_the_real_job_compute_waits_for_the_collectives_it_follows(fixtures):
+    """The real 2-rank NCCL fixture has no cuda_sync events. Its kernels that waited for a SendRecv
+    (the device copies 2-4 µs after it ended, 48-68 ms after their launch) wait for it in the graph
+    (inferred), no longer for their launch; each iteration is its host's (the sampled trace keeps one
+    launch in four, and its host's gaps are CPU time), but with the host 10x faster the path runs
+    through the collectives and the other rank."""
+    from tracekit.analysis.critical_path.kinds import COMM, WAIT
+
+    folder = fixtures / "dist" / "hta-trace-filter-sampled-2rank"
+    ranks = [(r, load(folder / f"sampled_rank-{r}.json.gz")) for r in (0, 1)]
+    job = predict(ranks, [Edit("host-faster", factor=10)])
+    g = job.before.graph
+    after_comm = (g.edge_kind == WAIT) & (g.klass[g.src] == COMM) & (g.klass[g.dst] != COMM)
+    assert after_comm.sum() == 5 and set(g.name[g.dst[after_comm]]) >= {"Memcpy DtoD (Device -> Device)"}
+    assert (g.ts[g.dst[after_comm]] - g.end[g.src[after_comm]]).max() <= 15
+    before = _per_iteration(job.before.split)
+    assert before["cpu_us"] / before["latency_us"] > 0.95
+    after = job.after.split.groupby("rank")[["rank_wait_us", "comm_us"]].sum()
+    assert (after > 0).all().all() and job.predicted_ms < job.modelled_ms
