@@ -259,6 +259,9 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     edges.append((s_src, s_dst, s_lag, np.full(len(s_src), SYNC, np.int8), np.zeros(len(s_src), bool)))
     if len(ranks) > 1:
         edges.append(collective_edges(calls, node, base))
+        if not calls:
+            missing.append("no collective kernels (gloo runs collectives on the host): the ranks are not joined "
+                           "at their collectives, and a rank's wait in one is its host's time")
     collective = np.full(n, "", dtype=object)
     for c in calls:
         collective[c["node"].to_numpy(np.int64)] = c["collective"].to_numpy(dtype=object)
