@@ -224,7 +224,7 @@ def test_a_job_waits_for_its_last_rank_at_the_collective(tmp_path):
     # balanced (issue 38): rank 1's gemm, 200 µs longer than rank 0's, takes rank 0's 400 µs; both arrive
     # at 400, end the all_reduce at 500 and their last gemm at 700: 720 from the markers' start
     assert job.predicted_ms * 1e3 == pytest.approx(720)
-    assert job.balanced.set_index("rank")["gpu_excess_us"].to_dict() == {1: 200.0}
+    assert job.balanced.set_index("rank")["gpu_excess_us"].to_dict() == pytest.approx({1: 200.0})
 
 
 def _split_rank(result, rank: int) -> dict:

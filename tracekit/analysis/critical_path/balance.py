@@ -89,16 +89,16 @@ def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd
                 excess = float(mine["work"].sum() - others.median())
                 if excess <= 0:
                     continue
-                if matched:
-                    over = (table.loc[r] - table.drop(index=r).median()).clip(lower=0).to_numpy()
-                    take = over * min(1.0, excess / over.sum()) if over.sum() > 0 else np.zeros(len(over))
-                    keep = 1 - np.divide(take, mine["work"].to_numpy(), out=np.zeros(len(take)),
-                                         where=mine["work"].to_numpy() > 0)
+                work = mine["work"].to_numpy()
+                over = (table.loc[r] - table.drop(index=r).median()).clip(lower=0).to_numpy() if matched else None
+                if matched and over.sum() > 0:   # from the pieces beyond the others', in proportion to how far
+                    keep = 1 - np.divide(over * min(1.0, excess / over.sum()), work, out=np.zeros(len(work)),
+                                         where=work > 0)
                 else:
-                    keep = np.full(len(mine), 1 - excess / float(mine["work"].sum()))
+                    keep = np.full(len(mine), 1 - excess / float(work.sum()))
                 scale[mine["node"].to_numpy()] = keep
-                rows.append({"rank": int(r), "step": int(s), "host": bool(host), "excess_us": excess,
-                             "matched": bool(matched)})
+                rows.append({"rank": int(r), "step": int(s), "host": bool(host),
+                             "excess_us": float((work * (1 - keep)).sum()), "matched": bool(matched)})
     base *= scale
     lag[into] *= scale[g.dst[into]]
     return _summary(rows)
