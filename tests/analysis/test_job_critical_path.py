@@ -163,6 +163,18 @@ def test_cuda_graphs_on_a_job_keep_the_collectives(tmp_path):
     assert after["rank_wait"] > 450 and after["comm"] == 100.0 and "cpu" not in after
 
 
+def test_cuda_graphs_replay_each_ranks_own_kernels(tmp_path):
+    from tracekit.analysis.critical_path import prepare
+    from tracekit.analysis.critical_path.edits import apply
+    from tracekit.analysis.critical_path.kinds import HOST
+
+    g, step, _, _ = prepare(_ranks(_job(), tmp_path))
+    edited = apply(g, step, [Edit("cuda-graphs")], {0: 1.0, 1: 1.0}, 1.0, Replay(5.0, 1.0, per_kernel_us=10.0))
+    host = (g.kind == HOST) & (step >= 0)
+    # one replay a rank and step, its host cost 5 µs + 10 µs for each of the rank's 4 GPU ops; the rest free
+    assert sorted(edited.base[host].tolist()) == [0.0] * (host.sum() - 6) + [45.0] * 6
+
+
 def test_the_per_iteration_means_leave_out_each_ranks_first_iteration(tmp_path):
     result = analyze(_ranks(_job(extra_host=(0, 200), steps=3), tmp_path))
     split = result.split.assign(latency_us=[1.0, 2.0, 2.0, 5.0, 4.0, 4.0])

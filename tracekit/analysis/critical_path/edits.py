@@ -247,8 +247,9 @@ def _cuda_graphs(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray, 
                           "ts": g.ts[launches]})
     if len(frame):
         first = frame.loc[frame.groupby(["rank", "step"])["ts"].idxmin()]
-        ops = pd.Series(step[g.kind == GPU]).value_counts()
-        kernels = first["step"].map(ops).fillna(0)
+        gpu = g.kind == GPU   # each rank's replay holds its own GPU ops of the iteration
+        ops = pd.Series(1, index=pd.MultiIndex.from_arrays([g.rank[gpu], step[gpu]])).groupby(level=[0, 1]).size()
+        kernels = ops.reindex(pd.MultiIndex.from_frame(first[["rank", "step"]])).fillna(0).to_numpy()
         base[first["node"].to_numpy()] = replay.graph_launch_us + replay.per_kernel_us * kernels
     gpu_in = inside[g.dst] & (g.kind[g.dst] == GPU)
     lag[gpu_in & (g.edge_kind == LAUNCH)] = g.launch_lag_us
