@@ -41,7 +41,8 @@ def make_job(folder: Path, ranks: int = RANKS) -> Path:
         trace = dict(sources[rank % 2])
         trace["distributedInfo"] = {**trace.get("distributedInfo", {}), "rank": rank, "world_size": ranks}
         (folder / f"host_rank{rank}.1.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(trace).encode()))
-        steps.append([e["dur"] / 1e3 for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep")])
+        steps.append([e["dur"] / 1e3 for e in trace["traceEvents"]
+                      if str(e.get("name", "")).startswith("ProfilerStep")])
     step_ms = statistics.median(max(s[i] for s in steps) for i in range(len(steps[0])))
     manifest = {"model": "dlrm-sampled", "mode": "eager", "device_type": "cuda", "status": "ok", "reason": "",
                 "spec": {"model": "dlrm-sampled", "mode": "eager", "batch": 1, "dtype": "fp32", "device": "cuda",
