@@ -34,7 +34,7 @@ TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(SEQ),--seq $(SEQ)) $(if $(DT
 # the test skips, saying so. Only `make setup-browser` installs it (system-wide: asked for, never implied).
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 
-.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-h100-full attribution-h100 bench-analyze bench-analyze-10g test test-all fuzz clean
+.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-h100-full attribution-h100 bench-analyze bench-analyze-10g bench-job-critical-path test test-all fuzz clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -110,6 +110,9 @@ bench-analyze: $(SETUP)  ## speed/memory of tracekit analyze on 10 MB-1 GB trace
 
 bench-analyze-10g: $(SETUP)  ## tracekit analyze of a 10 GB trace (about 10 GB in BENCH_DIR), into reports/bench-analyze.md
 	$(VENV)/bin/python benchmarks/loadbench.py --workdir $(BENCH_DIR) --report $(REPORTS)/bench-analyze.md --big 10000
+
+bench-job-critical-path: $(SETUP)  ## cost of an 8-rank job's critical path (analyze with/without --critical-path, whatif): reports/bench-job-critical-path.json
+	$(VENV)/bin/python benchmarks/jobbench.py --out $(REPORTS)/bench-job-critical-path.json
 
 # Tests marked slow (cold compiles, end-to-end runs, several processes: pyproject.toml's markers) run
 # in test-all, which CI runs (.ci/run); test leaves them out.

@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.critical_path.edits import Edit
-from tracekit.analysis.critical_path.predict import from_run, run_inputs
+from tracekit.analysis.critical_path.predict import from_run
+from tracekit.analysis.critical_path.run_inputs import run_inputs
 from tracekit.analysis.runs import analyze
 from tracekit.manifest import Manifest
 from tracekit.trace import TraceError
@@ -57,7 +58,8 @@ def rows(traces: Path) -> pd.DataFrame:
         workload = eager.parent
         row = {"workload": workload.name}
         try:
-            ranks, manifest = run_inputs(eager)
+            found = run_inputs(eager)
+            ranks, manifest = found.ranks, found.manifest
         except TraceError as exc:
             out.append({**row, "why": f"no prediction: {exc.problem}"})
             continue

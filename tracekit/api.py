@@ -111,6 +111,8 @@ def whatif(path: Path | str, *, cuda_graphs: bool = False,
     """``tracekit whatif`` as Python: the iteration latency of the run at ``path`` after the edits,
     from its trace: the dependency graph of its host calls and GPU ops, calibrated to the run's
     unprofiled latency (run.json), re-timed with the edits (:mod:`tracekit.analysis.critical_path`).
+    A job's is one graph of its ranks joined at their collectives, each rank calibrated with its own
+    host time, and its figures are the job's step in unprofiled ms (its slowest rank's iteration).
 
     Args:
         path: a run folder (its trace, or one per rank of a job, beside run.json) or a trace file.
@@ -119,8 +121,9 @@ def whatif(path: Path | str, *, cuda_graphs: bool = False,
             of their time: ``{pattern: factor}`` or ``"PATTERN=FACTOR"`` strings as ``--faster``
             takes them, e.g. ``{"blocks.*.mlp": 2}`` or ``["blocks.*.mlp=2", "gemm=1.5"]``.
         host_faster: every host call and the CPU time between calls this factor shorter.
-        overlap_comm: compute no longer waits for collectives (an iteration still ends after them).
-        balance_ranks: no rank waits for another at a collective.
+        overlap_comm: compute no longer waits for gradient reductions but the optimizer step, which
+            reads them (an iteration still ends after its collectives); never slower than before.
+        balance_ranks: each rank's host and GPU work beyond the other ranks', per iteration, taken away.
         annotation: the CPU op or annotation that marks an iteration (default ``ProfilerStep#N``).
 
     Returns:
@@ -130,15 +133,18 @@ def whatif(path: Path | str, *, cuda_graphs: bool = False,
         missing, critical_path_before/critical_path_after (DataFrames, one row per iteration and
         rank: latency_us and each part's µs), and ``to_dict()``, the object ``--json`` prints. A
         trace with no GPU op or no launch call, or with a single launch for ``cuda_graphs`` and
-        ``host_faster``, gives one with ``cannot_predict`` saying so (and no figures).
+        ``host_faster``, gives one with ``cannot_predict`` saying so (and no figures). A job's also
+        has ranks, world_size, host_scale_by_rank, rank_excess (``balance_ranks``: the work taken
+        from each rank), and ranks_missing and unreadable where a rank's trace is missing or cannot
+        be read: the prediction is then of the other ranks (``tracekit whatif`` exits 10).
 
     Raises:
         tracekit.analysis.critical_path.edits.EditError (a ValueError): no edit given, a faster
             spec that is not PATTERN=FACTOR or a factor that is no number above 0, or a pattern
             that matches no kernel class, kernel, op or module of the trace (the message names it).
         tracekit.analysis.critical_path.AnnotationError (a ValueError): ``annotation`` is not in the trace.
-        tracekit.trace.TraceError: ``path`` does not exist (``code`` 3), holds no trace (4), or a
-            trace cannot be read (its code, as ``tracekit whatif`` exits).
+        tracekit.trace.TraceError: ``path`` does not exist (``code`` 3), holds no trace (4), or no
+            trace of it can be read (the first one's code, as ``tracekit whatif`` exits).
     """
     from tracekit.analysis.critical_path.edits import edits_of
     from tracekit.analysis.critical_path.predict import predict_run

@@ -39,15 +39,18 @@ class RunFacts:
     latency_ms: the unprofiled latency per call, median (ms): the verdict's check of the
         profiler's overhead and the critical path's calibration.
     host_ms: the host's time to issue one call with the GPU idle, median (ms): the critical
-        path's calibration of a GPU-bound run.
+        path's calibration of a GPU-bound run (a job's: rank 0's).
     attribution: the module scopes, Inductor provenance and CUDA-graph captures recorded with the
         run (:mod:`tracekit.analysis.attribution.gpu_ops`).
+    rank_host_ms: a job's host time per call of each rank (rank -> median ms, run.json
+        ``distributed.ranks[i].host_ms``): a rank's trace is calibrated with its own.
     """
 
     iterations: int | None = None
     latency_ms: float | None = None
     host_ms: float | None = None
     attribution: Attribution | None = None
+    rank_host_ms: dict[int, float] | None = None
 
     @classmethod
     def of(cls, manifest: Manifest | None) -> RunFacts:
@@ -57,7 +60,10 @@ class RunFacts:
         return cls(iterations=manifest.profile.iterations if manifest.profile else None,
                    latency_ms=manifest.latency_ms.median if manifest.latency_ms else None,
                    host_ms=manifest.host_ms.median if manifest.host_ms else None,
-                   attribution=manifest.attribution)
+                   attribution=manifest.attribution,
+                   rank_host_ms={r.rank: r.host_ms.median for r in manifest.distributed.ranks or []
+                                 if r.host_ms is not None and r.host_ms.median is not None}
+                   if manifest.distributed else None)
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,9 @@ class Analysis:
              (no run/trace columns), launch_vs_fusion
              (:func:`tracekit.analysis.comparison.launch_removal.launch_vs_fusion`); and per
              job of two ranks or more (a ``job`` column): jobs, ranks,
-             collective_calls, stragglers (:mod:`tracekit.analysis.distributed.job`).
+             collective_calls, stragglers (:mod:`tracekit.analysis.distributed.job`), and
+             with ``critical_path`` job_critical_path (each job's ranks joined at their
+             collectives: :mod:`tracekit.analysis.critical_path.job_figures`).
     errors:  (path, problem, exit code) for each file that could not be read or
              analyzed (``internal error: ...``, code 70: a bug in tracekit; the other
              files are analyzed all the same).
@@ -256,6 +258,7 @@ def analyze(path: Path | str | list[Path | str], options: AnalysisOptions | None
 
     from tracekit.analysis.comparison import trust
     from tracekit.analysis.comparison.launch_removal import launch_vs_fusion
+    from tracekit.analysis.critical_path.job_figures import all_jobs
     from tracekit.analysis.distributed import job
     from tracekit.analysis.trace_analysis import Sections
 
@@ -266,8 +269,13 @@ def analyze(path: Path | str | list[Path | str], options: AnalysisOptions | None
     across = Sections()  # the analyses across runs, isolated as each trace's are
     if len(control := across.run("launch_vs_fusion", lambda: launch_vs_fusion(result.runs), [])):
         result.tables["launch_vs_fusion"] = control
+    by_job, opts = {r.name: m for r, m in zip(runs, manifests) if m is not None}, options or AnalysisOptions()
+    predicted, split = across.run("job_critical_path", lambda: all_jobs(result.runs, base, by_job, opts.annotation),
+                                  ({}, pd.DataFrame())) if opts.critical_path else ({}, pd.DataFrame())
+    if len(split):
+        result.tables["job_critical_path"] = split
     result.tables.update(across.run("jobs", lambda: job.analyze_jobs(
-        result.runs, result.table("collectives"), result.table("collective_idle")), {}))
+        result.runs, result.table("collectives"), result.table("collective_idle"), by_job, predicted), {}))
     if across.failed("jobs"):
         result.tables["jobs"] = pd.DataFrame([{"job": "", "finding": f"distributed jobs: {across.reason('jobs')}"}])
     result.failures += [("", f["analysis"], f["reason"], f["traceback"]) for f in across.failures]

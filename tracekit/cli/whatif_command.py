@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
@@ -20,9 +21,10 @@ from tracekit.errors import ExitCode
                    "time, e.g. 'blocks.*.mlp=2', 'gemm=1.5', 'aten::softmax=3' (repeatable).")
 @click.option("--host-faster", type=click.FloatRange(min=0, min_open=True), default=None, metavar="FACTOR",
               help="Every host call and the CPU time between calls FACTOR times shorter.")
-@click.option("--overlap-comm", is_flag=True, help="Compute no longer waits for collectives (an iteration "
-              "still ends after them).")
-@click.option("--balance-ranks", is_flag=True, help="No rank waits for another at a collective.")
+@click.option("--overlap-comm", is_flag=True, help="Compute no longer waits for gradient reductions but the "
+              "optimizer step, which reads them (an iteration still ends after its collectives).")
+@click.option("--balance-ranks", is_flag=True, help="Each rank's host and GPU work beyond the other ranks', per "
+              "iteration, taken away.")
 @click.option("--annotation", default=None, metavar="NAME",
               help="The CPU op or annotation that marks an iteration [default: ProfilerStep#N].")
 @click.option("--json", "as_json", is_flag=True, help="Print the prediction as one JSON object.")
@@ -39,7 +41,8 @@ def whatif(path, cuda_graphs, faster, host_faster, overlap_comm, balance_ranks, 
     Without run.json the trace is modelled as profiled (uncalibrated) and the output says
     so. A trace with no GPU ops or launch calls, or a single launch, gets one line saying
     what cannot be predicted (exit 0); a --faster pattern that matches nothing is a usage
-    error (exit 2).
+    error (exit 2). A job folder lacking a rank's trace, or with one that cannot be read, is
+    predicted from the ranks it has, names the others, and exits 10.
     """
     from tracekit import api
     from tracekit.analysis.critical_path import AnnotationError
@@ -63,3 +66,5 @@ def whatif(path, cuda_graphs, faster, host_faster, overlap_comm, balance_ranks, 
         click.echo(json.dumps(prediction.to_dict()))
     else:
         print_reports(prediction)
+    if prediction.ranks_missing or prediction.unreadable:
+        sys.exit(ExitCode.PARTIAL)

@@ -172,11 +172,27 @@ JOBS = [
     ("verdict", "verdict", "{}"),
     ("comm_comp_overlap_median", "comm-comp overlap p50", "{:.0%}"),
     ("collectives_matched", "collectives matched", "{:.0f}"),
+    ("ranks_missing", "ranks missing", "{}"),
     ("straggler", "straggler", "{:.0f}"),
-    ("straggler_wait_caused_us", "wait it caused (ms)", "ms3"),
-    ("overlap_could_save_us_per_iter", "overlap could save (ms/iter)", "ms3"),
-    ("balance_could_save_us_per_iter", "balancing could save (ms/iter)", "ms3"),
-    ("cuda_graphs_could_save_us_per_iter", "CUDA graphs could save (ms/iter)", "ms3"),
+    ("straggler_wait_caused_us", "wait it caused (ms, profiled)", "ms3"),
+    ("straggler_excess_ms", "its excess work (ms/step)", "{:.3f}"),
+    ("noise_ms", "step noise p10-p90 (ms)", "{:.3f}"),
+    ("balance_could_save_ms", "balancing could save (ms/step, predicted)", "{:.3f}"),
+    ("overlap_could_save_us_per_iter", "overlap could save (ms/profiled iter)", "ms3"),
+    ("cuda_graphs_could_save_us_per_iter", "CUDA graphs could save (ms/profiled iter)", "ms3"),
+]
+
+# A job's critical path through its collectives (tracekit.analysis.critical_path.job_figures): per rank.
+JOB_CRITICAL_PATH = [
+    ("job", "job", "{}"),
+    ("rank", "rank", "{:.0f}"),
+    ("latency_us", "modelled iter (ms)", "ms3"),
+    ("cpu_us", "host CPU (ms)", "ms3"),
+    ("launch_us", "launch calls (ms)", "ms3"),
+    ("kernel_us", "kernels (ms)", "ms3"),
+    ("comm_us", "comm (ms)", "ms3"),
+    ("rank_wait_us", "other ranks (ms)", "ms3"),
+    ("stream_wait_us", "stream waits (ms)", "ms3"),
 ]
 
 BALANCE = [
@@ -203,7 +219,7 @@ RANKS = [
     ("idle_rank_wait_us", "idle: rank wait (ms)", "ms"),
     ("collectives", "collectives", "{:.0f}"),
     ("overlap_could_save_us_per_iter", "overlap saves (ms/iter)", "ms3"),
-    ("balance_could_save_us_per_iter", "balancing saves (ms/iter)", "ms3"),
+    ("rank_wait_us_per_iter", "waited for ranks (ms/iter)", "ms3"),
     ("cuda_graphs_could_save_us_per_iter", "CUDA graphs save (ms/iter)", "ms3"),
 ]
 

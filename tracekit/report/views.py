@@ -14,8 +14,9 @@ import pandas as pd
 
 from tracekit.analysis.attribution.gpu_ops import module_label
 from tracekit.analysis.comparison.trust import speedup_text
+from tracekit.analysis.critical_path import steady_rows
 from tracekit.analysis.runs import Analysis
-from tracekit.report.column_specs import BALANCE, CPU_OPS_SHOWN, JOBS, RANKS, STRAGGLERS
+from tracekit.report.column_specs import BALANCE, CPU_OPS_SHOWN, JOB_CRITICAL_PATH, JOBS, RANKS, STRAGGLERS
 
 PERFETTO_HINT = ("To look inside a run, open https://ui.perfetto.dev, choose \"Open trace file\" and pick its "
                  "`.pt.trace.json.gz` (Perfetto reads the gzipped Kineto JSON as it is, in the browser).")
@@ -118,6 +119,14 @@ def finding_rows(comp: pd.DataFrame) -> list[tuple[str, str, str, str]]:
             if r["finding"] or r["warning"]]
 
 
+def job_path(split: pd.DataFrame) -> pd.DataFrame:
+    """Per (job, rank): the mean of latency_us and each part over its steady iterations
+    (:func:`tracekit.analysis.critical_path.steady_rows`, as ``tracekit whatif`` averages them)."""
+    if split.empty:
+        return split
+    return steady_rows(split).groupby(["job", "rank"], as_index=False).mean(numeric_only=True)
+
+
 def job_tables(analysis: Analysis) -> list[tuple[str, pd.DataFrame, list]]:
     """(title, table, column spec) of each job table to show, in order; [] without jobs."""
     jobs = analysis.table("jobs")
@@ -130,7 +139,9 @@ def job_tables(analysis: Analysis) -> list[tuple[str, pd.DataFrame, list]]:
              ("Ranks of each job: compute, communication and their overlap (HTA's definition), waits",
               analysis.table("ranks"), RANKS),
              ("Balance of each job over its ranks", analysis.table("job_balance"), BALANCE),
-             ("Stragglers: who arrives last at the collectives, and the wait it causes", stragglers, STRAGGLERS)]
+             ("Stragglers: who arrives last at the collectives, and the wait it causes", stragglers, STRAGGLERS),
+             ("Critical path of each job through its collectives, per rank (mean µs of an iteration)",
+              job_path(analysis.table("job_critical_path")), JOB_CRITICAL_PATH)]
     return [(title, df, spec) for title, df, spec in shown if len(df)]
 
 

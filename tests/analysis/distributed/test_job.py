@@ -48,12 +48,15 @@ def test_a_job_of_two_nccl_ranks(tmp_path):
         == [600, 300, 300, 200]
     assert ranks.loc[1, ["computation_us", "communication_us", "rank_wait_us"]].tolist() == [800, 100, 0]
     assert list(ranks["verdict"]) == ["compute-bound", "compute-bound"]
-    assert ranks.loc[0, ["overlap_could_save_us_per_iter", "balance_could_save_us_per_iter",
+    assert ranks.loc[0, ["overlap_could_save_us_per_iter", "rank_wait_us_per_iter",
                          "cuda_graphs_could_save_us_per_iter"]].tolist() == [100, 200, 0]
     job = a.table("jobs").iloc[0]
     assert (job["job"], job["ranks"], job["straggler"], job["straggler_wait_caused_us"]) == ("job", 2, 1, 200)
-    assert (job["verdict"], job["balance_could_save_us_per_iter"], job["collectives_matched"]) == (
-        "compute-bound", 200, 1)
+    assert (job["verdict"], job["collectives_matched"]) == ("compute-bound", 1)
+    # issue 38: the profiled wait is no saving per iteration; without run.json (no unprofiled timing, no
+    # calibration) balancing's saving is absent, and the straggler's effect on the step unknown
+    assert math.isnan(job["balance_could_save_ms"]) and math.isnan(job["noise_ms"])
+    assert "its effect on the step time is unknown" in job["finding"]
     bal = a.table("job_balance").set_index("metric")
     assert bal.loc["computation", ["median_us", "max_us"]].tolist() == [700, 800]
     assert bal.loc["computation", "imbalance"] == pytest.approx(8 / 7)
@@ -117,7 +120,10 @@ def test_a_run_folder_with_a_manifest_is_one_job(tmp_path):
     a = analyze(tmp_path)
     assert list(a.runs["run"]) == ["mlp-train-step/eager"] * 2 and list(a.runs["rank"]) == [0, 1]
     assert a.table("jobs")["job"].tolist() == ["mlp-train-step/eager"]
-    assert a.table("stragglers").set_index("rank")["straggler"].to_dict() == {1: True, 0: False}
+    # rank 1 arrives last, but the 0.2 ms it made rank 0 wait in the one iteration is not beyond the run's
+    # noise, p10-p90 of its step times 0.9-1.1 ms (issue 38): no straggler named
+    assert a.table("stragglers").set_index("rank")["straggler"].to_dict() == {1: False, 0: False}
+    assert "within the run's noise of 0.200 ms" in a.table("jobs")["no_straggler_because"].iloc[0]
     assert not math.isnan(a.table("jobs")["comm_comp_overlap_median"].iloc[0])
 
 

@@ -117,3 +117,34 @@ def test_collectives_on_one_rank_only_name_no_straggler():
     s = stragglers.stragglers(per_call, matched, window_us=1000)
     assert list(s["rank"]) == [0] and not s["straggler"].any()
     assert stragglers.no_straggler_because(s, 1000) == "no rank waited for another"
+
+
+def test_unsequenced_calls_line_up_where_one_rank_s_window_holds_one_call_more():
+    # rank 0's profiled window begins one all_to_all earlier: by order alone its k-th call would meet
+    # rank 1's k-th (impossible matches, and a false wait); lined up, the calls whose ends agree meet
+    calls = _calls([(0, "all_to_all", None, 0, 300, ""), (0, "all_to_all", None, 310, 900, ""),
+                    (0, "all_to_all", None, 2000, 2500, ""),
+                    (1, "all_to_all", None, 350, 900, ""), (1, "all_to_all", None, 1900, 2500, "")])
+    per_call, matched = stragglers.match(calls)
+    got = matched.set_index("ordinal")[["consistent", "last_rank", "skew_us"]].to_dict("index")
+    assert got == {1: {"consistent": True, "last_rank": 1, "skew_us": 40},
+                   2: {"consistent": True, "last_rank": 0, "skew_us": 100}}
+    assert per_call.groupby("rank")["wait_us"].sum().to_dict() == {0: 40, 1: 100}
+
+
+def test_the_real_job_lines_up_its_all_to_alls(fixtures):
+    """The real 2-rank NCCL fixture: rank 0's window holds one all_to_all more before the first both
+    ranks ran (whose SendRecv kernels end at the same µs on both): matched by order alone, rank 1's
+    first met rank 0's first, impossibly, and its third rank 0's third, with a false wait of 39.6 ms."""
+    from tracekit.analysis.distributed import collectives
+    from tracekit.trace import load
+
+    folder = fixtures / "dist" / "hta-trace-filter-sampled-2rank"
+    frames = [collectives.calls(load(folder / f"sampled_rank-{r}.json.gz")).assign(rank=r) for r in (0, 1)]
+    calls = pd.concat([f.assign(call=range(len(f))) for f in frames], ignore_index=True)
+    per_call, matched = stragglers.match(calls)
+    a2a = matched[matched["collective"] == "all_to_all"].set_index("ordinal")
+    assert a2a["consistent"].tolist() == [True, False, False] and a2a.loc[1, "wait_caused_us"] == 4859
+    ends = per_call[per_call["key"] == "|all_to_all #1"].groupby("rank")["end"].first()
+    assert ends[0] == ends[1]
+    assert matched["wait_caused_us"].sum() == 4859 + 3302 + 84 + 22328 + 1292

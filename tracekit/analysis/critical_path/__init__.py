@@ -72,23 +72,34 @@ class CriticalPath:
     missing: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
-    def latency_us(self, ranks: str = "max") -> float:
+    def latency_us(self) -> float:
         """The iteration latency the path gives (:func:`steady_latency_us`)."""
-        return steady_latency_us(self.iterations, ranks)
+        return steady_latency_us(self.iterations)
 
 
-def steady_latency_us(iterations: pd.DataFrame, ranks: str = "max") -> float:
+def steady_latency_us(iterations: pd.DataFrame) -> float:
     """The steady-state iteration (µs): the median iteration length, leaving out the first when
     there are three or more (it starts on an idle GPU: the profiler's warm-up step is
-    synchronized); NaN without iterations. A job's iteration is its slowest rank's (``ranks``
-    "max"), or its median rank's ("median": the ranks balanced, see ``balance-ranks`` in
-    :mod:`~tracekit.analysis.critical_path.edits`)."""
+    synchronized); NaN without iterations. A job's iteration is its slowest rank's, iteration by
+    iteration (what run.json's ``latency_ms`` of a job measures: the slowest rank of each timed
+    iteration)."""
     if not len(iterations):
         return float("nan")
-    lat = iterations.groupby("step", sort=True)["latency_us"].agg(ranks).to_numpy(float)
+    lat = iterations.groupby("step", sort=True)["latency_us"].max().to_numpy(float)
     if len(lat) >= 3:
         lat = lat[1:]
     return float(np.median(lat)) if len(lat) else float("nan")
+
+
+def steady_rows(split: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a table per (rank, step) (a critical path's split; per (job, rank, step) where it
+    has a job) that a mean per iteration takes: each rank's first iteration left out where that
+    rank has three or more (it starts on an idle GPU, as in :func:`steady_latency_us`)."""
+    if split.empty:
+        return split
+    keys = ["job", "rank"] if "job" in split else ["rank"]
+    nth = split.sort_values([*keys, "step"]).groupby(keys).cumcount().reindex(split.index)
+    return split[(nth > 0) | (split.groupby(keys)["step"].transform("size") < 3)]
 
 
 def can_analyze(ranks: list[tuple[int, EventTables]]) -> str | None:

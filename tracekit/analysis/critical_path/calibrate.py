@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
+import pandas as pd
 
 from tracekit.analysis.critical_path.graph import Graph
 from tracekit.analysis.critical_path.path import periods
-from tracekit.analysis.critical_path.retime import retime, visit_order, weights
+from tracekit.analysis.critical_path.retime import Scale, retime, visit_order, weights
 
 HOST_SCALE_MIN, HOST_SCALE_MAX = 0.25, 1.5
 GPU_SCALE_MIN = 0.5
@@ -42,12 +44,14 @@ GPU_BOUND_MARGIN = 0.02
 
 @dataclass
 class Calibration:
-    """host_scale, gpu_scale: the factors on host and GPU time; traced_ms: the modelled
-    iteration as traced (both 1); modelled_ms: with the factors; measured_ms: the unprofiled
-    latency it was fitted to (NaN when unknown); calibrated: whether a measurement was there
-    to fit; note: what limited the fit ("" when it met the measurement)."""
+    """host_scale, gpu_scale: the factors on host and GPU time (a job's host_scale: rank ->
+    factor, :func:`calibrate_job`); traced_ms: the modelled iteration as traced (both 1);
+    modelled_ms: with the factors; measured_ms: the unprofiled latency it was fitted to (NaN when
+    unknown); calibrated: whether the model was fitted to a measurement (False: the traced graph,
+    or the factors that could be fitted, an uncalibrated bound); note: what limited the fit (""
+    when it met the measurement)."""
 
-    host_scale: float
+    host_scale: Scale
     gpu_scale: float
     traced_ms: float
     modelled_ms: float
@@ -56,9 +60,9 @@ class Calibration:
     note: str = ""
 
 
-def modelled_ms(g: Graph, step, markers: dict, host_scale: float, gpu_scale: float, order=None) -> float:
-    """The steady-state iteration (ms) of ``g`` with host time times ``host_scale`` and GPU
-    op time times ``gpu_scale``."""
+def modelled_ms(g: Graph, step, markers: dict, host_scale: Scale, gpu_scale: float, order=None) -> float:
+    """The steady-state iteration (ms) of ``g`` (a job's: its slowest rank's) with host time times
+    ``host_scale`` (a factor, or one per rank) and GPU op time times ``gpu_scale``."""
     from tracekit.analysis.critical_path import steady_latency_us
 
     base, lag = weights(g, host_scale, gpu_scale)
@@ -127,3 +131,78 @@ def calibrate(g: Graph, step, markers: dict, measured_ms: float | None, host_ms:
     k = _bisect(lambda x: model(h, x), GPU_SCALE_MIN, 1.0, measured_ms) if model(h, 1.0) > measured_ms else 1.0
     return Calibration(h, k, traced, model(h, k), measured_ms, True,
                        f"GPU-bound: GPU ops {1 - k:.0%} faster unprofiled than traced; {how}")
+
+
+def calibrate_job(g: Graph, step, markers: dict, measured_ms: float | None,
+                  host_ms: Mapping[int, float | None]) -> Calibration:
+    """Fit a job's factors: one host factor per rank and one GPU factor, so that the modelled step
+    (its slowest rank's iteration) is ``measured_ms`` (run.json ``latency_ms``: the slowest rank
+    of each timed iteration, median, ms).
+
+    Ranks wait for each other at every collective, so each rank's own unprofiled latency is the
+    job's step, and what sets the ranks apart is their host: each rank's factor starts from its
+    own unprofiled host time per call (``host_ms``: run.json ``distributed.ranks[i].host_ms``
+    median, ms) over its traced iterations (:func:`host_scale_of`). Then, as for a single run:
+
+    * where the host sets the step (with every rank's factor times c, c at its least, the model is
+      shorter than the measurement), c is fitted so the model meets it, each factor within
+      [``HOST_SCALE_MIN``, ``HOST_SCALE_MAX``]: the ranks keep the relative host speeds measured;
+    * else (GPU-bound) the host keeps its factors and the GPU ops' time is scaled down, no lower
+      than ``GPU_SCALE_MIN``, where they ran longer under the profiler; where even that leaves the
+      model longer than the measurement, the rest is host time or waiting the fit cannot scale,
+      and no kernel is shrunk to absorb it: the GPU keeps its traced time and the result is an
+      uncalibrated bound (``calibrated`` False), its note says by how much.
+
+    Without a host time for every rank the ranks keep their traced relative speeds (c alone is
+    fitted, where the host sets the step); a GPU-bound job without them cannot be calibrated
+    (its step says nothing of its hosts) and is modelled as traced, an uncalibrated bound.
+    """
+    order = visit_order(g)
+    ranks = sorted(int(r) for r in np.unique(g.rank))
+
+    def model(h: Mapping[int, float], k: float = 1.0) -> float:
+        return modelled_ms(g, step, markers, h, k, order)
+
+    def times(h: Mapping[int, float], c: float) -> dict[int, float]:
+        return {r: f * c for r, f in h.items()}
+
+    traced = model(dict.fromkeys(ranks, 1.0))
+    if measured_ms is None or not math.isfinite(measured_ms) or measured_ms <= 0 or not math.isfinite(traced):
+        return Calibration(dict.fromkeys(ranks, 1.0), 1.0, traced, traced, math.nan, False,
+                           "no unprofiled latency (run.json): modelled as traced, uncalibrated")
+    own = {r: host_scale_of({r: markers.get(r, pd.DataFrame())}, host_ms.get(r)) for r in ranks}
+    lacking = [r for r in ranks if own[r] is None]
+    h = dict.fromkeys(ranks, 1.0) if lacking else own
+    lo, hi = HOST_SCALE_MIN / min(h.values()), HOST_SCALE_MAX / max(h.values())
+    why = (f"no unprofiled host time per call for rank {', '.join(map(str, lacking))} (run.json "
+           "distributed.ranks[i].host_ms): the ranks keep their traced relative host speeds; " if lacking else "")
+    if model(times(h, lo)) < measured_ms * (1 - GPU_BOUND_MARGIN):
+        if (high := model(times(h, hi))) < measured_ms:
+            return Calibration(times(h, hi), 1.0, traced, high, measured_ms, True,
+                               why + f"the unprofiled step ({measured_ms:.3f} ms) is above the model with every "
+                               f"host at its most ({high:.3f} ms): an unreliable unprofiled timing?")
+        at_own = model(h)
+        c = 1.0 if abs(at_own - measured_ms) <= TOLERANCE * measured_ms else \
+            _bisect(lambda x: model(times(h, x)), lo, hi, measured_ms)
+        return Calibration(times(h, c), 1.0, traced, model(times(h, c)), measured_ms, True,
+                           why + f"host-bound: each rank's host time x{c:.2f} beyond its own measured factor"
+                           if not lacking else why + "host-bound: one host factor fitted to the step")
+    if lacking:
+        return Calibration(h, 1.0, traced, traced, measured_ms, False,
+                           why + "a GPU-bound step says nothing of the hosts: modelled as traced, an uncalibrated "
+                                 "bound")
+    if (value := model(h)) <= measured_ms * (1 + TOLERANCE):
+        return Calibration(h, 1.0, traced, value, measured_ms, True,
+                           "GPU-bound: each rank's host time from its own unprofiled host time per call" + (
+                               f"; the model is {1 - value / measured_ms:.0%} shorter than the step: waits the "
+                               "trace does not show" if value < measured_ms * (1 - GPU_BOUND_MARGIN) else ""))
+    if (least := model(h, GPU_SCALE_MIN)) > measured_ms:
+        return Calibration(h, 1.0, traced, value, measured_ms, False,
+                           f"not calibrated: with each rank's host from its unprofiled host time, the model "
+                           f"({value:.3f} ms) is longer than the step ({measured_ms:.3f} ms) even with GPU ops at "
+                           f"{GPU_SCALE_MIN}x ({least:.3f} ms): the rest is host time or waiting the fit cannot "
+                           "scale, and no kernel is shrunk for it; an uncalibrated bound")
+    k = _bisect(lambda x: model(h, x), GPU_SCALE_MIN, 1.0, measured_ms)
+    return Calibration(h, k, traced, model(h, k), measured_ms, True,
+                       f"GPU-bound: GPU ops {1 - k:.0%} faster unprofiled than traced; each rank's host time from "
+                       "its own unprofiled host time per call")

@@ -1,4 +1,5 @@
-"""A job's ranks joined at their collectives (:func:`tracekit.analysis.critical_path.graph.build`)."""
+"""A job's ranks joined at their collectives (:func:`tracekit.analysis.critical_path.graph.build`),
+and which collective each collective kernel runs."""
 
 from __future__ import annotations
 
@@ -8,27 +9,42 @@ import pandas as pd
 from tracekit.analysis.critical_path.kinds import COLLECTIVE
 from tracekit.trace.reader import EventTables
 
+# Collectives whose output the compute after them does not read in the same iteration: the
+# gradients DDP and FSDP reduce are read by the optimizer step (``overlap-comm`` in
+# tracekit.analysis.critical_path.edits). An all_gather's, all_to_all's or broadcast's output is
+# the next layer's input.
+REDUCTIONS = frozenset({"all_reduce", "reduce_scatter"})
 
-def collective_edges(ranks: list[tuple[int, EventTables]], node: dict, base: np.ndarray, builders: list) -> tuple:
+
+def rank_collectives(tables: EventTables, first_gpu_node: int) -> pd.DataFrame:
+    """The collective kernels of one rank (:func:`tracekit.analysis.distributed.collectives.calls`,
+    GPU calls only) with ``node``: the graph node of each (``first_gpu_node`` + its row in gpu_ops),
+    ``rank`` and ``call`` left for the caller."""
+    from tracekit.analysis.distributed import collectives
+
+    c = collectives.calls(tables)
+    c = c[c["where"] == "gpu"]
+    if c.empty:
+        return c.assign(node=pd.Series(dtype=np.int64))
+    ops = tables.gpu_ops
+    row = {key: i for i, key in enumerate(zip(ops["correlation"].tolist(), ops["ts"].to_numpy(float).tolist()))}
+    node = [first_gpu_node + row.get(key, -10**12) for key in zip(c["correlation"].tolist(), c["ts"].tolist())]
+    c = c.assign(node=np.array(node, dtype=np.int64))
+    return c[c["node"] >= 0]
+
+
+def collective_edges(frames: list[pd.DataFrame], node: dict, base: np.ndarray) -> tuple:
     """End edges between the ranks' kernels of each collective call matched across them
-    (:func:`tracekit.analysis.distributed.stragglers.match`, consistent matches only): a rank's kernel ends
-    no earlier than the start of the same call on the last rank to arrive plus the transfer (the
-    last rank's duration: it waits for no one). The edge from the last arrival keeps its observed
-    lag, the others the smaller of it and the transfer; an earlier rank's own duration (base)
-    becomes what it took after the last arrival, at most the transfer."""
-    from tracekit.analysis.distributed import collectives, stragglers
+    (``frames``: :func:`rank_collectives` of each rank, with ``rank``;
+    :func:`tracekit.analysis.distributed.stragglers.match`, consistent matches only): a rank's
+    kernel ends no earlier than the start of the same call on the last rank to arrive plus the
+    transfer (the last rank's duration: it waits for no one). The edge from the last arrival keeps
+    its observed lag, the others the smaller of it and the transfer; an earlier rank's own
+    duration (``base``, changed in place) becomes what it took after the last arrival, at most
+    the transfer."""
+    from tracekit.analysis.distributed import stragglers
 
-    frames = []
-    for (rank, tables), b in zip(ranks, builders):
-        c = collectives.calls(tables)
-        c = c[c["where"] == "gpu"]
-        if c.empty:
-            continue
-        gts = tables.gpu_ops["ts"].to_numpy(float)
-        row = {(corr, ts): i for i, (corr, ts) in enumerate(zip(tables.gpu_ops["correlation"].tolist(), gts.tolist()))}
-        c = c.assign(rank=rank, call=np.arange(len(c)),
-                     node=[b.offset + b.n_host + row.get((corr, ts), -10**12) for corr, ts in zip(c["correlation"], c["ts"])])
-        frames.append(c[c["node"] >= 0])
+    frames = [f.assign(call=np.arange(len(f))) for f in frames if len(f)]
     if len(frames) < 2:
         return (np.zeros(0, np.int64),) * 2 + (np.zeros(0), np.zeros(0, np.int8), np.zeros(0, bool))
     per_call, _ = stragglers.match(pd.concat(frames, ignore_index=True))

@@ -14,11 +14,19 @@ Edits (each a change of node durations or edge lags; several apply in order):
   short name (``*sgemm*``), an op (``mm``, ``aten::mm``) or a module and its submodules
   (``blocks.*.mlp``), from :mod:`tracekit.analysis.attribution.gpu_ops`. Host time is unchanged.
 * ``host-faster FACTOR``: every host call and the CPU time between calls 1/FACTOR as long.
-* ``overlap-comm``: collective kernels hold nothing back on their streams (compute after a
-  collective no longer waits for it); an iteration still ends after its collectives.
-* ``balance-ranks``: no rank waits for another at a collective (each ends its own transfer
-  time after it arrives), and the job's iteration is its median rank's instead of its
-  slowest's: the job as if the stragglers' extra work were spread over the ranks.
+* ``overlap-comm``: the computation no longer waits for the gradient reductions (all_reduce,
+  reduce_scatter) but where it reads their result: the ops launched after the last reduction of
+  the iteration (the optimizer step) still wait for them; collectives still wait for the
+  computation that feeds them and every other collective's output (an all_gather's parameters,
+  an all_to_all's embeddings) is still waited for (:func:`overlapped`). An iteration still ends
+  after its collectives. Edges are only removed, so the job is never slower than before it.
+* ``balance-ranks``: each rank's host and GPU work beyond the other ranks', per iteration, taken
+  away (:mod:`tracekit.analysis.critical_path.balance`); the ranks still meet at every collective,
+  and the job's iteration is still its slowest rank's.
+
+On a job every edit applies to each rank, with that rank's own calibration
+(:func:`tracekit.analysis.critical_path.calibrate.calibrate_job`); ``cuda-graphs`` makes one replay
+per rank and iteration, its collectives kernels of the replay, still waiting for the other ranks.
 """
 
 from __future__ import annotations
@@ -32,9 +40,11 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.critical_path.balance import balance
+from tracekit.analysis.critical_path.collective_edges import REDUCTIONS
 from tracekit.analysis.critical_path.graph import Graph
-from tracekit.analysis.critical_path.kinds import COLLECTIVE, COMM, CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, WAIT
-from tracekit.analysis.critical_path.retime import weights
+from tracekit.analysis.critical_path.kinds import COMM, CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, WAIT
+from tracekit.analysis.critical_path.retime import Scale, times, weights
 
 KINDS = ("cuda-graphs", "faster", "host-faster", "overlap-comm", "balance-ranks")
 
@@ -163,21 +173,25 @@ class Replay:
 class Edited:
     """A graph's weights after edits: base (node durations, µs), lag (edge lags, µs), removed
     (edges left out), marker_scale (the factor on the CPU time between an iteration's marker
-    and its first and last host call)."""
+    and its first and last host call: one, or one per rank), balanced (``balance-ranks``: the
+    work it took from each rank, :func:`tracekit.analysis.critical_path.balance.balance`; None
+    without that edit)."""
 
     base: np.ndarray
     lag: np.ndarray
     removed: np.ndarray
-    marker_scale: float
+    marker_scale: Scale
+    balanced: pd.DataFrame | None = None
 
 
-def apply(g: Graph, step: np.ndarray, edits: list[Edit], host_scale: float, gpu_scale: float,
+def apply(g: Graph, step: np.ndarray, edits: list[Edit], host_scale: Scale, gpu_scale: float,
           replay: Replay | None = None, names: Names | None = None) -> Edited:
-    """The graph's node durations and edge lags after the calibration's factors and ``edits``,
-    and the edges the edits remove. Raises EditError for a pattern that matches no GPU op."""
+    """The graph's node durations and edge lags after the calibration's factors (``host_scale``: one,
+    or one per rank; ``gpu_scale``) and ``edits``, and the edges the edits remove. Raises EditError
+    for a pattern that matches no GPU op."""
     base, lag = weights(g, host_scale, gpu_scale)
     removed = np.zeros(len(g.src), dtype=bool)
-    marker_scale = host_scale
+    marker_scale, balanced = host_scale, None
     for edit in edits:
         if edit.kind == "faster":
             hit = matches(g, names or Names(np.full(len(g), ""), np.full(len(g), "")), edit.pattern)
@@ -188,18 +202,34 @@ def apply(g: Graph, step: np.ndarray, edits: list[Edit], host_scale: float, gpu_
         elif edit.kind == "host-faster":
             base[g.kind == HOST] /= edit.factor
             lag[(g.edge_kind == CPU) | (g.edge_kind == HANDOFF)] /= edit.factor
-            marker_scale /= edit.factor
+            marker_scale = times(marker_scale, 1 / edit.factor)
         elif edit.kind == "cuda-graphs":
             _cuda_graphs(g, step, base, lag, replay)
             marker_scale = 0.0
         elif edit.kind == "overlap-comm":
-            comm = g.klass == COMM
-            removed |= comm[g.src] & ~comm[g.dst] & ((g.edge_kind == STREAM) | (g.edge_kind == WAIT))
+            removed |= overlapped(g, step)
         elif edit.kind == "balance-ranks":
-            removed |= g.edge_kind == COLLECTIVE
+            balanced = balance(g, step, base, lag)
         else:
             raise EditError(f"unknown edit {edit.kind!r}; valid: {', '.join(KINDS)}")
-    return Edited(base, lag, removed, marker_scale)
+    return Edited(base, lag, removed, marker_scale, balanced)
+
+
+def overlapped(g: Graph, step: np.ndarray) -> np.ndarray:
+    """The edges ``overlap-comm`` removes (a bool per edge): those that hold a GPU op that is no
+    collective behind a gradient reduction (:data:`~tracekit.analysis.critical_path.collective_edges.REDUCTIONS`)
+    on its stream or through a cross-stream wait, where the op was launched before the last
+    reduction of its rank's iteration: the ops launched after it (the optimizer step) read the
+    reduced gradients and keep waiting."""
+    comm = g.klass == COMM
+    named = g.collective if g.collective is not None else np.full(len(g), "", dtype=object)
+    reduction = comm & np.isin(named, list(REDUCTIONS))
+    launched = np.where((g.kind == GPU) & (g.launch >= 0), g.ts[np.maximum(g.launch, 0)], g.ts)
+    last = pd.DataFrame({"rank": g.rank[reduction], "step": step[reduction], "ts": launched[reduction]}) \
+        .groupby(["rank", "step"])["ts"].max()
+    key = pd.MultiIndex.from_arrays([g.rank[g.dst], step[g.dst]])
+    before_last = launched[g.dst] < last.reindex(key).to_numpy(dtype=float, na_value=-np.inf)
+    return reduction[g.src] & ~comm[g.dst] & ((g.edge_kind == STREAM) | (g.edge_kind == WAIT)) & before_last
 
 
 def _cuda_graphs(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray, replay: Replay | None) -> None:
@@ -217,8 +247,10 @@ def _cuda_graphs(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray, 
                           "ts": g.ts[launches]})
     if len(frame):
         first = frame.loc[frame.groupby(["rank", "step"])["ts"].idxmin()]
-        ops = pd.Series(step[g.kind == GPU]).value_counts()
-        base[first["node"].to_numpy()] = replay.graph_launch_us + replay.per_kernel_us * first["step"].map(ops).fillna(0)
+        gpu = g.kind == GPU   # each rank's replay holds its own GPU ops of the iteration
+        ops = pd.Series(1, index=pd.MultiIndex.from_arrays([g.rank[gpu], step[gpu]])).groupby(level=[0, 1]).size()
+        kernels = ops.reindex(pd.MultiIndex.from_frame(first[["rank", "step"]])).fillna(0).to_numpy()
+        base[first["node"].to_numpy()] = replay.graph_launch_us + replay.per_kernel_us * kernels
     gpu_in = inside[g.dst] & (g.kind[g.dst] == GPU)
     lag[gpu_in & (g.edge_kind == LAUNCH)] = g.launch_lag_us
     lag[gpu_in & ((g.edge_kind == STREAM) | (g.edge_kind == WAIT))] = gap

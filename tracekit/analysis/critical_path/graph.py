@@ -9,9 +9,10 @@ alone:
   (Python, the framework, the ops that dispatch the next launch). A call nested in
   another of its thread is part of it (its GPU ops belong to the outer call).
 * ``handoff``: a thread whose gap between two calls holds another thread's calls (of the
-  same process, each begun and ended inside the gap) waited for that thread: autograd runs backward on its own device thread
-  while the calling thread waits in ``backward()``. The gap is then two edges through the
-  other thread's first and last calls, and not CPU time of the waiting thread.
+  same process, each begun and ended inside the gap) waited for that thread: autograd runs
+  backward on its own device thread while the calling thread waits in ``backward()``. The
+  gap is then two edges through the other thread's first and last calls, and not CPU time
+  of the waiting thread.
 * ``launch``: a launch call before its GPU ops: an op starts no earlier than its call's
   end plus the launch latency (on the H100 ViT fixture an idle GPU started a kernel
   1.9 µs, median, after its launch call returned; 8.8 µs after the call began).
@@ -20,7 +21,8 @@ alone:
 * ``wait``: a cross-stream wait (``cudaStreamWaitEvent``): the first op launched on the
   waiting stream after the wait starts no earlier than the end of the last op launched on
   the recorded stream before the ``cudaEventRecord`` it waits on (Kineto's ``cuda_sync``
-  "Stream Wait Event" names both; HTA's critical path reads them alike).
+  "Stream Wait Event" names both; HTA's critical path reads them alike). Where the trace has
+  no such event, inferred from the ops' times (:mod:`tracekit.analysis.critical_path.inferred_waits`).
 * ``sync`` (an *end* edge): a synchronizing call (``cudaDeviceSynchronize``,
   ``cudaStreamSynchronize``, ``cudaEventSynchronize``, a synchronous memcpy) returns no
   earlier than the end of the GPU work it waits for plus the return lag. Without
@@ -47,17 +49,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.critical_path.collective_edges import collective_edges
-from tracekit.analysis.critical_path.kinds import CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, SYNC, WAIT
+from tracekit.analysis.critical_path.collective_edges import collective_edges, rank_collectives
+from tracekit.analysis.critical_path.gpu_edges import GpuEdges, median_finite
+from tracekit.analysis.critical_path.kinds import COMM, CPU, GPU, HANDOFF, HOST, SYNC
 from tracekit.analysis.critical_path.syncs import SyncEdges
 from tracekit.analysis.metrics.idle import SYNC_CALLS
 from tracekit.analysis.metrics.kernels import kernel_class
 from tracekit.trace.reader import EventTables
-
-# An op starting this long before its launch call returns started during the call (more than
-# the host/GPU clock skew seen on the H100 fixtures, 0.4 µs).
-OUTLASTS_US = 1.0
-GRAPH_LAUNCH = frozenset({"cudaGraphLaunch", "cudaGraphLaunch_v10000", "cuGraphLaunch", "hipGraphLaunch"})
 
 
 @dataclass
@@ -73,8 +71,10 @@ class Graph:
     table), ``base`` (the node's own duration when nothing holds its end: ``dur``, less
     for a sync call that waited). Edges (``src``, ``dst``, ``lag`` µs, ``edge_kind``,
     ``at_start``: an end edge from the source's start) as arrays. ``launch_lag_us``,
-    ``stream_gap_us`` (NaN where no op queued behind another), ``sync_lag_us``: the typical lags. ``missing``: what the trace
-    lacks for a complete graph, one sentence each.
+    ``stream_gap_us`` (NaN where no op queued behind another), ``sync_lag_us``: the typical lags.
+    ``missing``: what the trace lacks for a complete graph, one sentence each. ``collective``:
+    per node, the collective a collective kernel runs (``all_reduce``...:
+    :func:`tracekit.analysis.distributed.collectives.collective_name`), "" for the others.
     """
 
     kind: np.ndarray
@@ -98,17 +98,13 @@ class Graph:
     stream_gap_us: float = 0.0
     sync_lag_us: float = 0.0
     missing: list[str] = field(default_factory=list)
+    collective: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.kind)
 
 
-def _median(values: np.ndarray, default: float) -> float:
-    values = values[np.isfinite(values)]
-    return float(np.median(values)) if len(values) else default
-
-
-class _Builder(SyncEdges):
+class _Builder(SyncEdges, GpuEdges):
     """Collects one rank's nodes and edges; :func:`build` joins the ranks."""
 
     def __init__(self, tables: EventTables, rank: int, offset: int, threads: int, streams: int):
@@ -158,7 +154,7 @@ class _Builder(SyncEdges):
         gnames = gpu["name"].astype(str).to_numpy()
         gkind = gpu["kind"].astype(str).to_numpy()
         labels = {(nm, k): kernel_class(nm, k) for nm, k in set(zip(gnames.tolist(), gkind.tolist()))}
-        gclass = np.array([labels[(nm, k)] for nm, k in zip(gnames.tolist(), gkind.tolist())], dtype=object)
+        gclass = self.gclass = np.array([labels[key] for key in zip(gnames.tolist(), gkind.tolist())], dtype=object)
         n_gpu = len(gpu)
         return {
             "kind": np.r_[np.full(n_host, HOST, np.int8), np.full(n_gpu, GPU, np.int8)],
@@ -209,53 +205,7 @@ class _Builder(SyncEdges):
             self.add(a[handed], fo, np.maximum(ts[fo] - end[a[handed]], 0), HANDOFF)
             self.add(lo_, b[handed], np.maximum(ts[b[handed]] - end[lo_], 0), HANDOFF)
 
-    # --- GPU edges ----------------------------------------------------------------------------
-    def gpu_edges(self, waits: tuple[np.ndarray, np.ndarray]) -> None:
-        """Launch, stream and cross-stream wait edges into each GPU op: the one that bound its
-        start (the latest source end plus the typical lag of its kind) with its observed lag."""
-        gpu, n_host = self.gpu, self.n_host
-        ts, end = gpu["ts"].to_numpy(float), gpu["end"].to_numpy(float)
-        launch = self.launch_local
-        known = launch >= 0
-        call_end, call_ts = np.full(len(gpu), np.nan), np.full(len(gpu), np.nan)
-        call_end[known] = self.host["end"].to_numpy(float)[launch[known]]
-        call_ts[known] = self.hts[launch[known]]
-        order = np.lexsort((ts, self.stream))
-        prev = np.full(len(gpu), -1)
-        same = self.stream[order][1:] == self.stream[order][:-1]
-        prev[order[1:][same]] = order[:-1][same]
-        prev_end = np.where(prev >= 0, end[np.maximum(prev, 0)], np.nan)
-        launch_lag, stream_gap = ts - call_end, ts - prev_end
-        # an op that starts while its call still runs (a synchronous memcpy, a CUDA graph replay):
-        # its launch edge runs from the call's start
-        during = launch_lag < -OUTLASTS_US
-        w_src, w_dst = waits
-        wait_end = np.full(len(gpu), -np.inf)
-        np.maximum.at(wait_end, w_dst, end[w_src])
-        # typical lags: an op launched onto an idle stream / an op queued behind the previous one,
-        # leaving out the ops a cross-stream wait held back
-        free = ~(wait_end > np.fmax(call_end, prev_end))
-        self.launch_lag_us = _median(launch_lag[free & np.isfinite(launch_lag) & ~during & ~(prev_end > call_end)], 0.0)
-        self.stream_gap_us = _median(stream_gap[free & np.isfinite(stream_gap) & (prev_end > call_end)], np.nan)
-        gap = self.stream_gap_us if np.isfinite(self.stream_gap_us) else 0.0
-        start_of = np.where(during, call_ts, call_end)
-        candidates = np.vstack([np.nan_to_num(start_of + np.where(during, ts - call_ts, self.launch_lag_us), nan=-np.inf),
-                                np.nan_to_num(prev_end + gap, nan=-np.inf), wait_end])
-        binds = np.argmax(candidates, axis=0)
-        lag_l = np.where(binds == 0, ts - start_of, np.minimum(self.launch_lag_us, launch_lag))
-        lag_l[during] = (ts - call_ts)[during]
-        lag_s = np.where(binds == 1, stream_gap, np.minimum(gap, stream_gap))
-        w_obs = ts[w_dst] - end[w_src]
-        w_binding = (binds[w_dst] == 2) & (end[w_src] == wait_end[w_dst])
-        ops = np.arange(len(gpu)) + n_host
-        self.add(launch[known], ops[known], lag_l[known], LAUNCH, during[known])
-        has_prev = prev >= 0
-        self.add(prev[has_prev] + n_host, ops[has_prev], lag_s[has_prev], STREAM)
-        self.add(w_src + n_host, w_dst + n_host, np.where(w_binding, w_obs, np.minimum(gap, w_obs)), WAIT)
-        if (~known).any():
-            self.missing.append(f"{int((~known).sum())} of {len(gpu)} GPU ops have no launch call in the "
-                                "trace (launched before the profiler started, or not recorded): they keep their "
-                                "observed start")
+
 
 def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     """The dependency graph of one trace, or of a job's per-rank traces.
@@ -270,7 +220,7 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     syncs = []
     offset = threads = streams = 0
     lags = {"launch": [], "stream": [], "sync": []}
-    builders = []
+    calls = []
     for rank, tables in ranks:
         b = _Builder(tables, rank, offset, threads, streams)
         nodes = b.nodes()
@@ -284,7 +234,8 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
         syncs.append((b.sync_src + offset, b.sync_dst + offset))
         lags["launch"].append(b.launch_lag_us)
         lags["stream"].append(b.stream_gap_us)
-        builders.append(b)
+        if (b.gclass == COMM).any():
+            calls.append(rank_collectives(tables, offset + b.n_host).assign(rank=rank))
         offset += len(nodes["kind"])
         threads = int(nodes["thread"].max()) + 1 if b.n_host else threads
         streams = int(nodes["stream"].max()) + 1 if len(b.gpu) else streams
@@ -297,20 +248,27 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     s_dst = np.concatenate([d for _, d in syncs]) if syncs else np.zeros(0, np.int64)
     observed = node["end"][s_dst] - node["end"][s_src] if len(s_dst) else np.zeros(0)
     waited = node["end"][s_src] > node["ts"][s_dst] if len(s_dst) else np.zeros(0, bool)
-    sync_lag = _median(observed[waited], 0.0)
+    sync_lag = median_finite(observed[waited], 0.0)
     last = pd.Series(node["end"][s_src]).groupby(s_dst).transform("max").to_numpy() if len(s_dst) else observed
     binding = waited & (node["end"][s_src] == last)
     s_lag = np.where(binding, observed, np.minimum(sync_lag, observed))
     idle_dur = node["dur"][s_dst][~waited] if len(s_dst) else np.zeros(0)
-    own = min(_median(idle_dur, sync_lag), sync_lag) if len(idle_dur) else sync_lag
+    own = min(median_finite(idle_dur, sync_lag), sync_lag) if len(idle_dur) else sync_lag
     for d in np.unique(s_dst[binding]).tolist():
         base[d] = min(base[d], own)
     edges.append((s_src, s_dst, s_lag, np.full(len(s_src), SYNC, np.int8), np.zeros(len(s_src), bool)))
     if len(ranks) > 1:
-        edges.append(collective_edges(ranks, node, base, builders))
+        edges.append(collective_edges(calls, node, base))
+        if not calls:
+            missing.append("no collective kernels (gloo runs collectives on the host): the ranks are not joined "
+                           "at their collectives, and a rank's wait in one is its host's time")
+    collective = np.full(n, "", dtype=object)
+    for c in calls:
+        collective[c["node"].to_numpy(np.int64)] = c["collective"].to_numpy(dtype=object)
     edges = [e for e in edges if len(e[0])]
     cat = [np.concatenate([e[i] for e in edges]) if edges else np.zeros(0) for i in range(5)]
     return Graph(**node, base=base, src=cat[0].astype(np.int64), dst=cat[1].astype(np.int64), lag=cat[2].astype(float),
                  edge_kind=cat[3].astype(np.int8), at_start=cat[4].astype(bool),
-                 launch_lag_us=_median(np.array(lags["launch"]), 0.0),
-                 stream_gap_us=_median(np.array(lags["stream"]), np.nan), sync_lag_us=sync_lag, missing=missing)
+                 launch_lag_us=median_finite(np.array(lags["launch"]), 0.0),
+                 stream_gap_us=median_finite(np.array(lags["stream"]), np.nan), sync_lag_us=sync_lag, missing=missing,
+                 collective=collective)

@@ -34,7 +34,7 @@ import pandas as pd
 
 from tracekit.analysis.critical_path.graph import Graph
 from tracekit.analysis.critical_path.kinds import COLLECTIVE, COMM, CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, SYNC, WAIT
-from tracekit.analysis.critical_path.retime import Timing
+from tracekit.analysis.critical_path.retime import Scale, Timing, rank_factor
 
 PARTS = ("cpu", "launch", "launch_latency", "gpu_gap", "kernel", "transfer", "comm", "sync", "stream_wait",
          "rank_wait", "untracked")
@@ -66,13 +66,14 @@ def steps(g: Graph, markers: dict[int, pd.DataFrame]) -> np.ndarray:
 
 
 def periods(g: Graph, tm: Timing, step: np.ndarray, markers: dict[int, pd.DataFrame],
-            host_scale: float = 1.0) -> pd.DataFrame:
+            host_scale: Scale = 1.0) -> pd.DataFrame:
     """One row per (rank, step): start_us and end_us (its marker's start and end, re-timed: the
-    CPU time between the marker's edge and its first or last host call scaled like all host
-    time), finish_us (the later of end_us and the last end of its nodes), node (the node that
-    ends last), tail_us (finish less that node's end: CPU time after its last call, on the
-    critical path), latency_us (finish less the previous iteration's finish, or less its own
-    start for the first). Steps with no node are left out."""
+    CPU time between the marker's edge and its first or last host call scaled like its rank's
+    host time, ``host_scale``: a factor, or one per rank), finish_us (the later of end_us and
+    the last end of its nodes), node (the node that ends last), tail_us (finish less that node's
+    end: CPU time after its last call, on the critical path), latency_us (finish less the
+    previous iteration's finish, or less its own start for the first). Steps with no node are
+    left out."""
     rows = []
     for rank in np.unique(g.rank).tolist():
         mine = (g.rank == rank) & (step >= 0)
@@ -83,14 +84,14 @@ def periods(g: Graph, tm: Timing, step: np.ndarray, markers: dict[int, pd.DataFr
                               "host": g.kind[mine] == HOST})
         m = markers.get(rank)
         bounds = dict(zip(m["step"], zip(m["ts"], m["end"]))) if m is not None and len(m) else {}
-        last = None
+        last, factor = None, rank_factor(host_scale, rank)
         for s, grp in frame.groupby("step", sort=True):
             finish = grp.loc[grp["end"].idxmax()]
             host = grp[grp["host"]] if grp["host"].any() else grp
             first, final = host.loc[host["ts"].idxmin()], host.loc[host["oend"].idxmax()]
             m_ts, m_end = bounds.get(s, (first["ts"], final["oend"]))
-            begin = first["start"] - (first["ts"] - m_ts) * host_scale
-            stop = final["end"] + max(m_end - final["oend"], 0.0) * host_scale
+            begin = first["start"] - (first["ts"] - m_ts) * factor
+            stop = final["end"] + max(m_end - final["oend"], 0.0) * factor
             end = max(finish["end"], stop)
             by_marker = stop > finish["end"]
             rows.append({"rank": rank, "step": int(s), "start_us": begin, "end_us": stop, "finish_us": end,

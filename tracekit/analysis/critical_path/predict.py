@@ -1,4 +1,5 @@
-"""A prediction from one run: calibrate its trace's graph, apply edits, re-time (issue 30).
+"""A prediction from one run: calibrate its trace's graph, apply edits, re-time (issue 30); a
+job's graph of all its ranks, calibrated per rank (issue 38).
 
 :func:`predict` re-times traces' tables (:class:`WhatIf`: the graphs before and after);
 :func:`predict_run` does it for a run folder or a trace file and returns the record that
@@ -9,21 +10,36 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Mapping
 
+import numpy as np
 import pandas as pd
 
-from tracekit.analysis.critical_path import CriticalPath, _retimed, can_analyze, cannot_retime_launches, prepare
-from tracekit.analysis.critical_path.calibrate import Calibration, calibrate
+from tracekit.analysis.critical_path import (
+    CriticalPath,
+    _retimed,
+    can_analyze,
+    cannot_retime_launches,
+    prepare,
+    steady_rows,
+)
+from tracekit.analysis.critical_path.calibrate import Calibration, calibrate, calibrate_job
 from tracekit.analysis.critical_path.edits import Edit, Replay, apply, gpu_names
+from tracekit.analysis.critical_path.run_inputs import run_inputs
 from tracekit.manifest import Attribution
 from tracekit.trace.reader import EventTables
+
+# Edits that only take work or constraints away: the job is no slower after them.
+REMOVALS = frozenset({"overlap-comm", "balance-ranks"})
 
 
 @dataclass
 class WhatIf:
     """calibration (:class:`Calibration`); before, after: the calibrated critical path without
     and with the edits; edits: their text; predicted_ms, modelled_ms: the steady-state
-    iteration after and before the edits (ms); notes: what limits the prediction."""
+    iteration after and before the edits (ms; a job's: its slowest rank's); notes: what limits
+    the prediction; balanced: the work ``balance-ranks`` took from each rank
+    (:func:`tracekit.analysis.critical_path.balance.balance`; None without that edit)."""
 
     calibration: Calibration
     before: CriticalPath
@@ -32,23 +48,31 @@ class WhatIf:
     predicted_ms: float
     modelled_ms: float
     notes: list[str] = field(default_factory=list)
+    balanced: pd.DataFrame | None = None
 
 
 def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit], measured_ms: float | None = None,
             attribution: Attribution | None = None, annotation: str | None = None,
-            replay: Replay | None = None, host_ms: float | None = None) -> WhatIf:
-    """The iteration latency a trace's run would have after ``edits``.
+            replay: Replay | None = None, host_ms: float | Mapping[int, float | None] | None = None) -> WhatIf:
+    """The iteration latency a trace's run (or a job's) would have after ``edits``.
 
     Args:
         ranks: a trace's tables, or (rank, tables) per trace of a job.
         edits: the edits (:mod:`tracekit.analysis.critical_path.edits`), applied in order.
-        measured_ms: the run's unprofiled median latency (run.json), to calibrate to; None:
-            the graph is used as traced and the result says it is uncalibrated.
+        measured_ms: the run's unprofiled median latency (run.json; a job's: the slowest rank of each
+            timed iteration), to calibrate to; None: the graph is used as traced and the result
+            says it is uncalibrated.
         attribution: run.json's ``attribution`` record (module names for ``faster`` patterns).
         annotation: what marks an iteration (default ``ProfilerStep#N``).
         replay: the CUDA graph replay's costs for the ``cuda-graphs`` edit.
-        host_ms: the run's unprofiled host time per call (run.json ``host_ms`` median), for
-            the calibration of a GPU-bound run.
+        host_ms: the unprofiled host time per call (ms, run.json ``host_ms`` median), for the
+            calibration of a GPU-bound run; a job's: rank -> its own (``distributed.ranks[i].host_ms``),
+            each rank calibrated with it (:func:`tracekit.analysis.critical_path.calibrate.calibrate_job`).
+
+    Returns:
+        A :class:`WhatIf`. After ``overlap-comm`` and ``balance-ranks`` alone, which only take
+        constraints and work away, the prediction is no longer than the model before them (where
+        the re-timed iterations' bounds make it longer, the model before is kept and a note says so).
 
     Raises:
         ValueError: the traces hold no GPU op or no host call.
@@ -57,7 +81,11 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
     if isinstance(ranks, EventTables):
         ranks = [(0, ranks)]
     g, step, markers, problems = prepare(ranks, annotation)
-    cal = calibrate(g, step, markers, measured_ms, host_ms)
+    if len(ranks) > 1:
+        cal = calibrate_job(g, step, markers, measured_ms, host_ms if isinstance(host_ms, Mapping) else {})
+    else:
+        own = host_ms.get(ranks[0][0]) if isinstance(host_ms, Mapping) else host_ms
+        cal = calibrate(g, step, markers, measured_ms, own)
     names = None
     if any(e.kind == "faster" for e in edits):
         from tracekit.analysis.attribution.gpu_ops import attribute
@@ -67,50 +95,26 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
     before = _retimed(g, step, markers, cal.host_scale, cal.gpu_scale, problems)
     after = _retimed(g, step, markers, cal.host_scale, cal.gpu_scale, problems, edited)
     notes = [cal.note] if cal.note else []
-    balanced = "median" if any(e.kind == "balance-ranks" for e in edits) else "max"
-    return WhatIf(cal, before, after, [str(e) for e in edits], after.latency_us(balanced) / 1e3,
-                  before.latency_us() / 1e3, notes)
+    predicted, modelled = after.latency_us() / 1e3, before.latency_us() / 1e3
+    if all(e.kind in REMOVALS for e in edits) and predicted > modelled:
+        notes.append(f"re-timed, the iterations came out {predicted - modelled:.4f} ms longer than before, which "
+                     "an edit that only takes work away cannot make: the model before is kept")
+        predicted = modelled
+    return WhatIf(cal, before, after, [str(e) for e in edits], predicted, modelled, notes, edited.balanced)
 
 
 def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) -> WhatIf:
     """:func:`predict` for a run folder's traces with what its manifest (or None) knows: the
-    unprofiled latency and host time, the attribution record, the device's replay costs."""
+    unprofiled latency and host time (a job's: each rank's, ``distributed.ranks``), the attribution
+    record, the device's replay costs."""
     from tracekit.analysis.critical_path.edits import default_replay
 
     known = manifest is not None
     host = manifest.host_ms.median if known and manifest.host_ms else None
+    if known and manifest.distributed and manifest.distributed.ranks:
+        host = {r.rank: r.host_ms.median if r.host_ms else None for r in manifest.distributed.ranks}
     return predict(ranks, edits, manifest.latency("median") if known else None,
                    manifest.attribution if known else None, annotation, default_replay(ranks, manifest), host)
-
-
-def run_inputs(path) -> tuple[list[tuple[int, EventTables]], "object | None"]:
-    """The traces of a run folder (one per rank) or a trace file, and the run's manifest (the
-    folder's or the file's folder's ``run.json``; None without one).
-
-    Raises:
-        tracekit.trace.TraceError: the path does not exist, holds no trace, or a trace
-            cannot be read (its ``code`` is the exit code).
-    """
-    from pathlib import Path
-
-    from tracekit.analysis.distributed import job
-    from tracekit.errors import ExitCode
-    from tracekit.manifest import Manifest
-    from tracekit.trace import TraceError, load
-    from tracekit.trace.reader import trace_files
-
-    path = Path(path)
-    if not path.exists():
-        raise TraceError(path, "no such file or folder", ExitCode.NOT_FOUND)
-    files = [path] if path.is_file() else trace_files(path)
-    if not files:
-        raise TraceError(path, "no trace files (*.pt.trace.json[.gz]) in this folder", ExitCode.NO_TRACES)
-    ranks = []
-    for i, f in enumerate(files):
-        tables = load(f)
-        rank = job.rank_of(tables.meta, f)
-        ranks.append((i if rank is None else rank, tables))
-    return sorted(ranks, key=lambda rt: rt[0]), Manifest.read(path.parent if path.is_file() else path)
 
 
 def _known(value: float | None, digits: int | None = None) -> float | None:
@@ -121,11 +125,21 @@ def _known(value: float | None, digits: int | None = None) -> float | None:
 
 
 def _per_iteration(split: pd.DataFrame) -> dict:
-    """The mean µs of latency_us and each ``<part>_us`` over the rows of a critical path's split, the
-    first row left out where there are three or more (it starts on an idle GPU, as in
-    :func:`tracekit.analysis.critical_path.steady_latency_us`), each rounded to 0.01 µs."""
-    rows = split.iloc[1:] if len(split) >= 3 else split
+    """The mean µs of latency_us and each ``<part>_us`` over the steady rows of a critical path's
+    split (:func:`tracekit.analysis.critical_path.steady_rows`), each rounded to 0.01 µs."""
+    rows = steady_rows(split)
     return {c: round(float(rows[c].mean()), 2) for c in split.columns if c.endswith("_us")} if len(rows) else {}
+
+
+def _excess(balanced: pd.DataFrame | None, after: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: host_excess_us, gpu_excess_us (the work ``balance-ranks`` took, µs per iteration:
+    over the job's iterations, none taken counting 0); empty without the edit."""
+    cols = ["rank", "host_excess_us", "gpu_excess_us"]
+    if balanced is None:
+        return pd.DataFrame(columns=cols)
+    steps = max(int(after["step"].nunique()), 1)
+    per = balanced.groupby("rank")[["host_excess_us", "gpu_excess_us"]].sum() / steps
+    return per.reindex(sorted(after["rank"].unique()), fill_value=0.0).rename_axis("rank").reset_index()[cols]
 
 
 @dataclass(repr=False)
@@ -138,10 +152,12 @@ class Prediction:
     measured_latency_ms:  the run's unprofiled median latency (run.json, ms) the model is calibrated
                           to; None without one.
     modelled_latency_ms:  the calibrated model's iteration before the edits (ms).
-    calibrated:           whether the model was fitted to measured_latency_ms (else: the trace as
-                          profiled, an upper bound on host time).
+    calibrated:           whether the model was fitted to measured_latency_ms (else an uncalibrated
+                          bound: the trace as profiled, an upper bound on host time, or a job the fit
+                          could not meet without shrinking kernels for its host: the notes say).
     host_scale, gpu_scale: the calibration's factors on host time and GPU op time
-                          (:mod:`tracekit.analysis.critical_path.calibrate`).
+                          (:mod:`tracekit.analysis.critical_path.calibrate`; a job's host_scale: the
+                          median of its ranks' factors, each in host_scale_by_rank).
     critical_path_before, critical_path_after: one row per iteration (and rank: ``rank``, ``step``)
                           of the critical path without and with the edits: its ``latency_us`` and
                           the µs of each part on it (``<part>_us``,
@@ -151,6 +167,15 @@ class Prediction:
     cannot_predict:       why there is no prediction (no GPU op, no launch call, or a single launch for
                           ``cuda-graphs`` and ``host-faster``); "" where there is one. Without one the
                           figures are None and the tables empty.
+    ranks:                the ranks predicted (a single run: [0]).
+    world_size:           the ranks the job should have (run.json, else the traces' distributedInfo;
+                          None for a single run).
+    ranks_missing:        the job's ranks with no readable trace: the prediction is of the others,
+                          whose collectives wait for no missing rank.
+    unreadable:           (path, problem, exit code) of each trace that could not be read.
+    host_scale_by_rank:   a job's host factor per rank ({} for a single run).
+    rank_excess:          ``balance-ranks``: per rank, the host and GPU work taken away (host_excess_us,
+                          gpu_excess_us, µs per iteration); empty without the edit.
 
     Values are as computed; :meth:`to_dict` rounds them.
     """
@@ -168,32 +193,58 @@ class Prediction:
     notes: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     cannot_predict: str = ""
+    ranks: list[int] = field(default_factory=lambda: [0])
+    world_size: int | None = None
+    ranks_missing: list[int] = field(default_factory=list)
+    unreadable: list[tuple[str, str, int]] = field(default_factory=list)
+    host_scale_by_rank: dict[int, float] = field(default_factory=dict)
+    rank_excess: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @classmethod
-    def of(cls, result: WhatIf, path) -> "Prediction":
-        """The record of :func:`predict`'s result for the run at ``path``."""
+    def of(cls, result: WhatIf, path, **job) -> "Prediction":
+        """The record of :func:`predict`'s result for the run at ``path`` (``job``: world_size,
+        ranks_missing, unreadable, as :func:`predict_run` found them)."""
         cal = result.calibration
+        scales = dict(cal.host_scale) if isinstance(cal.host_scale, Mapping) else {}
+        host = float(np.median(list(scales.values()))) if scales else cal.host_scale
         return cls(str(path), result.edits, _known(result.predicted_ms), _known(cal.measured_ms),
-                   _known(result.modelled_ms), cal.calibrated, cal.host_scale, cal.gpu_scale,
+                   _known(result.modelled_ms), cal.calibrated, host, cal.gpu_scale,
                    result.before.split, result.after.split, result.notes + result.before.problems,
-                   result.before.missing)
+                   result.before.missing, ranks=sorted(int(r) for r in result.before.split["rank"].unique()),
+                   host_scale_by_rank=scales, rank_excess=_excess(result.balanced, result.after.split), **job)
+
+    @property
+    def is_job(self) -> bool:
+        """Whether this is a job's prediction (several ranks, or ranks missing of one)."""
+        return len(self.ranks) > 1 or bool(self.ranks_missing) or (self.world_size or 1) > 1
 
     def to_dict(self) -> dict:
         """The JSON object of ``tracekit whatif --json``: path, edits, predicted_latency_ms,
         measured_latency_ms, modelled_latency_ms (ms to 4 decimals, None where unknown), calibrated,
         host_scale, gpu_scale (4 decimals), critical_path_before and critical_path_after (µs per
         iteration of latency_us and each ``<part>_us``: the mean over the iterations, the first left
-        out where there are three or more; 2 decimals), notes, missing. Where there is no
-        prediction: path, predicted_latency_ms (None) and cannot_predict."""
+        out for each rank that has three or more; 2 decimals), notes, missing; for a job also ranks,
+        world_size, ranks_missing, unreadable ({path, problem, code}), host_scale_by_rank (rank as
+        text -> factor, 4 decimals) and, with ``balance-ranks``, rank_excess ({rank, host_excess_us,
+        gpu_excess_us} per rank, 2 decimals). Where there is no prediction: path,
+        predicted_latency_ms (None) and cannot_predict (and a job's ranks_missing, unreadable)."""
+        job = {"ranks": self.ranks, "world_size": self.world_size, "ranks_missing": self.ranks_missing,
+               "unreadable": [{"path": p, "problem": e, "code": c} for p, e, c in self.unreadable]}
         if self.cannot_predict:
-            return {"path": self.path, "predicted_latency_ms": None, "cannot_predict": self.cannot_predict}
-        return {"path": self.path, "edits": self.edits, "predicted_latency_ms": _known(self.predicted_latency_ms, 4),
-                "measured_latency_ms": _known(self.measured_latency_ms, 4),
-                "modelled_latency_ms": _known(self.modelled_latency_ms, 4), "calibrated": self.calibrated,
-                "host_scale": round(self.host_scale, 4), "gpu_scale": round(self.gpu_scale, 4),
-                "critical_path_before": _per_iteration(self.critical_path_before),
-                "critical_path_after": _per_iteration(self.critical_path_after),
-                "notes": self.notes, "missing": self.missing}
+            return {"path": self.path, "predicted_latency_ms": None, "cannot_predict": self.cannot_predict,
+                    **({k: job[k] for k in ("ranks_missing", "unreadable")} if self.is_job else {})}
+        out = {"path": self.path, "edits": self.edits, "predicted_latency_ms": _known(self.predicted_latency_ms, 4),
+               "measured_latency_ms": _known(self.measured_latency_ms, 4),
+               "modelled_latency_ms": _known(self.modelled_latency_ms, 4), "calibrated": self.calibrated,
+               "host_scale": round(self.host_scale, 4), "gpu_scale": round(self.gpu_scale, 4),
+               "critical_path_before": _per_iteration(self.critical_path_before),
+               "critical_path_after": _per_iteration(self.critical_path_after),
+               "notes": self.notes, "missing": self.missing}
+        if self.is_job:
+            out.update(job, host_scale_by_rank={str(r): round(f, 4) for r, f in self.host_scale_by_rank.items()})
+            if len(self.rank_excess):
+                out["rank_excess"] = self.rank_excess.round(2).to_dict("records")
+        return out
 
 
 def predict_run(path, edits: list[Edit], annotation: str | None = None) -> Prediction:
@@ -212,16 +263,22 @@ def predict_run(path, edits: list[Edit], annotation: str | None = None) -> Predi
         (:func:`tracekit.analysis.critical_path.cannot_retime_launches`), one whose
         ``cannot_predict`` says so.
 
+        A job folder with a rank's trace missing or unreadable is predicted from the ranks it
+        has; the record names the others (``ranks_missing``, ``unreadable``; ``tracekit whatif``
+        then exits 10).
+
     Raises:
-        tracekit.trace.TraceError: ``path`` does not exist (``code`` 3), holds no trace (4), or a
-            trace cannot be read (its code).
+        tracekit.trace.TraceError: ``path`` does not exist (``code`` 3), holds no trace (4), or no
+            trace of it can be read (the first one's code).
         tracekit.analysis.critical_path.edits.EditError: a ``faster`` pattern that matches no GPU op
             (the message names it).
         tracekit.analysis.critical_path.AnnotationError: ``annotation`` is not in the traces.
     """
-    ranks, manifest = run_inputs(path)
+    found = run_inputs(path)
+    job = {"world_size": found.world_size, "ranks_missing": found.missing, "unreadable": found.unreadable}
     retimes_launches = any(e.kind in ("cuda-graphs", "host-faster") for e in edits)
-    why = can_analyze(ranks) or (cannot_retime_launches(ranks) if retimes_launches else None)
+    why = can_analyze(found.ranks) or (cannot_retime_launches(found.ranks) if retimes_launches else None)
     if why:
-        return Prediction(str(path), [str(e) for e in edits], cannot_predict=why)
-    return Prediction.of(from_run(ranks, manifest, edits, annotation), path)
+        return Prediction(str(path), [str(e) for e in edits], cannot_predict=why,
+                          ranks=sorted(r for r, _ in found.ranks), **job)
+    return Prediction.of(from_run(found.ranks, found.manifest, edits, annotation), path, **job)

@@ -22,6 +22,7 @@ whose source was never set is left out and counted in :attr:`Timing.skipped`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping, Union
 
 import numpy as np
 
@@ -44,11 +45,35 @@ class Timing:
     skipped: int = 0
 
 
-def weights(g: Graph, host_scale: float = 1.0, gpu_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """(base, lag): node durations and edge lags with host time (host calls' durations, the
-    CPU time between calls) scaled by ``host_scale`` and GPU ops' durations by ``gpu_scale``."""
-    base = np.where(g.kind == HOST, g.base * host_scale, g.base * gpu_scale)
-    lag = np.where((g.edge_kind == CPU) | (g.edge_kind == HANDOFF), g.lag * host_scale, g.lag)
+# A factor on host time: one for every rank, or one per rank (rank -> factor; 1 for a rank not in it).
+Scale = Union[float, Mapping[int, float]]
+
+
+def rank_factor(scale: Scale, rank: int) -> float:
+    """The factor ``scale`` gives ``rank``'s host time."""
+    return float(scale.get(rank, 1.0)) if isinstance(scale, Mapping) else float(scale)
+
+
+def times(scale: Scale, by: float) -> Scale:
+    """``scale`` times ``by`` (each rank's factor, where one per rank)."""
+    return {r: f * by for r, f in scale.items()} if isinstance(scale, Mapping) else float(scale) * by
+
+
+def node_factors(g: Graph, scale: Scale) -> np.ndarray:
+    """The factor ``scale`` gives each node's rank (an array as long as the graph)."""
+    if not isinstance(scale, Mapping):
+        return np.full(len(g), float(scale))
+    ranks, index = np.unique(g.rank, return_inverse=True)
+    return np.array([rank_factor(scale, int(r)) for r in ranks])[index] if len(g) else np.zeros(0)
+
+
+def weights(g: Graph, host_scale: Scale = 1.0, gpu_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """(base, lag): node durations and edge lags (µs) with host time (host calls' durations, the
+    CPU time between calls) scaled by ``host_scale`` (a factor, or one per rank) and GPU ops'
+    durations by ``gpu_scale``."""
+    h = node_factors(g, host_scale)
+    base = np.where(g.kind == HOST, g.base * h, g.base * gpu_scale)
+    lag = np.where((g.edge_kind == CPU) | (g.edge_kind == HANDOFF), g.lag * h[g.dst], g.lag)
     return base, lag
 
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.critical_path.inferred_waits import inferred_waits
+from tracekit.analysis.critical_path.kinds import COMM
+
 DEVICE_SYNCS = frozenset({"cudaDeviceSynchronize", "cuCtxSynchronize", "hipDeviceSynchronize"})
 
 
@@ -51,10 +54,23 @@ class SyncEdges:
             if k < len(waiting[1]):
                 src.append(a)
                 dst.append(int(waiting[1][k]))
-        if not self.sync_of and self.t.host_calls["name"].astype(str).isin(["cudaStreamWaitEvent"]).any():
-            self.missing.append("cudaStreamWaitEvent calls without cuda_sync events (the profiler's "
-                                "enable_cuda_sync_events): cross-stream waits are not in the graph")
+        if not any(v[0] == "Stream Wait Event" for v in self.sync_of.values()):
+            return self._inferred()
         return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+
+    def _inferred(self) -> tuple[np.ndarray, np.ndarray]:
+        """The cross-stream waits inferred from the GPU ops' times, for a trace without cuda_sync
+        "Stream Wait Event" records (:mod:`tracekit.analysis.critical_path.inferred_waits`)."""
+        gpu, launch = self.gpu, self.launch_local
+        call_end = np.where(launch >= 0, self.host["end"].to_numpy(float)[np.maximum(launch, 0)], np.nan)
+        src, dst = inferred_waits(gpu["ts"].to_numpy(float), gpu["end"].to_numpy(float), self.stream,
+                                  gpu["device"].astype(str).to_numpy(), call_end, self.gclass == COMM)
+        if len(src):
+            onto = int((self.gclass[src] == COMM).sum())
+            self.missing.append(f"no cuda_sync events (the profiler's enable_cuda_sync_events): {len(src)} "
+                                f"cross-stream waits inferred from ops that started when an op of another stream "
+                                f"ended ({onto} of them after a collective)")
+        return src, dst
 
     def _last_launched_before(self, stream: int, t: float) -> int:
         """The GPU op (local index) of ``stream`` whose launch call began last before ``t``; -1."""

@@ -15,7 +15,14 @@ import math
 
 import pandas as pd
 
-from tracekit.analysis.critical_path import analyze, can_analyze, cannot_retime_launches, name_segments, top
+from tracekit.analysis.critical_path import (
+    analyze,
+    can_analyze,
+    cannot_retime_launches,
+    name_segments,
+    steady_rows,
+    top,
+)
 from tracekit.analysis.critical_path.edits import Edit, default_replay
 from tracekit.analysis.critical_path.path import PARTS, marker_table
 from tracekit.analysis.critical_path.predict import predict
@@ -37,7 +44,7 @@ def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
         options: ``critical_path`` (the split and what is on the path, besides the prediction)
             and ``annotation`` (what marks an iteration; None: ProfilerStep#N).
         run: run.json's unprofiled latency (``latency_ms``, to calibrate to) and host time
-            (``host_ms``, for a GPU-bound run's calibration).
+            (``host_ms``, for a GPU-bound run's calibration; a job's rank: its own, ``rank_host_ms``).
         gpu_attribution: the trace's :func:`tracekit.analysis.attribution.attribute` frame
             (module and op of each GPU op), to name what is on the path; None: unnamed.
 
@@ -64,7 +71,7 @@ def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
         return row, out
     if calibratable:
         result = predict(tables, [Edit("cuda-graphs")], latency_ms, annotation=annotation,
-                         replay=default_replay([(0, tables)]), host_ms=run.host_ms)
+                         replay=default_replay([(0, tables)]), host_ms=_host_ms(tables, run))
         cal, path = result.calibration, result.before
         row.update(cp_calibrated=True, cp_host_scale=cal.host_scale, cp_gpu_scale=cal.gpu_scale,
                    cuda_graphs_predicted_ms=result.predicted_ms, cuda_graphs_saving_ms=latency_ms - result.predicted_ms)
@@ -74,7 +81,7 @@ def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
         notes = ["uncalibrated: the profiled window as traced (no unprofiled latency)"]
     if options.critical_path:
         split = path.split
-        rows = split.iloc[1:] if len(split) >= 3 else split
+        rows = steady_rows(split)
         mean = {c: float(rows[c].mean()) for c in rows.columns if c.endswith("_us")}
         total = mean.get("latency_us", NAN)
         row["cp_latency_us"] = path.latency_us()
@@ -85,6 +92,13 @@ def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
             name_segments(path, {0: gpu_attribution})
         out["critical_path_top"] = top(path)
     return row, out
+
+
+def _host_ms(tables: EventTables, run: RunFacts) -> float | None:
+    """The unprofiled host time per call to calibrate a trace with: its rank's own, for a rank of a
+    job whose run.json has it (``RunFacts.rank_host_ms``), else the run's."""
+    rank = (tables.meta.get("distributed") or {}).get("rank")
+    return (run.rank_host_ms or {}).get(rank, run.host_ms) if isinstance(rank, int) else run.host_ms
 
 
 @register("critical_path", reads=("gpu_ops", "host_calls", "cpu_ops", "syncs", "markers", "comms"),

@@ -11,8 +11,8 @@ ranked traces of one folder. Per-rank figures are the per-trace analyses
   cause the trace alone gave it, :func:`tracekit.analysis.distributed.stragglers.rank_wait_idle`),
   computation, communication, overlap, exposed communication, the time its collectives
   waited for later ranks, a verdict and what each remedy could save;
-* ``jobs``: per job, its ranks, the straggler, the job's verdict and remedies, and
-  a ``finding`` sentence;
+* ``jobs``: per job, its ranks (and those it lacks), the straggler, the job's verdict and
+  remedies, and a ``finding`` sentence;
   ``job_balance``: per job and rank figure (span, busy, idle and each idle cause,
   computation, communication, exposed communication, rank wait), the median and
   maximum over the ranks and their imbalance (max / median);
@@ -20,11 +20,16 @@ ranked traces of one folder. Per-rank figures are the per-trace analyses
 
 Verdict of a rank: whichever is largest of computation, exposed communication and
 host wait (idle, the GPU waiting for launches) is what bounds it: ``compute-bound``,
-``communication-bound`` or ``launch-bound``. What each remedy could save per iteration,
-at most: *better overlap* the exposed communication that was not waiting for another
-rank; *balancing the straggler* the time the rank waited for later ranks; *CUDA graphs*
-its host wait. A job's verdict is that of its mean rank; its remedies: the median
-rank's overlap and CUDA-graph savings, and the most any rank waited for the others.
+``communication-bound`` or ``launch-bound``. What each remedy could save per profiled
+iteration, at most: *better overlap* the exposed communication that was not waiting for
+another rank; *CUDA graphs* its host wait; and the time the rank waited for later ranks
+(``rank_wait_us_per_iter``), which is no saving: ranks that take turns being late wait for
+each other without any of them slowing the step. A job's verdict is that of its mean rank; its
+remedies: the median rank's overlap and CUDA-graph savings.
+
+*Balancing* is judged in unprofiled time (issue 38): the straggler is named only beyond the run's
+noise, and what balancing could save is predicted by the job's critical path
+(:mod:`tracekit.analysis.distributed.step_noise`).
 """
 
 from __future__ import annotations
@@ -36,13 +41,16 @@ from pathlib import Path, PurePath
 import numpy as np
 import pandas as pd
 
-from tracekit.analysis.distributed import stragglers
+from tracekit.analysis.distributed import step_noise, stragglers
 from tracekit.analysis.metrics.idle import CAUSES
+from tracekit.manifest import Manifest
 
 RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.I)
 CAUSES_IN_JOB = (*CAUSES, "rank_wait")
 JOB_METRICS = ["active_span_us", "gpu_busy_us", "idle_us", *[f"idle_{c}_us" for c in CAUSES_IN_JOB],
                "computation_us", "communication_us", "exposed_communication_us", "rank_wait_us"]
+# The job's critical-path figures (tracekit.analysis.critical_path.job_figures), NaN where not computed.
+PREDICTED = ("cp_step_ms", "balance_predicted_ms", "balance_could_save_ms", "cp_rank_wait_share", "cp_comm_share")
 VERDICTS = {"computation_us": "compute-bound", "exposed_communication_us": "communication-bound",
             "idle_host_wait_us": "launch-bound"}
 
@@ -57,6 +65,17 @@ def rank_of(meta: dict, path: PurePath | str) -> int | None:
         pass
     m = RANK_IN_NAME.search(PurePath(path).name)
     return int(m.group(1)) if m else None
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """Ranks as text, consecutive ones as a range: "0, 2-5, 7" ("" for none)."""
+    spans: list[list[int]] = []
+    for r in sorted(ranks):
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def labelled(row: dict) -> str:
@@ -119,7 +138,7 @@ def _judge(out: pd.DataFrame) -> pd.DataFrame:
     out["overlap_could_save_us_per_iter"] = [
         _per_iter(max(e - w, 0.0), n) for e, w, n in zip(out["exposed_communication_us"].fillna(0),
                                                          out["rank_wait_us"], iters)]
-    out["balance_could_save_us_per_iter"] = [_per_iter(w, n) for w, n in zip(out["rank_wait_us"], iters)]
+    out["rank_wait_us_per_iter"] = [_per_iter(w, n) for w, n in zip(out["rank_wait_us"], iters)]
     out["cuda_graphs_could_save_us_per_iter"] = [_per_iter(h, n) for h, n in zip(out["idle_host_wait_us"], iters)]
     return out
 
@@ -133,12 +152,20 @@ def balance(job: str, ranks: pd.DataFrame) -> pd.DataFrame:
                          "max_us": top.to_numpy(), "imbalance": (top / med.where(med > 0)).to_numpy()})
 
 
-def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.DataFrame, info: dict) -> dict:
-    """One row of the ``jobs`` table: ranks, backend, matched collectives, the straggler
-    (or ``no_straggler_because``: :func:`stragglers.no_straggler_because`), the verdict of
-    the mean rank and the remedies (see the module docstring)."""
+def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.DataFrame, info: dict,
+            manifest: Manifest | None = None, predicted: dict | None = None) -> dict:
+    """One row of the ``jobs`` table: ranks (present, ``world_size``, ``ranks_missing``), backend,
+    matched collectives, the straggler (or ``no_straggler_because``:
+    :func:`stragglers.no_straggler_because`, or within the noise), the verdict of the mean rank,
+    the remedies, noise_ms, straggler_excess_ms and balance_could_save_ms (see the module
+    docstring; ``manifest``: the job's run.json; ``predicted``: the job's critical-path figures,
+    :func:`tracekit.analysis.critical_path.job_figures.job_figures`' row)."""
     consistent = matched["consistent"].astype(bool) if len(matched) else pd.Series(dtype=bool)
-    row = {"job": job, "ranks": len(ranks), "world_size": info.get("world_size"), "backend": info.get("backend"),
+    world = info.get("world_size")
+    present = set(ranks["rank"].astype(int))
+    row = {"job": job, "ranks": len(ranks), "world_size": world, "backend": info.get("backend"),
+           "ranks_missing": rank_ranges(sorted(set(range(int(world))) - present))
+           if world == world and world and int(world) > 1 else "",
            "collectives_matched": len(matched), "collectives_inconsistent": int((~consistent).sum()),
            "wait_caused_us": float(matched["wait_caused_us"].sum()) if len(matched) else 0.0,
            "comm_comp_overlap_median": float(ranks["comm_comp_overlap"].median())}
@@ -152,8 +179,14 @@ def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.D
     judged = _judge(mean)
     row.update(verdict=judged["verdict"].iloc[0], evidence=judged["evidence"].iloc[0],
                overlap_could_save_us_per_iter=float(ranks["overlap_could_save_us_per_iter"].median()),
-               balance_could_save_us_per_iter=float(ranks["balance_could_save_us_per_iter"].max()),
                cuda_graphs_could_save_us_per_iter=float(ranks["cuda_graphs_could_save_us_per_iter"].median()))
+    row.update(noise_ms=step_noise.noise_ms(manifest),
+               straggler_excess_ms=step_noise.excess_ms(ranks, straggle, manifest, info.get("backend")))
+    row.update({"cp_calibrated": False, "cp_note": "", **dict.fromkeys(PREDICTED, math.nan), **(predicted or {})})
+    if math.isfinite(row["balance_could_save_ms"]):
+        step_noise.beyond_noise(row, row["balance_could_save_ms"], "what balancing it saves")
+    else:
+        step_noise.beyond_noise(row, row["straggler_excess_ms"], "its work beyond the other ranks'")
     row["finding"] = finding(row)
     return row
 
@@ -162,10 +195,16 @@ def finding(row: dict) -> str:
     """The job in a sentence: ranks, verdict, straggler, impossible matches (a ``jobs`` row)."""
     text = (f"{row['job']}: {row['ranks']} ranks ({row['backend'] or 'backend unknown'}), {row['verdict']} "
             f"({row['evidence']})")
+    if row.get("ranks_missing"):
+        text += f"; lacks rank {row['ranks_missing']} of {row['world_size']}"
     if row["straggler"] is not None:
         text += (f"; straggler rank {row['straggler']}: last at {row['straggler_times_last']} of "
                  f"{row['collectives_matched'] - row['collectives_inconsistent']} collectives, the others waited "
-                 f"{row['straggler_wait_caused_us'] / 1e3:.3f} ms for it")
+                 f"{row['straggler_wait_caused_us'] / 1e3:.3f} ms for it in the profiled window")
+        if math.isfinite(row.get("balance_could_save_ms", math.nan)):
+            text += f"; balancing could save {row['balance_could_save_ms']:.3f} ms a step (predicted)"
+        if not math.isfinite(row.get("noise_ms", math.nan)):
+            text += " (no unprofiled timing: its effect on the step time is unknown)"
     else:
         text += f"; no straggler ({row['no_straggler_because']})"
     if row["collectives_inconsistent"]:
@@ -175,13 +214,18 @@ def finding(row: dict) -> str:
     return text
 
 
-def analyze_jobs(runs: pd.DataFrame, calls: pd.DataFrame, pieces: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def analyze_jobs(runs: pd.DataFrame, calls: pd.DataFrame, pieces: pd.DataFrame,
+                 manifests: dict[str, Manifest] | None = None, predicted: dict[str, dict] | None = None
+                 ) -> dict[str, pd.DataFrame]:
     """Every job among the analyzed runs.
 
     Args:
         runs: Analysis.runs with ``job`` and ``rank`` (NaN for traces of no job).
         calls: the ``collectives`` table of every trace (with run, trace, rank, call).
         pieces: the ``collective_idle`` table of every trace (with trace, rank, call).
+        manifests: job -> its run.json (a job of a run folder), for the noise and each rank's host time.
+        predicted: job -> its critical-path figures (:func:`tracekit.analysis.critical_path.job_figures.job_figures`),
+            where computed.
 
     Returns:
         {"jobs", "job_balance", "ranks", "collective_calls", "stragglers"}: DataFrames,
@@ -210,7 +254,10 @@ def analyze_jobs(runs: pd.DataFrame, calls: pd.DataFrame, pieces: pd.DataFrame) 
             else pd.DataFrame(columns=stragglers.STRAGGLER_COLUMNS)
         info = {k: rows[k].dropna().iloc[0] if k in rows and rows[k].notna().any() else None
                 for k in ("world_size", "backend")}
-        out["jobs"].append(pd.DataFrame([job_row(job, ranks, straggle, matched, info)]))
+        row = job_row(job, ranks, straggle, matched, info, (manifests or {}).get(job), (predicted or {}).get(job))
+        if len(straggle):
+            straggle = straggle.assign(straggler=straggle["rank"].eq(row["straggler"]) & straggle["straggler"])
+        out["jobs"].append(pd.DataFrame([row]))
         out["job_balance"].append(balance(job, ranks))
         for name, df in (("ranks", ranks), ("collective_calls", matched), ("stragglers", straggle)):
             out[name].append(df.assign(job=job)[["job", *df.columns]])

@@ -8,7 +8,10 @@ every peer), so a rank that arrives early waits for the last one. Per matched ca
   per-group ``Seq``, written by record_param_comms from torch 2.2 on); without one, by
   its order among the calls of the same process group and collective on that rank
   (ranks issue a group's collectives in one order; restricting to one collective keeps
-  the match right when the group is unknown and several groups interleave);
+  the match right when the group is unknown and several groups interleave), each rank's
+  order lined up with the lowest rank's where the profiled windows begin at another call on
+  each rank (on the real 2-rank fixture rank 0's window holds one all_to_all more before
+  the first they share, whose kernels end at the same µs on both);
 * arrival: the call's start on each rank (:mod:`tracekit.analysis.distributed.collectives`);
   skew = last arrival - first arrival;
 * each rank's wait = last arrival - its own arrival, at most the call's own duration
@@ -56,12 +59,44 @@ STRAGGLER_COLUMNS = ["rank", "calls", "times_last", "last_share", "wait_caused_u
                      "rank_wait_us", "straggler"]
 
 
+def _shift(ref: pd.DataFrame, other: pd.DataFrame) -> int:
+    """How far ``other``'s calls (ts, end in order) are numbered from ``ref``'s: the shift s that
+    pairs other's i-th call with ref's (i + s)-th in the most consistent pairs (neither ended more
+    than ``MATCH_SLACK_US`` before the other arrived), then with the least total difference of their
+    ends (a collective completes on its ranks together), then the smallest |s|."""
+    a_ts, a_end = ref["ts"].to_numpy(float), ref["end"].to_numpy(float)
+    b_ts, b_end = other["ts"].to_numpy(float), other["end"].to_numpy(float)
+    best, pick = None, 0
+    for s in range(-(len(b_ts) - 1), len(a_ts)):
+        i = np.arange(max(0, -s), min(len(b_ts), len(a_ts) - s))
+        ok = (a_end[i + s] >= b_ts[i] - MATCH_SLACK_US) & (b_end[i] >= a_ts[i + s] - MATCH_SLACK_US)
+        score = (-int(ok.sum()), float(np.abs(a_end[i + s] - b_end[i])[ok].sum()), abs(s))
+        if best is None or score < best:
+            best, pick = score, s
+    return pick
+
+
+def _ordinals(c: pd.DataFrame) -> pd.Series:
+    """The order of each call within its rank, group and collective, each rank's numbering shifted
+    to line up with the lowest rank's (:func:`_shift`): a window that starts or ends at another
+    call on each rank (a trace cut on each rank at its own time) does not misalign the rest."""
+    ordinal = c.groupby(["rank", "process_group", "collective"]).cumcount()
+    for _, grp in c.groupby(["process_group", "collective"], sort=False):
+        ranks = sorted(grp["rank"].unique())
+        ref = grp[grp["rank"] == ranks[0]]
+        for r in ranks[1:]:
+            mine = grp[grp["rank"] == r]
+            ordinal[mine.index] += _shift(ref, mine)
+        ordinal[grp.index] -= min(0, int(ordinal[grp.index].min()))   # numbered from 0
+    return ordinal
+
+
 def _keys(calls: pd.DataFrame) -> pd.DataFrame:
-    """``calls`` with ordinal (order within rank, group and collective; -1 where seq is
-    known) and key (the call's identity across ranks)."""
+    """``calls`` with ordinal (order within rank, group and collective, lined up across ranks:
+    :func:`_ordinals`; -1 where seq is known) and key (the call's identity across ranks)."""
     c = calls.sort_values(["rank", "ts"], kind="stable").copy()
     has_seq = c["seq"].notna()
-    c["ordinal"] = c.groupby(["rank", "process_group", "collective"]).cumcount().where(~has_seq, -1)
+    c["ordinal"] = _ordinals(c[~has_seq]).reindex(c.index).fillna(-1).astype(np.int64) if (~has_seq).any() else -1
     c["key"] = np.where(has_seq, c["process_group"] + "|seq " + c["seq"].astype(str),
                         c["process_group"] + "|" + c["collective"] + " #" + c["ordinal"].astype(str))
     return c

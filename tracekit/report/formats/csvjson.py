@@ -4,7 +4,8 @@ baseline), ``modules.csv`` (each mode against the baseline, module by module, wh
 runs have attribution rows; else an earlier report's modules.csv in the folder is removed),
 ``critical_path.csv`` (each iteration's critical path, part by part, with ``--critical-path``;
 likewise removed without one), ``critical_path_top.csv`` (what is on it most, by kernel or
-call, op and module; likewise) and ``runs.json`` (every table)."""
+call, op and module; likewise), ``job_critical_path.csv`` (each job's ranks joined at their
+collectives, per rank and iteration; likewise) and ``runs.json`` (every table)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ class CsvJson(Renderer):
         files = [write_atomic(out / "runs.csv", runs.to_csv(index=False)),
                  write_atomic(out / "comparison.csv", t.comparison.to_csv(index=False)),
                  write_json(out / "runs.json", data)]
-        for name in ("critical_path", "critical_path_top"):   # tracekit analyze --critical-path
+        for name in ("critical_path", "critical_path_top", "job_critical_path"):   # tracekit analyze --critical-path
             table = t.analysis.table(name)
             if len(table):
                 files.append(write_atomic(out / f"{name}.csv", table.to_csv(index=False)))

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from tracekit.analysis.critical_path.path import PARTS
 from tracekit.analysis.critical_path.predict import Prediction
+from tracekit.analysis.distributed.job import rank_ranges
 from tracekit.report.base import Renderer, Report, register
 
 
@@ -23,22 +24,56 @@ def split_text(split: dict) -> str:
     return ", ".join(shown) or "-"
 
 
+def _calibration_text(record: dict) -> str:
+    """How the model was calibrated (a job's host factor per rank, or their range over more than 8
+    ranks), or that it is an uncalibrated bound and why."""
+    measured = record["measured_latency_ms"]
+    if not record["calibrated"]:
+        if measured is None:
+            return ("UNCALIBRATED: no run.json with an unprofiled latency; the profiled window as it is (an upper "
+                    "bound on host time)")
+        return (f"UNCALIBRATED: the fit could not meet the unprofiled {measured:.3f} ms (note below); an "
+                "uncalibrated bound")
+    scales = record.get("host_scale_by_rank") or {}
+    if not scales:
+        return (f"calibrated to the unprofiled {measured:.3f} ms (host time x{record['host_scale']:.2f}, GPU time "
+                f"x{record['gpu_scale']:.2f})")
+    host = (", ".join(f"rank {r} x{f:.2f}" for r, f in scales.items()) if len(scales) <= 8
+            else f"x{min(scales.values()):.2f}-{max(scales.values()):.2f} over {len(scales)} ranks")
+    gpu = record["gpu_scale"]
+    return f"calibrated to the unprofiled step {measured:.3f} ms (host time {host}, GPU time x{gpu:.2f})"
+
+
+def _job_lines(record: dict) -> list[str]:
+    """A job's ranks, the ranks it lacks and what balancing took from each rank."""
+    lines = []
+    world = f" of {record['world_size']}" if record.get("world_size") else ""
+    if record.get("ranks"):
+        lines.append(f"  ranks {rank_ranges(record['ranks'])}{world}")
+    if record.get("ranks_missing"):
+        many = "s" if len(record["ranks_missing"]) > 1 else ""
+        lines.append(f"  lacks rank{many} {rank_ranges(record['ranks_missing'])}{world}: predicted from the others, "
+                     "whose collectives wait for no missing rank")
+    lines += [f"  unreadable: {u['path']}: {u['problem']}" for u in record.get("unreadable", [])]
+    for r in record.get("rank_excess", []):
+        if r["host_excess_us"] or r["gpu_excess_us"]:
+            lines.append(f"  balancing takes from rank {int(r['rank'])} {r['host_excess_us'] / 1e3:.3f} ms of host "
+                         f"and {r['gpu_excess_us'] / 1e3:.3f} ms of GPU work per iteration")
+    return lines
+
+
 def prediction_text(prediction: Prediction) -> str:
-    """A few lines: ``path: edits``, the predicted iteration (ms) from the modelled one and how it
-    was calibrated (or UNCALIBRATED), the critical path before and after (:func:`split_text`), then
-    a line per note and per thing missing; or one line, ``path: cannot predict: why``. The figures
-    are those of :meth:`Prediction.to_dict` (rounded as ``--json`` prints them)."""
+    """A few lines: ``path: edits``, a job's ranks (those it lacks, what balancing takes from each),
+    the predicted iteration (ms) from the modelled one and how it was calibrated (or UNCALIBRATED,
+    an uncalibrated bound), the critical path before and after (:func:`split_text`), then a line per
+    note and per thing missing; or ``path: cannot predict: why`` (and the ranks a job lacks). The
+    figures are those of :meth:`Prediction.to_dict` (rounded as ``--json`` prints them)."""
     record = prediction.to_dict()
     if prediction.cannot_predict:
-        return f"{record['path']}: cannot predict: {record['cannot_predict']}"
-    lines = [f"{record['path']}: {', '.join(record['edits'])}"]
-    measured = record["measured_latency_ms"]
-    how = (f"calibrated to the unprofiled {measured:.3f} ms (host time x{record['host_scale']:.2f}, "
-           f"GPU time x{record['gpu_scale']:.2f})" if record["calibrated"]
-           else "UNCALIBRATED: no run.json with an unprofiled latency; the profiled window as it is (an upper bound "
-                "on host time)")
+        return "\n".join([f"{record['path']}: cannot predict: {record['cannot_predict']}", *_job_lines(record)])
+    lines = [f"{record['path']}: {', '.join(record['edits'])}", *_job_lines(record)]
     lines.append(f"  predicted iteration {record['predicted_latency_ms']:.3f} ms, from "
-                 f"{record['modelled_latency_ms']:.3f} ms modelled ({how})")
+                 f"{record['modelled_latency_ms']:.3f} ms modelled ({_calibration_text(record)})")
     lines.append(f"  critical path before: {split_text(record['critical_path_before'])}")
     lines.append(f"  critical path after:  {split_text(record['critical_path_after'])}")
     lines += [f"  note: {n}" for n in record["notes"]] + [f"  missing: {m}" for m in record["missing"]]

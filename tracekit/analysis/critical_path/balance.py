@@ -1,0 +1,116 @@
+"""The ``balance-ranks`` edit: each rank's work beyond the other ranks' removed, iteration by iteration
+(:mod:`tracekit.analysis.critical_path.edits`).
+
+A rank that does more than the others each iteration (a host that sleeps, a slower input
+pipeline, a GPU with more to compute) holds every rank back at the next collective. Balancing
+takes that excess away and re-times the job's graph, collectives and all: what the job would take
+if no rank did more than the others.
+
+Per iteration and rank, its *host work* is the time of its host calls and the CPU time between
+them (the graph's host node durations and ``cpu``/``handoff`` lags between calls of the iteration,
+calibrated), its *GPU work*
+the time of its GPU ops but collectives (a collective's time is waiting and transfer, which the
+re-timing gives). A rank's excess is its work less the median of the other ranks' (of two ranks:
+the other's), where positive. Ranks of one data-parallel job run the same code, so their
+iterations hold the same calls and ops in the same order; then the k-th piece of work (the k-th
+call of a thread and the CPU time before it, the k-th GPU op in launch order) is compared across
+ranks, and the excess is taken from the pieces that exceed the other ranks' median piece, in
+proportion to how much they do (a sleep is taken where it is). Where the ranks' iterations differ
+in their calls or ops, the rank's pieces are all shortened in proportion.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tracekit.analysis.critical_path.graph import Graph
+from tracekit.analysis.critical_path.kinds import COMM, CPU, GPU, HANDOFF, HOST
+
+
+def _within(g: Graph, step: np.ndarray) -> np.ndarray:
+    """The ``cpu`` and ``handoff`` edges between two host calls of one iteration (a bool per edge):
+    the CPU time before an iteration's first call is the previous iteration's, or idle."""
+    return ((g.edge_kind == CPU) | (g.edge_kind == HANDOFF)) & (step[g.src] == step[g.dst])
+
+
+def _pieces(g: Graph, step: np.ndarray, lag: np.ndarray) -> pd.DataFrame:
+    """One row per host node and non-collective GPU op in an iteration: node, rank, step, host
+    (bool), thread, order (its thread's place among its rank's threads; -1 for a GPU op), ts (its
+    launch call's start for a GPU op) and its incoming CPU time within the iteration (cpu_us)."""
+    cpu_in = np.zeros(len(g))
+    into = _within(g, step)
+    np.add.at(cpu_in, g.dst[into], lag[into])
+    host = g.kind == HOST
+    work = host | ((g.kind == GPU) & (g.klass != COMM))
+    nodes = np.flatnonzero(work)
+    launch_ts = np.where((g.kind == GPU) & (g.launch >= 0), g.ts[np.maximum(g.launch, 0)], g.ts)
+    frame = pd.DataFrame({"node": nodes, "rank": g.rank[nodes], "step": step[nodes], "host": host[nodes],
+                          "thread": g.thread[nodes], "ts": launch_ts[nodes], "cpu_us": cpu_in[nodes]})
+    # a thread's order within its rank: by its first call (main thread, then autograd's...)
+    first = frame[frame["host"]].groupby(["rank", "thread"])["ts"].min().rename("first").reset_index()
+    first["order"] = first.groupby("rank")["first"].rank(method="first").astype(np.int64)
+    frame = frame.merge(first[["rank", "thread", "order"]], on=["rank", "thread"], how="left")
+    frame["order"] = frame["order"].fillna(0).astype(np.int64).where(frame["host"], -1)
+    return frame
+
+
+def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd.DataFrame:
+    """Remove each rank's excess host and GPU work per iteration (module docstring), changing
+    ``base`` (node durations, µs) and ``lag`` (edge lags, µs) in place.
+
+    Args:
+        g: a job's graph; step: each node's iteration (-1 outside every one).
+        base, lag: the calibrated weights (:func:`tracekit.analysis.critical_path.retime.weights`,
+            after any earlier edit).
+
+    Returns:
+        Per (rank, step): host_excess_us and gpu_excess_us (the work taken away, µs) and matched
+        (True: piece by piece; False: in proportion, the ranks' iterations differing).
+    """
+    into = _within(g, step)
+    frame = _pieces(g, step, lag)
+    frame = frame[frame["step"] >= 0]
+    frame["work"] = base[frame["node"].to_numpy()] + frame["cpu_us"]
+    scale = np.ones(len(g))
+    rows = []
+    for s, it in frame.groupby("step", sort=True):
+        if it["rank"].nunique() < 2:
+            continue
+        for host, part in it.groupby("host"):
+            part = part.sort_values(["rank", "order", "ts"], kind="stable")
+            part = part.assign(k=part.groupby(["rank", "order"]).cumcount())
+            shapes = part.groupby("rank")["order"].agg(tuple)
+            matched = shapes.nunique() == 1
+            table = part.pivot_table(index="rank", columns=["order", "k"], values="work", aggfunc="sum") \
+                if matched else None
+            for r, mine in part.groupby("rank"):
+                others = part[part["rank"] != r].groupby("rank")["work"].sum()
+                excess = float(mine["work"].sum() - others.median())
+                if excess <= 0:
+                    continue
+                work = mine["work"].to_numpy()
+                over = (table.loc[r] - table.drop(index=r).median()).clip(lower=0).to_numpy() if matched else None
+                if matched and over.sum() > 0:   # from the pieces beyond the others', in proportion to how far
+                    keep = 1 - np.divide(over * min(1.0, excess / over.sum()), work, out=np.zeros(len(work)),
+                                         where=work > 0)
+                else:
+                    keep = np.full(len(mine), 1 - excess / float(work.sum()))
+                scale[mine["node"].to_numpy()] = keep
+                rows.append({"rank": int(r), "step": int(s), "host": bool(host),
+                             "excess_us": float((work * (1 - keep)).sum()), "matched": bool(matched)})
+    base *= scale
+    lag[into] *= scale[g.dst[into]]
+    return _summary(rows)
+
+
+def _summary(rows: list[dict]) -> pd.DataFrame:
+    """Per (rank, step): host_excess_us, gpu_excess_us, matched."""
+    cols = ["rank", "step", "host_excess_us", "gpu_excess_us", "matched"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    t = pd.DataFrame(rows)
+    out = t.pivot_table(index=["rank", "step"], columns="host", values="excess_us", aggfunc="sum", fill_value=0.0)
+    out = out.reindex(columns=[True, False], fill_value=0.0).set_axis(["host_excess_us", "gpu_excess_us"], axis=1)
+    out["matched"] = t.groupby(["rank", "step"])["matched"].all()
+    return out.reset_index()[cols]
