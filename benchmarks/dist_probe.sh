@@ -4,7 +4,9 @@
 # With "tests", first the gpu-marked tests of CUDA graphs (about 2 minutes; their output in
 # $OUT/gpu-tests.txt): a job's (tests/test_distributed.py, 2 GPUs: a DDP training step captured with
 # its all-reduces, faster than eager, the replicas' weights equal after the replays; an FSDP2 step
-# captured; cudagraphs-compile under DDP) and a single GPU's (tests/backends/test_backends.py).
+# captured; cudagraphs-compile under DDP), a single GPU's (tests/backends/test_backends.py) and the
+# capture's own on a GPU (tests/capture: a run's profiled steps, a recorded loop timed with CUDA
+# events; tests/test_api.py: profile comparing cudagraphs with eager).
 # Then workloads/predict-dist.toml on NPROC ranks (--set nproc=NPROC) for MINUTES of cells, through
 # benchmarks/lease_call.sh (resumable from $REPORTS/predict-dist/manifests.jsonl.gz; its cells
 # packed into $OUT/cells.tar.xz.NN, to unpack here with benchmarks/lease_unpack.sh; the bench's
@@ -15,11 +17,11 @@ set -o pipefail
 NPROC=$1; MINUTES=$2; HARD=$3; TESTS=$4; PY=${PYTHON:-python3}
 $PY -c "import msgspec, click, rich, jinja2, pytest" 2>/dev/null || {
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
-  export PYTHONPATH=/tmp/site; }
+  export PYTHONPATH=/tmp/site:$PWD; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $OUT/gpu.txt 2>&1
 if [ "$TESTS" = tests ]; then
   PYTHONUNBUFFERED=1 timeout -s INT 240 $PY -m pytest -q -p no:cacheprovider -rs -m gpu \
-    tests/test_distributed.py tests/backends/test_backends.py -k "cudagraphs or captur or cuda_graph" 2>&1 |
+    tests/test_distributed.py tests/backends/test_backends.py tests/capture tests/test_api.py 2>&1 |
     tee $OUT/gpu-tests.txt
 fi
 bash "$(dirname "$0")/lease_call.sh" predict-dist "$MINUTES" $((HARD - SECONDS)) --set nproc="$NPROC"
