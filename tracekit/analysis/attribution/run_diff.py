@@ -23,18 +23,15 @@ CHECKED = ("d_busy_us", "d_kernels", "d_launches", "d_idle_us")
 IDENTITY = (("model", "model"), ("batch", "batch"), ("dtype", "dtype"), ("device_type", "device"))
 
 
-def mismatch(row_a: dict, row_b: dict) -> str:
-    """The :data:`IDENTITY` fields in which two run rows differ, ``"batch 8 vs 1, device cuda
-    vs cpu"``; a field unknown on either side (a trace without run.json) is left out."""
+def mismatch(row_a: dict, row_b: dict) -> tuple[tuple[str, object, object], ...]:
+    """The :data:`IDENTITY` fields in which two run rows differ, each ``(name, A's, B's)``:
+    ``(("batch", 8.0, 1.0), ("device", "cuda", "cpu"))``; a field unknown on either side (a trace
+    without run.json) is left out."""
     def known(v) -> bool:
         return v is not None and v == v and v != ""
 
-    return ", ".join(f"{name} {_plain(row_a[col])} vs {_plain(row_b[col])}" for col, name in IDENTITY
-                     if known(row_a.get(col)) and known(row_b.get(col)) and row_a[col] != row_b[col])
-
-
-def _plain(v) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
+    return tuple((name, row_a[col], row_b[col]) for col, name in IDENTITY
+                 if known(row_a.get(col)) and known(row_b.get(col)) and row_a[col] != row_b[col])
 
 
 @dataclass
@@ -47,7 +44,8 @@ class RunDiff:
     totals: :func:`totals`; sum_error: for each of ``CHECKED``, |sum of the module
     rows - the runs' total| (0 up to float rounding: the rows split the runs exactly);
     has_gpu: either trace holds GPU ops (else there is nothing to attribute);
-    mismatch: the run.json fields the two runs differ in (:func:`mismatch`), "" if none.
+    mismatch: the run.json fields the two runs differ in (:func:`mismatch`), () if none; the
+    report says so (:mod:`tracekit.report.formats.diff`).
     """
 
     a: str
@@ -63,7 +61,7 @@ class RunDiff:
     workload: str = ""
     sum_error: dict = field(default_factory=dict)
     has_gpu: bool = True
-    mismatch: str = ""
+    mismatch: tuple = ()
 
     @classmethod
     def of(cls, a: str, b: str, long_a: pd.DataFrame, long_b: pd.DataFrame, row_a: dict, row_b: dict,

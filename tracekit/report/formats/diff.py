@@ -69,9 +69,16 @@ def _title(d: RunDiff) -> str:
     return f"A = {d.a} ({n(d.iterations_a)}), B = {d.b} ({n(d.iterations_b)}); modules at depth {d.depth}"
 
 
+def mismatch_text(d: RunDiff) -> str:
+    """The run.json fields two runs differ in (:func:`tracekit.analysis.attribution.run_diff.mismatch`),
+    ``"batch 8 vs 1, device cuda vs cpu"``; "" where they differ in none."""
+    plain = lambda v: f"{v:g}" if isinstance(v, float) else str(v)  # noqa: E731
+    return ", ".join(f"{name} {plain(a)} vs {plain(b)}" for name, a, b in d.mismatch)
+
+
 def _warning(d: RunDiff) -> str:
     """The warning of a diff of runs of different workloads, "" if they are of one."""
-    return f"A and B differ in {d.mismatch}: this diff compares workloads, not modes" if d.mismatch else ""
+    return f"A and B differ in {mismatch_text(d)}: this diff compares workloads, not modes" if d.mismatch else ""
 
 
 def _no_gpu(d: RunDiff) -> str:
@@ -94,7 +101,7 @@ def diff_markdown(d: RunDiff, top: int = 20) -> str:
 def diff_dict(d: RunDiff) -> dict:
     """Everything, as JSON-ready data (its tables worded: :func:`tracekit.report.worded.worded`)."""
     d = worded(d)
-    return jsonable({"a": d.a, "b": d.b, "has_gpu": d.has_gpu, "mismatch": d.mismatch, "depth": d.depth,
+    return jsonable({"a": d.a, "b": d.b, "has_gpu": d.has_gpu, "mismatch": mismatch_text(d), "depth": d.depth,
                      "iterations_a": d.iterations_a,
                      "iterations_b": d.iterations_b, "coverage_a": d.coverage_a, "coverage_b": d.coverage_b,
                      "totals": d.totals, "modules": d.modules.to_dict("records"), "ops": d.ops.to_dict("records")})
