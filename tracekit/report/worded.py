@@ -64,6 +64,7 @@ def worded(data):
 
 
 def _result(r: Result) -> WordedResult:
+    """``r`` with the texts of its runs, comparison, tables and module diffs."""
     tables = dict(r.analysis.tables)
     checks = tables.get("integrity", pd.DataFrame(columns=["run", "trace", "check", "status", "count", "detail"]))
     if "what" in checks:
