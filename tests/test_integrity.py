@@ -10,10 +10,12 @@ import pytest
 from click.testing import CliRunner
 from tracebuilder import TraceBuilder, eager_trace
 
+from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
 from tracekit.analysis.trace_analysis import analyze_trace
 from tracekit.cli import main
 from tracekit.errors import ExitCode
+from tracekit.report.worded import worded
 from tracekit.trace import load
 
 EPOCH_US = 1.66e15  # timestamps in µs since the epoch, as Kineto writes them on some systems
@@ -29,6 +31,11 @@ def _row(path):
     return analyze_trace(load(path))
 
 
+def _said(path):
+    """The run row of the trace at ``path`` with the texts the reports show (tracekit.report.worded)."""
+    return worded(Result.of(analyze(path))).runs.iloc[0]
+
+
 def test_outlier_timestamp_is_dropped_and_counted(tmp_path):
     """One memset at ts 0 in a trace of µs since the epoch: dropped, so the span stays 150 µs."""
     t = TraceBuilder(base_ts=EPOCH_US)
@@ -41,7 +48,7 @@ def test_outlier_timestamp_is_dropped_and_counted(tmp_path):
     r = _row(path)
     assert r.row["active_span_us"] == pytest.approx(150.0) and r.row["gpu_busy_us"] == pytest.approx(40.0)
     assert r.row["verdict"] == "launch-bound" and r.row["integrity"] == "warning"
-    assert "1 events far outside the trace's time range dropped as outliers" in r.row["integrity_detail"]
+    assert "1 events far outside the trace's time range dropped as outliers" in _said(path)["integrity_detail"]
     res = _cli(path, tmp_path)
     assert res.exit_code == ExitCode.PARTIAL
     assert "1 events far outside the trace's time range dropped as outliers" in res.output
@@ -65,8 +72,9 @@ def test_gpu_ops_without_correlation_ids_leave_launches_unknown(tmp_path):
     r = _row(t.write(tmp_path / "t.json"))
     assert r.row["kernels"] == 4 and math.isnan(r.row["host_launches"])
     assert r.row["integrity"] == "failed" and r.row["verdict"] == "undetermined"
-    assert r.row["evidence"] == ("trace integrity failed: 4 of 4 GPU ops have no correlation id: their launches are "
-                                 "unknown (the trace's launches are unknown)")
+    assert _said(tmp_path / "t.json")["evidence"] == (
+        "trace integrity failed: 4 of 4 GPU ops have no correlation id: their launches are "
+        "unknown (the trace's launches are unknown)")
 
 
 def test_launch_calls_without_gpu_ops_say_gpu_activity_was_not_recorded(tmp_path):
@@ -74,9 +82,10 @@ def test_launch_calls_without_gpu_ops_say_gpu_activity_was_not_recorded(tmp_path
     t.events = [e for e in t.events if e.get("cat") not in ("kernel", "ac2g")]
     r = _row(t.write(tmp_path / "t.json"))
     assert not r.row["has_gpu"] and r.row["verdict"] == "undetermined"
-    assert r.row["note"].startswith("4 launch calls but no GPU op: GPU activity was not recorded; profile with "
-                                    "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])")
-    assert "CPU ops only" not in r.row["note"]
+    note = _said(tmp_path / "t.json")["note"]
+    assert note.startswith("4 launch calls but no GPU op: GPU activity was not recorded; profile with "
+                           "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])")
+    assert "CPU ops only" not in note
 
 
 @pytest.mark.parametrize("device_cat, host_cat, host_api, kind", [
@@ -94,7 +103,7 @@ def test_other_accelerators_are_devices(tmp_path, device_cat, host_cat, host_api
     r = _row(t.write(tmp_path / "t.json"))
     assert r.row["has_gpu"] and r.row["kernels"] == 4 and r.row["host_launches"] == 4
     assert r.row["gpu_busy_us"] == pytest.approx(40.0) and r.row["verdict"] == "launch-bound"
-    assert r.tables["integrity"].set_index("check").at["accelerator", "detail"] == kind
+    assert r.tables["integrity"].set_index("check").at["accelerator", "what"] == kind
 
 
 def test_2021_categories_are_read_fully(tmp_path):
@@ -226,7 +235,7 @@ def test_mtia_device_events_are_kernels_copies_and_syncs(tmp_path):
     assert (r.row["kernels"], r.row["memcpys"], r.row["gpu_ops"]) == (2, 1, 3)
     assert r.row["gpu_busy_us"] == pytest.approx(30.0) and r.row["active_span_us"] == pytest.approx(85.0)
     assert r.row["idle_sync_us"] == pytest.approx(50.0) and r.row["idle_launch_latency_us"] == pytest.approx(5.0)
-    assert r.tables["integrity"].set_index("check").at["accelerator", "detail"] == "MTIA"
+    assert r.tables["integrity"].set_index("check").at["accelerator", "what"] == "MTIA"
     assert r.tables["transfers"].set_index("direction").at["memcpy", "count"] == 1
     runs = analyze(path).runs
     assert runs.at[0, "device_type"] == "mtia" and runs.at[0, "kernels"] == 2
@@ -245,7 +254,7 @@ def test_a_sampled_trace_missing_most_launch_calls_is_undetermined(tmp_path):
         t.kernel("relu", start=100 + 100 * i, dur=5)    # launched, but not recorded in the sample
     r = _row(t.write(tmp_path / "sampled.json"))
     assert r.row["gpu_ops"] == 18 and r.row["integrity"] == "failed" and r.row["verdict"] == "undetermined"
-    assert r.row["evidence"] == (
+    assert _said(tmp_path / "sampled.json")["evidence"] == (
         "trace integrity failed: 16 of 18 GPU ops have no launch call in the trace (launched before the profiler "
         "started, or host calls not recorded): counted, attributed to no launch, the idle before them has no cause; "
         "over 50%: host wait is unmeasured")
@@ -253,4 +262,5 @@ def test_a_sampled_trace_missing_most_launch_calls_is_undetermined(tmp_path):
     few.kernel("spill", start=-20, dur=5)
     r = _row(few.write(tmp_path / "few.json"))
     assert r.row["integrity"] == "warning" and r.row["verdict"] == "launch-bound"
-    assert r.row["integrity_detail"].startswith("1 of 5 GPU ops have no launch call in the trace")
+    assert _said(tmp_path / "few.json")["integrity_detail"].startswith(
+        "1 of 5 GPU ops have no launch call in the trace")

@@ -18,6 +18,7 @@ from tracekit.analysis.distributed import collectives, communication, job
 from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.cli import main
 from tracekit.errors import ExitCode
+from tracekit.report.run_lines import evidence_text, integrity_text
 from tracekit.trace import TraceError, load
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -72,9 +73,11 @@ def test_an_analysis_that_raises_loses_only_its_own_figures(tmp_path, monkeypatc
     if name not in ("collectives",):
         assert r.row["collectives"] == good.row["collectives"] == 2
     if name == "verdict" or name == "idle":   # not judged, and says why
-        assert r.row["verdict"] == "undetermined" and "boom" in r.row["evidence"]
+        assert r.row["verdict"] == "undetermined" and "boom" in r.row["verdict_reason"]
+        assert evidence_text(r.row).startswith("not judged: ") and "boom" in evidence_text(r.row)
     if name == "integrity":                   # unchecked: not vouched for
-        assert r.row["integrity"] == "failed" and "boom" in r.row["integrity_detail"]
+        [check] = r.tables["integrity"].to_dict("records")
+        assert r.row["integrity"] == "failed" and "boom" in integrity_text(check)
 
 
 def test_a_failed_analysis_is_a_report_line_and_exit_70(tmp_path, monkeypatch):

@@ -288,14 +288,18 @@ def diff(a: Path | str, b: Path | str | None = None, depth: int = 3, iterations:
 
     Returns:
         For two runs a :class:`tracekit.analysis.attribution.run_diff.RunDiff` (``modules`` and ``ops``
-        DataFrames, ``totals``, ``coverage_a``/``coverage_b``); for a folder, one per pair of
-        modes of each workload (a list).
+        DataFrames, with what changed in words as ``tracekit diff`` shows it:
+        :func:`tracekit.report.worded.worded`; ``totals``, ``coverage_a``/``coverage_b``); for a
+        folder, one per pair of modes of each workload (a list).
 
     Raises:
         tracekit.trace.TraceError: a path is missing or unreadable.
         ValueError: a run path holds no trace or several.
     """
     from tracekit.analysis.attribution.run_diff import diff_pairs, diff_runs
+    from tracekit.report.worded import worded
 
-    return diff_pairs(a, depth, iterations) if b is None else diff_runs(a, b, depth, iterations)
+    if b is None:
+        return [worded(d) for d in diff_pairs(a, depth, iterations)]
+    return worded(diff_runs(a, b, depth, iterations))
 

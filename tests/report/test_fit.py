@@ -9,10 +9,10 @@ from click.testing import CliRunner
 from owndata import CPU_RUNS, H100_STUDY
 from tracebuilder import eager_trace, graph_trace, write_run
 
-from tracekit.analysis.comparison.trust import speedup_text
 from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
 from tracekit.cli import main
+from tracekit.report.comparison_text import speedup_text
 from tracekit.report.fit import Fit, Legend
 
 LLAMA = "hf:llama?layers=16&hidden=2048&heads=32&kv_heads=8&ffn=8192"

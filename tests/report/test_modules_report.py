@@ -12,6 +12,7 @@ from tests.tracebuilder import add_cpu_range, write_run
 from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
+from tracekit.report.worded import worded
 
 
 def test_reports_show_modules(tmp_path):
@@ -20,7 +21,7 @@ def test_reports_show_modules(tmp_path):
     write_run(tmp_path / "t" / "mlp" / "default", compiled_mlp(), model="mlp", mode="default", attribution=RECORD,
               latency_ms=(0.8, 0.7, 0.9))
     tables = Result.of(analyze(tmp_path / "t"))
-    default = tables.comparison.set_index("mode").loc["default"]
+    default = worded(tables).comparison.set_index("mode").loc["default"]
     assert default["top_modules"] == "blocks.*.mlp busy -4.0 µs, launches -2"
     assert default["finding"].endswith("; by module: blocks.*.mlp busy -4.0 µs, launches -2")
     busy = tables.module_busy.set_index(["mode", "module"])["busy_per_iter_us"]
@@ -60,4 +61,4 @@ def test_the_models_own_row_is_named_and_the_table_wraps_to_the_page(tmp_path):
     assert '<td class="text">(model)</td>' in html and '<td class="text"></td>' not in html
     assert '<td class="text wrap">4 kernels (addmm x2, gelu, add) became 2 Triton kernels' in html
     assert re.search(r"td\.wrap \{[^}]*white-space: normal", html)
-    assert "(model) busy -1.0 µs" in tables.comparison.set_index("mode").loc["default", "top_modules"]
+    assert "(model) busy -1.0 µs" in worded(tables).comparison.set_index("mode").loc["default", "top_modules"]

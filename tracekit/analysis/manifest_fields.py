@@ -28,7 +28,8 @@ def manifest_fields(manifest: Manifest | None) -> dict:
     """The row fields of a run from its manifest (``{"status": "trace only", "reason": ""}``
     for a trace without run.json): identity, device, status, latency_*_ms (median, mean,
     p10, p90, std, min), compile_s, peak_memory_MB, max_abs_diff, the timing checks and
-    achieved TFLOP/s and GB/s; missing figures are NaN."""
+    achieved TFLOP/s and GB/s; missing figures are NaN. The report words a busy host as the run's
+    ``timing_warning`` in place of ``host_cpus_end`` (:func:`tracekit.report.worded.worded`)."""
     if manifest is None:
         return {"status": "trace only", "reason": ""}
     spec = manifest.spec
@@ -57,10 +58,10 @@ def manifest_fields(manifest: Manifest | None) -> dict:
 def _timing_fields(manifest: Manifest) -> dict:
     """How far the run's timing can be trusted (tracekit.capture.timers): the synchronised wall
     clock beside the latency (median, p10 and p90 over its blocks, calls a block), the host's
-    load (timing_warning: a busy host), the threads, the processes it was made in. Why the
-    two timers are apart needs the trace too: :func:`tracekit.analysis.comparison.trust.timer_gap`."""
-    from tracekit.analysis.comparison import trust  # pandas: after the reader's workers have started
-
+    load at the start and the end (1-minute load average, and the CPUs at each: a busy host,
+    :func:`tracekit.analysis.comparison.trust.busy_host`), the threads, the processes it was made
+    in. Why the two timers are apart needs the trace too:
+    :func:`tracekit.analysis.comparison.trust.timer_gap`."""
     load, repeats = manifest.host_load or HostLoad(), manifest.repeats or Repeats()
     wall_ms, environment = manifest.wall_ms or Timer(), manifest.environment or Environment()
     start, end = load.start or LoadReading(), load.end or LoadReading()
@@ -75,7 +76,7 @@ def _timing_fields(manifest: Manifest) -> dict:
         "host_cpus": _nan((start or end).cpus),
         "threads": _nan(environment.cpu_threads),
         "processes": 1 if repeats.n is None else repeats.n, "process_spread": _nan(repeats.spread),
-        "timing_warning": "; ".join(trust.host_problems(load.to_dict())),
+        "host_cpus_end": _nan(end.cpus),
     }
 
 

@@ -27,9 +27,8 @@ class Result:
     comparison:     one row per run against the ``baseline`` run of its workload: speedup
                     (unprofiled median latencies) with speedup_low/high, d_latency_ms =
                     d_busy_per_iter_ms + d_idle_est_ms (ms per iteration, run minus
-                    baseline), kernels_ratio, launches_ratio, dominant ("busy" or "idle"),
-                    finding (for CPU-only runs made from their ops; followed by the modules
-                    that contribute most to Δ busy, also in ``top_modules``) and warning
+                    baseline), kernels_ratio, launches_ratio, dominant ("busy" or "idle")
+                    and what the report's warnings rest on
                     (:func:`tracekit.analysis.comparison.compare.compare`).
     overhead:       profiled vs unprofiled iteration time of each run
                     (:func:`tracekit.analysis.comparison.compare.profiler_overhead`).
@@ -54,10 +53,12 @@ class Result:
     ``skipped`` and ``root`` (the folder run names are relative to).
 
     ``result["kernels"]`` is ``result.tables["kernels"]`` (also "runs", "comparison",
-    "overhead", "cpu_op_changes", "modules", "module_busy"). It writes no sentence: what
-    :func:`tracekit.analyze` and :func:`tracekit.profile` return is its report-layer subclass
-    :class:`tracekit.report.shown.ShownResult`, which a notebook shows as its speedup table
-    and ``print()`` as a short summary.
+    "overhead", "cpu_op_changes", "modules", "module_busy"). It writes no sentence: the report
+    layer adds the texts a reader sees to its tables (:func:`tracekit.report.worded.worded`: the
+    comparison's finding, warning and top_modules, the runs' evidence, integrity_detail, note and
+    timing_warning...), so what :func:`tracekit.analyze` and :func:`tracekit.profile` return is its
+    report-layer subclass :class:`tracekit.report.shown.ShownResult`, which a notebook shows as its
+    speedup table and ``print()`` as a short summary.
     """
 
     analysis: Analysis
@@ -73,28 +74,17 @@ class Result:
 
     @classmethod
     def of(cls, analysis: Analysis, baseline: str = "eager") -> "Result":
-        """The result of ``analysis`` compared with ``baseline``; the comparison's findings name
-        the modules that contribute most to each run's Δ busy (``top_modules``)."""
-        from tracekit.analysis.attribution.run_diff import busy_by_kind, top_modules, versus_baseline
+        """The result of ``analysis`` compared with ``baseline``."""
+        from tracekit.analysis.attribution.run_diff import busy_by_kind, versus_baseline
 
-        ops = analysis.table("cpu_ops")
         comparison = compare(analysis.runs, baseline)
-        changes = ops_analysis.changes(ops, comparison)
-        if len(ops) and len(comparison):  # CPU-only runs: findings made from their ops
-            by_run = dict(tuple(changes.groupby("run")))
-            comparison["finding"] = [f or ops_analysis.finding(by_run.get(run, pd.DataFrame()))
-                                     for f, run in zip(comparison["finding"], comparison["run"])]
+        changes = ops_analysis.changes(analysis.table("cpu_ops"), comparison)
         runs = analysis.runs.drop_duplicates("run") if "iterations" in analysis.runs else pd.DataFrame()
         iterations = dict(zip(runs.get("run", []), pd.to_numeric(runs.get("iterations", []), errors="coerce")))
         attribution = analysis.table("attribution")
         modules = versus_baseline(attribution, comparison, iterations)
-        if len(modules):
-            top = comparison["run"].map({r: top_modules(g) for r, g in modules.groupby("run")}).fillna("")
-            comparison["top_modules"] = top
-            comparison["finding"] = [f + (f"; by module: {t}" if f and t else "") for f, t in
-                                     zip(comparison["finding"], top)]
-        return cls(analysis, comparison, profiler_overhead(analysis.runs), baseline,
-                   changes, modules, busy_by_kind(attribution, comparison, iterations))
+        return cls(analysis, comparison, profiler_overhead(analysis.runs), baseline, changes, modules,
+                   busy_by_kind(attribution, comparison, iterations))
 
     @property
     def runs(self) -> pd.DataFrame:

@@ -46,14 +46,16 @@ class Analysis:
              phase, op (the op
              a single-op run computes), device_type (where the run really ran: cuda, mtia, xpu, cpu),
              requested_device (the spec's), device_name (where it ran), requested_device_name
-             (the spec's device), status, reason, note),
+             (the spec's device), status, reason, note (run.json's: the report adds the trace's,
+             :func:`tracekit.report.worded.worded`), trace_problems (the damage the reader mended
+             or dropped, by kind: the ``events`` checks of the ``integrity`` table)),
              the manifest's timings
              (latency_*_ms, compile_s, peak_memory_MB, max_abs_diff; and how far
              the timing can be trusted: wall_median_ms, wall_p10_ms,
              wall_p90_ms, wall_calls_per_block, timer_agreement, timer_gap
              (:func:`tracekit.analysis.comparison.trust.timer_gap`), host_load_start/end
-             (1-minute load), host_cpus, threads, processes, process_spread,
-             timing_warning: :mod:`tracekit.capture.timers`) and the
+             (1-minute load), host_cpus, threads, processes, process_spread, host_cpus_end:
+             :mod:`tracekit.capture.timers`) and the
              trace metrics of :func:`tracekit.analysis.trace_analysis.analyze_trace`
              (kernels, launches, busy/idle, idle by cause, launch latency, verdict).
     tables:  name -> one DataFrame over all traces, each row tagged with its
@@ -142,7 +144,6 @@ def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[File
                 result.errors.append((str(path), *r.error))
             continue
         metrics = dict(r.metrics)
-        notes = [base.get("note"), metrics.pop("note")] + [f"{p} (damaged trace)" for p in r.problems]
         full, top = path.absolute(), root.absolute()
         rel = str(full.relative_to(top)) if full.is_relative_to(top) else str(path)
         if base.get("device_type") is None:
@@ -152,7 +153,7 @@ def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[File
         ranked = {"rank": r.rank, "job": in_job,
                   "world_size": r.distributed.get("world_size") or launched.world_size,
                   "backend": r.distributed.get("backend") or launched.backend}
-        result.runs.append({**base, "trace": rel, **ranked, **metrics, "note": "; ".join(n for n in notes if n),
+        result.runs.append({**base, "trace": rel, **ranked, **metrics, "note": base.get("note") or "",
                             "trace_problems": len(r.problems)})
         for name, df in r.tables.items():
             if len(df):

@@ -128,8 +128,8 @@ def analyze_trace(tables: EventTables, options: AnalysisOptions | None = None,
         * streams: per (device, stream) idle by cause, gaps between ops of one stream
           (HolisticTraceAnalysis' view); idle_histogram: gap-length bins x cause: gaps, idle_us
           (:mod:`tracekit.analysis.metrics.idle`).
-        * verdict_evidence: the figures behind the verdict with their rules
-          (:func:`tracekit.analysis.metrics.verdict.evidence_rows`).
+        * verdict_evidence: the figures behind the verdict and which way each points
+          (:func:`tracekit.analysis.metrics.verdict.evidence_rows`; the report adds their rules).
         * launch_apis: launches per host API (:mod:`tracekit.analysis.metrics.launches`).
         * kernels: the top 20 kernels; kernel_classes: time by class; kernel_quantiles: kernel
           duration (µs) at quantiles 0, 0.01, ... 1 (:mod:`tracekit.analysis.metrics.kernels`).

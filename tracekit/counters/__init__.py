@@ -64,6 +64,5 @@ def run(spec, out: Path | str, traces: Path | str | None = "traces", kernels: in
     device = workload.environment.device_name if workload and workload.environment else None
     result = analyze(csv, trace, device)
     if trace is None:
-        result.notes.append(f"no trace of this run under {traces}: kernels are weighted by ncu's time "
-                            "(run `tracekit trace` with the same options first to weight them by the real run)")
+        result.no_trace_under = str(traces)   # the report says so
     return result, directory

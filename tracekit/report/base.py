@@ -33,7 +33,8 @@ from rich.console import Console
 class Report:
     """One report being made: its data, where its files go, and what its formats wrote so far.
 
-    data:    the finished tables (see the module docstring).
+    data:    the finished tables (see the module docstring), with their texts
+             (:func:`tracekit.report.worded.worded`: every format sees the same columns).
     out:     the report folder.
     source:  what the report is of, for its title (the traces' path; the counters' run).
     plots:   workload -> PNG files, as the plots format wrote them ("" -> the overview).
@@ -47,6 +48,11 @@ class Report:
     plots: dict[str, list[Path]] = field(default_factory=dict)
     written: list[Path] = field(default_factory=list)
     options: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from tracekit.report.worded import worded  # (it imports the records, and pandas)
+
+        self.data = worded(self.data)
 
 
 class Renderer:

@@ -4,8 +4,10 @@
 :func:`tracekit.whatif` a :class:`ShownPrediction`: the records of
 :mod:`tracekit.analysis` (:class:`~tracekit.analysis.result.Result`,
 :class:`~tracekit.analysis.critical_path.predict.Prediction`), every field and method
-theirs, with ``print()`` (and the repr) giving a short text and a notebook a table. The
-records themselves write no sentence; the report formats take either.
+theirs, with ``print()`` (and the repr) giving a short text and a notebook a table; a
+result's tables hold the texts the reports show (:func:`tracekit.report.worded.worded`:
+the comparison's finding and warning...). The records themselves write no sentence; the
+report formats take either. :func:`tracekit.diff` returns its diffs worded the same way.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from tracekit.report.column_specs import SPEEDUP
 from tracekit.report.draw import headline
 from tracekit.report.formats.whatif import prediction_text
 from tracekit.report.views import answers, comparison_view
+from tracekit.report.worded import WordedResult, worded
 
 
-class ShownResult(Result):
-    """A :class:`~tracekit.analysis.result.Result` whose repr is a few lines (what was analyzed,
-    the answer for each workload: :func:`tracekit.report.views.answers`, unreadable files, the
-    tables by name) and which a notebook shows as its speedup table."""
+class ShownResult(WordedResult):
+    """A :class:`~tracekit.analysis.result.Result` with its texts (:func:`tracekit.report.worded.worded`),
+    whose repr is a few lines (what was analyzed, the answer for each workload:
+    :func:`tracekit.report.views.answers`, unreadable files, the tables by name) and which a
+    notebook shows as its speedup table."""
 
     def __repr__(self) -> str:
         lines = [f"tracekit.Result: {len(self.runs)} run(s) under {self.root}, compared with {self.baseline}"]
@@ -55,6 +59,8 @@ class ShownPrediction(Prediction):
 
 
 def shown(record: Result | Prediction) -> ShownResult | ShownPrediction:
-    """``record`` as the class above that shows it: the same fields (the same objects, not copies)."""
+    """``record`` as the class above that shows it: a result worded (:func:`tracekit.report.worded.worded`:
+    new tables with their texts), a prediction with the same fields (the same objects, not copies)."""
     cls = ShownResult if isinstance(record, Result) else ShownPrediction
+    record = worded(record)
     return cls(**{f.name: getattr(record, f.name) for f in fields(record)})

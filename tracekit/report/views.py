@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 
 from tracekit.analysis.attribution.gpu_ops import module_label
-from tracekit.analysis.comparison.trust import speedup_text
 from tracekit.analysis.critical_path import steady_rows
 from tracekit.analysis.runs import Analysis
 from tracekit.report.column_specs import BALANCE, CPU_OPS_SHOWN, JOB_CRITICAL_PATH, JOBS, RANKS, STRAGGLERS
+from tracekit.report.comparison_text import speedup_text
 
 PERFETTO_HINT = ("To look inside a run, open https://ui.perfetto.dev, choose \"Open trace file\" and pick its "
                  "`.pt.trace.json.gz` (Perfetto reads the gzipped Kineto JSON as it is, in the browser).")
@@ -159,7 +159,8 @@ def _why(row: dict, verdicts: str) -> str:
     run's Δ time in CPU ops."""
     if row["dominant"]:
         return (f"why: Δ GPU busy {row['d_busy_per_iter_ms']:+.3f} + Δ idle {row['d_idle_est_ms']:+.3f} ms/iter: "
-                f"{'GPU busy' if row['dominant'] == 'busy' else 'idle'} dominates" + (f" ({verdicts})" if verdicts else ""))
+                f"{'GPU busy' if row['dominant'] == 'busy' else 'idle'} dominates"
+                + (f" ({verdicts})" if verdicts else ""))
     d_cpu = row.get("d_cpu_op_per_iter_ms")
     cpu_only = pd.notna(row.get("has_gpu")) and not row.get("has_gpu")
     if cpu_only and isinstance(d_cpu, float) and not math.isnan(d_cpu):

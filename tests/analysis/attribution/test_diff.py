@@ -11,6 +11,7 @@ from tests.tracebuilder import TraceBuilder, add_cpu_range, write_run
 from tracekit.analysis.attribution.run_diff import diff_runs
 from tracekit.analysis.metrics import summary
 from tracekit.cli import main
+from tracekit.report.worded import worded
 from tracekit.trace import load
 
 KEY = "fxkey2"
@@ -62,6 +63,8 @@ def test_known_answer(runs):
     row = d.modules.set_index("module").loc["blocks.0.mlp"]
     assert (row["busy_us_a"], row["busy_us_b"], row["d_busy_us"]) == pytest.approx((25.0, 21.0, -4.0))
     assert (row["kernels_a"], row["kernels_b"], row["launches_a"], row["launches_b"]) == (4, 2, 4, 2)
+    assert row["ops_a"] == (("addmm", 2), ("gelu", 1), ("add", 1)) and row["became_triton"]
+    row = worded(d).modules.set_index("module").loc["blocks.0.mlp"]   # as tracekit diff says it
     assert row["change"].startswith("4 kernels (addmm x2, gelu, add) became 2 Triton kernels (addmm+gelu, add+addmm)"
                                     "; busy -4.0 µs; launches 4 -> 2")
     assert row["vanished"] == "gemm x2, add_kernel x1, gelu x1" and row["appeared"].count(" x1") == 2

@@ -12,6 +12,7 @@ from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED
 from tracekit.analysis.metrics import idle, summary
 from tracekit.analysis.metrics.intervals import busy_shares
 from tracekit.manifest import Attribution
+from tracekit.report.module_text import module_ops_text
 from tracekit.trace import load
 
 
@@ -46,13 +47,14 @@ def test_eager_tables(tmp_path):
     by = modules.by_module(long, depth=3, iterations=1, host=modules.scope_times(tables)).set_index("module")
     assert by.loc["blocks.0.mlp", "busy_us"] == pytest.approx(15.0)     # gemm 10 + gelu 3 + add 2, depth 3
     assert by.loc["blocks.0.mlp", "kernels"] == 3 and by.loc["blocks.0.mlp", "launches"] == 3
-    assert by.loc["blocks.0.mlp", "ops"] == "addmm, gelu, add"
+    assert by.loc["blocks.0.mlp", "ops"] == (("addmm", 1), ("gelu", 1), ("add", 1))
+    assert module_ops_text(by.loc["blocks.0.mlp", "ops"]) == "addmm, gelu, add"   # as runs.json shows it
     # host time in own scopes: mlp 60 - 25 - 10 = 25 (+ its submodules at depth 3: 25 + 10); root 90 - 60
     assert by.loc["blocks.0.mlp", "host_us"] == pytest.approx(60.0)
     assert by.loc["", "host_us"] == pytest.approx(30.0)
     assert by.loc[UNATTRIBUTED, "kernels"] == 3
     deeper = modules.by_module(long, depth=4, iterations=1).set_index("module")
-    assert deeper.loc["blocks.0.mlp.0", "ops"] == "addmm"
+    assert deeper.loc["blocks.0.mlp.0", "ops"] == (("addmm", 1),)
     assert modules.coverage(long) == pytest.approx(15 / long["busy_us"].sum())
 
 

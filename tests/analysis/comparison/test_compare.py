@@ -8,6 +8,7 @@ from tracebuilder import TraceBuilder, eager_trace, graph_trace, write_run
 from tracekit.analysis.comparison.compare import compare, profiler_overhead
 from tracekit.analysis.comparison.workloads import workloads
 from tracekit.analysis.runs import analyze
+from tracekit.report.comparison_text import finding, warning
 
 
 def test_speedup_and_its_split_into_busy_and_idle(study):
@@ -30,8 +31,8 @@ def test_speedup_and_its_split_into_busy_and_idle(study):
     assert ro["d_idle_host_wait_per_iter_ms"] == pytest.approx(-0.045)
     assert ro["d_rest_per_iter_ms"] == pytest.approx(-0.015)
     assert ro["dominant_profiled"] == "idle"
-    assert "less GPU idle time" in ro["finding"] and ro["warning"] == ""
-    assert c.loc["eager", "dominant"] == "" and c.loc["eager", "finding"] == ""
+    assert "less GPU idle time" in finding(ro) and warning(ro) == ""   # the comparison's figures, worded
+    assert c.loc["eager", "dominant"] == "" and finding(c.loc["eager"]) == ""
 
 
 def test_the_splits_add_up_on_the_real_h100_study():
@@ -65,7 +66,7 @@ def test_a_run_on_another_device_is_flagged(tmp_path):
     c = compare(analyze(tmp_path).runs).set_index("mode")
     assert c.loc["onnxruntime", "workload"] == c.loc["eager", "workload"] == "vit16x6x384 b8 fp32 cuda"
     assert c.loc["onnxruntime", "ran_on"] == "cpu" and c.loc["onnxruntime", "baseline_ran_on"] == "cuda"
-    assert "DIFFERENT DEVICE: ran on cpu while the eager baseline ran on cuda" in c.loc["onnxruntime", "warning"]
+    assert "DIFFERENT DEVICE: ran on cpu while the eager baseline ran on cuda" in warning(c.loc["onnxruntime"])
     assert c.loc["onnxruntime", "speedup"] == pytest.approx(0.08 / 0.3)
     assert math.isnan(c.loc["onnxruntime", "d_busy_per_iter_ms"])  # no GPU timeline: no split
     assert math.isnan(c.loc["onnxruntime", "kernels_ratio"]) and math.isnan(c.loc["onnxruntime", "launches_ratio"])
@@ -78,14 +79,14 @@ def test_missing_or_failed_baseline_and_another_baseline(tmp_path):
     write_run(tmp_path / "y" / "default", graph_trace(), mode="default", batch=1, latency_ms=(0.04, 0.035, 0.05))
     runs = analyze(tmp_path).runs
     c = compare(runs).set_index("run")
-    assert c.loc["x/default", "warning"] == "the eager baseline oom"
+    assert warning(c.loc["x/default"]) == "the eager baseline oom"
     assert math.isnan(c.loc["x/default", "speedup"])
-    assert c.loc["y/default", "warning"] == "no eager run in this workload"
+    assert warning(c.loc["y/default"]) == "no eager run in this workload"
     assert c.loc["y/default", "workload"] == "vit16x6x384 b1 fp32 cuda"
     c = compare(runs, baseline="default").set_index("run")
-    assert c.loc["x/ro", "warning"] == ""
+    assert warning(c.loc["x/ro"]) == ""
     assert c.loc["x/ro", "speedup"] == pytest.approx(2.0) and c.loc["x/ro", "baseline_run"] == "x/default"
-    assert c.loc["x/eager", "warning"].startswith("run oom")
+    assert warning(c.loc["x/eager"]).startswith("run oom")
 
 
 def test_idle_by_cause_is_optional(study):
@@ -109,7 +110,7 @@ def test_busy_above_unprofiled_latency_is_flagged(tmp_path):
     write_run(tmp_path / "r", graph_trace(), mode="reduce-overhead", latency_ms=(0.015, 0.014, 0.016))
     ro = compare(analyze(tmp_path).runs).set_index("mode").loc["reduce-overhead"]
     assert ro["idle_est_ms"] == pytest.approx(0.015 - 0.020)
-    assert "exceeds" not in ro["warning"] and "> unprofiled latency 0.015 ms" in ro["warning"]
+    assert "exceeds" not in warning(ro) and "> unprofiled latency 0.015 ms" in warning(ro)
 
 
 def test_profiler_overhead(study):
@@ -130,7 +131,7 @@ def test_two_baseline_runs_in_one_workload(study):
     write_run(study / "c" / "again", eager_trace(), mode="eager", latency_ms=(0.1, 0.1, 0.1))
     c = compare(analyze(study).runs).set_index("run")
     assert c.loc["b/second", "baseline_run"] == "a/first" and c.loc["b/second", "speedup"] == pytest.approx(2.0)
-    assert c.loc["b/second", "warning"] == "2 eager runs in this workload; the baseline is a/first"
+    assert warning(c.loc["b/second"]) == "2 eager runs in this workload; the baseline is a/first"
 
 
 def test_a_status_row_without_a_device_name_joins_its_workload(tmp_path):

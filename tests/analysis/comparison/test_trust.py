@@ -10,8 +10,10 @@ from tracekit.analysis.result import Result
 from tracekit.analysis.runs import analyze
 from tracekit.report import write_reports
 from tracekit.report.column_specs import OVERHEAD, SPEEDUP
+from tracekit.report.comparison_text import finding
 from tracekit.report.draw import headline
 from tracekit.report.views import comparison_view, overhead_view
+from tracekit.report.worded import suite_results, worded
 
 
 def _pair(tmp_path, base=(0.08, 0.07, 0.09), other=(0.04, 0.035, 0.05), **extra):
@@ -26,8 +28,8 @@ def test_overlapping_ranges_make_an_inconclusive_speedup(tmp_path):
     ro = c.loc["reduce-overhead"]
     assert ro["inconclusive"] and not c.loc["eager", "inconclusive"]
     assert (ro["speedup_low"], ro["speedup_high"]) == pytest.approx((0.07 / 0.085, 0.09 / 0.065))
-    assert ro["finding"].startswith("inconclusive: the p10-p90 latency ranges overlap (speedup 0.82-1.38x), "
-                                    "so this may be noise: ")
+    assert finding(ro).startswith("inconclusive: the p10-p90 latency ranges overlap (speedup 0.82-1.38x), "
+                                  "so this may be noise: ")
     headers, rows = headline(comparison_view(compare(analyze(tmp_path).runs)), SPEEDUP)
     speedups = [r[headers.index("speedup (p10-p90 range)")] for r in rows]
     assert speedups == ["1.00x (0.78-1.29)", "inconclusive (0.82-1.38x)"]   # not printed as 1.07x
@@ -38,13 +40,13 @@ def test_overlapping_ranges_make_an_inconclusive_speedup(tmp_path):
 def test_separate_ranges_give_a_number(tmp_path):
     c = compare(_pair(tmp_path).runs).set_index("mode")
     assert not c.loc["reduce-overhead", "inconclusive"] and c.loc["reduce-overhead", "speedup"] == pytest.approx(2.0)
-    assert not c.loc["reduce-overhead", "finding"].startswith("inconclusive")
+    assert not finding(c.loc["reduce-overhead"]).startswith("inconclusive")
 
 
 def test_a_profiled_iteration_faster_than_the_unprofiled_one_is_an_unreliable_timing(tmp_path):
     """eager_trace's profiled iterations take 0.1 ms; an unprofiled latency of 0.55 ms cannot be
     right (the profiler only adds work): no "profiler overhead -82%"."""
-    t = Result.of(_pair(tmp_path, base=(0.55, 0.5, 0.6)))
+    t = worded(Result.of(_pair(tmp_path, base=(0.55, 0.5, 0.6))))
     o = t.overhead.set_index("run")
     assert o.loc["w/eager", "unreliable_unprofiled"] and not o.loc["w/eager", "flagged"]
     assert o.loc["w/eager", "profiler_overhead"] == pytest.approx(0.1 / 0.55 - 1)   # kept in the data
@@ -66,7 +68,7 @@ def test_timing_doubts_and_thread_counts_are_warnings(tmp_path):
              "ro": dict(device_type="cpu", requested_device="cpu", environment={**env, "cpu_threads": 2},
                         wall_ms={"median": 0.041}, repeats={"n": 3, "spread": 0.12})}
     a = _pair(tmp_path, **extra)
-    c = compare(a.runs).set_index("mode")
+    c = worded(Result.of(a)).comparison.set_index("mode")
     assert c.loc["eager", "warning"] == "host busy at the start: load 5.9 on 2 CPUs"
     # +10% apart with no block size recorded: the GPU tail cannot explain it; the report names the run once
     assert c.loc["eager", "timer_gap"] == "no known reason" and c.loc["reduce-overhead", "timer_gap"] == ""
@@ -85,13 +87,13 @@ def test_timing_doubts_and_thread_counts_are_warnings(tmp_path):
 
 
 def test_suite_findings_count_inconclusive_speedups_apart(tmp_path):
-    from tracekit.analysis.comparison.findings import suite_findings
     from tracekit.analysis.comparison.suite_comparison import comparison
+    from tracekit.report.findings import suite_findings
     write_run(tmp_path / "a" / "eager", eager_trace(), mode="eager", latency_ms=(0.08, 0.07, 0.09))
     write_run(tmp_path / "a" / "default", eager_trace(), mode="default", latency_ms=(0.04, 0.035, 0.05))
     write_run(tmp_path / "b" / "eager", eager_trace(), mode="eager", latency_ms=(0.08, 0.07, 0.09), batch=1)
     write_run(tmp_path / "b" / "default", eager_trace(), mode="default", latency_ms=(0.09, 0.08, 0.1), batch=1)
-    cmp = comparison(analyze(tmp_path).runs).set_index("run")
+    cmp = suite_results(comparison(analyze(tmp_path).runs)).set_index("run")
     assert cmp.loc["b/default", "speedup_inconclusive"] and cmp.loc["b/default", "speedup_text"] == \
         "inconclusive (0.70-1.12x)"
     assert cmp.loc["a/default", "speedup_text"] == "2.00x (1.40-2.57)"
@@ -109,8 +111,8 @@ def test_timers_that_contradict_make_an_inconclusive_speedup(tmp_path):
     ro = c.loc["reduce-overhead"]
     assert ro["speedup_high"] < 1 and ro["wall_speedup"] == pytest.approx(1.25)
     assert ro["inconclusive"] and not c.loc["eager", "inconclusive"]
-    assert ro["finding"].startswith("inconclusive: the timers contradict each other (CUDA events 0.64x, the "
-                                    "synchronised wall clock 1.25x): ")
+    assert finding(ro).startswith("inconclusive: the timers contradict each other (CUDA events 0.64x, the "
+                                  "synchronised wall clock 1.25x): ")
     headers, rows = headline(comparison_view(c.reset_index()), SPEEDUP)
     assert rows[1][headers.index("speedup (p10-p90 range)")] == "inconclusive (0.59-0.70x; wall clock 1.25x)"
     # a wall clock that agrees on the direction leaves the speedup as it was
@@ -119,7 +121,7 @@ def test_timers_that_contradict_make_an_inconclusive_speedup(tmp_path):
     assert not c.set_index("mode").loc["reduce-overhead", "inconclusive"]
     # the suite's comparison: the same rule
     from tracekit.analysis.comparison.suite_comparison import comparison
-    s = comparison(a.runs).set_index("mode").loc["reduce-overhead"]
+    s = suite_results(comparison(a.runs)).set_index("mode").loc["reduce-overhead"]
     assert s["speedup_inconclusive"] and s["wall_speedup_vs_eager"] == pytest.approx(1.25)
     assert s["speedup_text"] == "inconclusive (0.59-0.70x; wall clock 1.25x)"
 
@@ -146,7 +148,7 @@ def test_timers_apart_by_the_gpu_tail_are_said_once_per_report(tmp_path):
     a = _two_workloads(tmp_path, _wall(0.09, 0.085, 0.095), _wall(0.05, 0.045, 0.055))
     assert list(a.runs["timer_gap"]) == ["GPU tail"] * 4
     t = Result.of(a)
-    assert not t.comparison["warning"].str.contains("timer").any()
+    assert not worded(t).comparison["warning"].str.contains("timer").any()
     write_reports(t, tmp_path / "r", source="t")
     summary = (tmp_path / "r" / "summary.md").read_text()
     assert "timers disagree" not in summary and "different verdicts" not in summary
@@ -170,14 +172,14 @@ def test_a_row_warns_of_its_timers_where_they_reach_different_verdicts(tmp_path)
     """CUDA events: 2.00x (1.40-2.57), faster. Wall clock: 0.08 (0.07-0.09) against 0.075 (0.06-0.09):
     1.07x (0.78-1.50), inconclusive. The medians are on the same side of 1: the speedup stands, with a warning."""
     a = _two_workloads(tmp_path, _wall(0.08, 0.07, 0.09), _wall(0.075, 0.06, 0.09))
-    c = compare(a.runs)
+    c = worded(Result.of(a)).comparison
     ro = c[c["mode"] == "reduce-overhead"]
     sentence = ("the timers reach different verdicts: CUDA events faster (2.00x, 1.40-2.57), the synchronised wall "
                 "clock inconclusive (1.07x, 0.78-1.50)")
     assert list(ro["warning"]) == [sentence] * 2 and not ro["inconclusive"].any()
     assert (c[c["mode"] == "eager"]["warning"] == "").all()
     from tracekit.analysis.comparison.suite_comparison import comparison
-    s = comparison(a.runs).set_index("run")
+    s = suite_results(comparison(a.runs)).set_index("run")
     assert s.loc["b1/ro", "timing_warning"] == sentence and s.loc["b1/eager", "timing_warning"] == ""
     assert s.loc["b1/ro", "speedup_text"] == "2.00x (1.40-2.57)"
 

@@ -151,8 +151,10 @@ def test_impossible_matches_on_the_real_job_are_the_ones_whose_sizes_differ(fixt
 
 def test_per_rank_lines_carry_their_rank(tmp_path):
     """Issue 31: the ranks of one run share its name; each line about a rank says which."""
+    from tracekit.analysis.result import Result
     from tracekit.report.run_lines import evidence, notes
     from tracekit.report.run_lines import integrity_lines as lines
+    from tracekit.report.worded import worded
 
     run = tmp_path / "traces" / "mlp" / "ddp"
     write_run(run, None, model="mlp", mode="ddp")
@@ -161,7 +163,8 @@ def test_per_rank_lines_carry_their_rank(tmp_path):
     cpu.cpu_op("aten::mm", 0, 50)
     cpu.write(run / "host_1.1.pt.trace.json")
     a = analyze(tmp_path / "traces")
-    assert lines(a.runs) == ["mlp/ddp (rank 0): integrity ok", "mlp/ddp (rank 1): integrity ok"]
-    assert notes(a.runs) == ["mlp/ddp (rank 1): no GPU activity in this trace (CPU ops only)"]
-    assert [e.split(": ")[0] for e in evidence(a.runs)] == ["mlp/ddp (rank 0)"]
+    runs = worded(Result.of(a)).runs   # with the texts the reports show
+    assert lines(runs) == ["mlp/ddp (rank 0): integrity ok", "mlp/ddp (rank 1): integrity ok"]
+    assert notes(runs) == ["mlp/ddp (rank 1): no GPU activity in this trace (CPU ops only)"]
+    assert [e.split(": ")[0] for e in evidence(runs)] == ["mlp/ddp (rank 0)"]
     assert "no straggler (no rank waited for another)" in a.table("jobs")["finding"].iloc[0]

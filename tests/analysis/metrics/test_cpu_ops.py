@@ -10,6 +10,7 @@ from tracekit.analysis.runs import analyze
 from tracekit.report.column_specs import SPEEDUP
 from tracekit.report.draw import headline
 from tracekit.report.views import comparison_view
+from tracekit.report.worded import worded
 from tracekit.trace import load
 
 
@@ -85,7 +86,7 @@ def test_a_cpu_speedup_is_explained_op_by_op(tmp_path):
     assert ch.loc["aten::linear", "d_calls_per_iter"] == -1
     assert ch.loc["## Call CompiledFxGraph abc ##", "d_self_per_iter_ms"] == pytest.approx(0.012)
     assert ch["d_self_per_iter_ms"].sum() == pytest.approx(-0.040)         # the profiled iteration: 100 -> 60 µs
-    row = t.comparison.set_index("mode").loc["default"]
+    row = worded(t).comparison.set_index("mode").loc["default"]   # the report words the changes
     assert row["finding"] == (
         "profiled CPU time per iteration 0.100 -> 0.060 ms (-0.040), 3 -> 2 op calls; self time changed most in "
         "aten::gelu -0.030 ms (1 -> 0 calls), aten::addmm -0.018 ms (1 -> 1 calls), "
@@ -122,7 +123,7 @@ def test_our_cpu_runs_say_why(tmp_path):
         if runs.loc[trace, "source"] == "pytorch":   # ORT's profile has no time outside its model_run ranges
             assert one["self_per_iter_us"].sum() == pytest.approx(runs.loc[trace, "iteration_ms"] * 1e3, rel=1e-6)
     t = Result.of(a)
-    comp = t.comparison.set_index("mode")
+    comp = worded(t).comparison.set_index("mode")
     assert comp.loc["onnx", "speedup"] > 1.5 and comp.loc["default", "speedup"] > 1
     ch = {mode: one.set_index("op") for mode, one in t.cpu_op_changes.groupby("mode")}
     onnx, default = ch["onnx"], ch["default"]

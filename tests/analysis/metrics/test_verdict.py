@@ -7,6 +7,7 @@ from tracebuilder import TraceBuilder
 from tracekit.analysis import trace_analysis
 from tracekit.analysis.metrics import verdict
 from tracekit.analysis.options import RunFacts
+from tracekit.report.run_lines import EVIDENCE_RULES, evidence_text
 from tracekit.trace import load
 
 
@@ -39,7 +40,8 @@ def test_unprofiled_latency_overrules_a_profiler_made_host_wait():
     v = verdict.verdict(_row(idle_host_wait_us=40.0, utilization=0.5), latency_ms=0.026)
     assert v["verdict_profiled"] == "launch-bound" and v["verdict"] == "gpu-bound"
     assert v["unprofiled_utilization"] == pytest.approx(25 / 26)
-    assert "profiler" in v["evidence"]
+    assert v["verdict_reason"] == "" and "profiler" in evidence_text({**_row(idle_host_wait_us=40.0, utilization=0.5),
+                                                                      **v, "latency_median_ms": 0.026})
     v = verdict.verdict(_row(idle_host_wait_us=40.0, utilization=0.5), latency_ms=0.1)   # truly launch-bound
     assert v["verdict"] == "launch-bound"
 
@@ -54,7 +56,7 @@ def test_one_launch_is_undetermined(tmp_path):
     t.graph_launch(at=0, kernels=[(10 + 6.0 * i, 6) for i in range(20)])
     row = trace_analysis.analyze_trace(load(t.write(tmp_path / "one.json"))).row
     assert row["utilization"] == 1.0 and row["verdict"] == "undetermined"
-    assert "1 host launch" in row["evidence"]
+    assert row["verdict_reason"] == verdict.FEW_LAUNCHES and "1 host launch:" in evidence_text(row)
 
 
 def test_unprofiled_check_uses_a_typical_marked_iteration(tmp_path):
@@ -79,7 +81,7 @@ def test_hand_made_launch_bound_and_gpu_bound_traces(tmp_path):
     fast.graph_launch(at=20, kernels=[(131 + 6.0 * i, 6) for i in range(20)])
     for t, label in ((slow_host, "launch-bound"), (fast, "gpu-bound")):
         row = trace_analysis.analyze_trace(load(t.write(tmp_path / f"{label}.json"))).row
-        assert row["verdict"] == label, row["evidence"]
+        assert row["verdict"] == label, evidence_text(row)
 
 
 @pytest.mark.parametrize("mode, label, launches", [
@@ -117,5 +119,5 @@ def test_evidence_rows_say_which_way_each_figure_points():
     assert ev["feed_ratio"]["supports"] == "launch-bound" and ev["utilization"]["supports"] == ""
     assert ev["unprofiled_utilization"]["value"] == pytest.approx(0.25) and ev["unprofiled_utilization"]["supports"] == ""
     assert ev["cuda_graph_recoverable_us_per_iter"]["value"] == pytest.approx(10.0)
-    assert "25%" in ev["host_wait_share"]["rule"]
+    assert "25%" in EVIDENCE_RULES["host_wait_share"]
     assert verdict.evidence_rows({"verdict": "undetermined"}) == []

@@ -44,10 +44,12 @@ def diff(long_a: pd.DataFrame, long_b: pd.DataFrame, iterations_a: float | None,
         One row per key present in either run: the keys; ``<x>_a``, ``<x>_b`` and
         ``d_<x>`` (B - A) per iteration for x in busy_us, kernels, launches,
         launch_cpu_us, idle_us, idle_host_wait_us; contribution (d_busy_us over the
-        runs' Δ busy); ops_a, ops_b (ops with their kernels per iteration);
-        appeared, vanished (kernel names only one run has, with counts per
-        iteration), fused (B's kernels computing several ops) and change (one
-        sentence). Sorted by |d_busy_us|, then |d_launches|.
+        runs' Δ busy); ops_a, ops_b (the ops of each run's GPU ops, most busy first, as
+        ``((op, kernels per iteration), ...)``); appeared, vanished (the kernels only one run
+        has, ``((name, GPU ops per iteration), ...)``), fused (B's kernels computing several ops,
+        ``((name, "op+op"), ...)``) and became_triton (B's kernels are all Triton kernels, A's
+        none). Sorted by |d_busy_us|, then |d_launches|. The report words these lists and each
+        row's change (:func:`tracekit.report.module_text.worded_diff`).
     """
     keys = list(by)
     a, b = _per_iter(long_a, iterations_a, depth), _per_iter(long_b, iterations_b, depth)
@@ -58,11 +60,10 @@ def diff(long_a: pd.DataFrame, long_b: pd.DataFrame, iterations_a: float | None,
     total = out["d_busy_us"].sum()
     out["contribution"] = out["d_busy_us"] / total if total else np.nan
     kernels_a, kernels_b = _kernels(a, keys), _kernels(b, keys)
-    out["ops_a"] = [_ops_text(kernels_a.get(k)) for k in out.index]
-    out["ops_b"] = [_ops_text(kernels_b.get(k)) for k in out.index]
-    described = [_describe(kernels_a.get(k), kernels_b.get(k), r)
-                 for k, r in zip(out.index, out.to_dict("records"))]
-    for i, col in enumerate(("appeared", "vanished", "fused", "change")):
+    out["ops_a"] = [_ops(kernels_a.get(k)) for k in out.index]
+    out["ops_b"] = [_ops(kernels_b.get(k)) for k in out.index]
+    described = [_describe(kernels_a.get(k), kernels_b.get(k)) for k in out.index]
+    for i, col in enumerate(("appeared", "vanished", "fused", "became_triton")):
         out[col] = [d[i] for d in described]
     out = out.reset_index()
     order = np.lexsort((-out["d_launches"].abs().to_numpy(), -out["d_busy_us"].abs().to_numpy()))
@@ -78,46 +79,31 @@ def _kernels(rows: pd.DataFrame, keys: list[str]) -> dict:
             for k, g in per.groupby(keys, sort=False)}
 
 
-def _count(n: float) -> str:
-    return f"{n:.3g}" if abs(n - round(n)) > 1e-9 else f"{int(round(n))}"
-
-
-def _ops_text(k: pd.DataFrame | None) -> str:
-    """``addmm x2, gelu, add``: the ops of the kernels, by busy time, with their kernels per iteration."""
+def _ops(k: pd.DataFrame | None) -> tuple:
+    """``(("addmm", 2.0), ("gelu", 1.0), ...)``: the ops of the kernels, by busy time, with their
+    kernels per iteration; () without GPU ops."""
     if k is None or k.empty:
-        return ""
+        return ()
     per = k.groupby("op")[["kernels", "busy_us"]].sum().sort_values("busy_us", ascending=False)
-    return ", ".join((op or "?") + (f" x{_count(n)}" if abs(n - 1) > 1e-9 else "")
-                     for op, n in per["kernels"].items() if n > 0)
+    return tuple(zip(per.index, per["kernels"]))
 
 
-def _describe(ka: pd.DataFrame | None, kb: pd.DataFrame | None, r: dict) -> tuple[str, str, str, str]:
-    """(appeared, vanished, fused, change): kernel names only in B and only in A (``name
-    xN`` per iteration), B's kernels computing several ops (``name (op+op)``), and one
-    sentence: ``4 kernels (addmm, gelu, addmm, add) became 2 Triton kernels (...); busy
-    -41.0 µs; launches 4 -> 0``."""
+def _describe(ka: pd.DataFrame | None, kb: pd.DataFrame | None) -> tuple[tuple, tuple, tuple, bool]:
+    """(appeared, vanished, fused, became_triton): kernel names only in B and only in A, each
+    ``(name, GPU ops per iteration)``, most first; B's kernels computing several ops, each
+    ``(name, "op+op")``, most busy first; and whether B's kernels are all Triton kernels where A
+    has none."""
     empty = pd.DataFrame(columns=["kernel", "op", "gpu_ops", "kernels", "busy_us"])
     ka, kb = (empty if k is None else k for k in (ka, kb))
     na, nb = ka.groupby("kernel")["gpu_ops"].sum(), kb.groupby("kernel")["gpu_ops"].sum()
-    fmt = lambda s: ", ".join(f"{name} x{_count(n)}" for name, n in sorted(s.items(), key=lambda i: (-i[1], i[0])))  # noqa: E731
+    ranked = lambda s: tuple(sorted(s.items(), key=lambda i: (-i[1], i[0])))  # noqa: E731
     appeared, vanished = nb[~nb.index.isin(na.index)], na[~na.index.isin(nb.index)]
     by_busy = kb.sort_values("busy_us", ascending=False, kind="stable").drop_duplicates("kernel")
-    fused = ", ".join(f"{k} ({o})" for k, o in by_busy[["kernel", "op"]].itertuples(index=False) if "+" in o)
-    ga, gb = float(ka["kernels"].sum()), float(kb["kernels"].sum())
-    if len(appeared) or len(vanished) or abs(ga - gb) > 1e-9:
-        triton = float(kb.loc[kb["kernel"].str.startswith("triton_"), "kernels"].sum()) if len(kb) else 0.0
-        kind = " Triton" if gb and abs(triton - gb) < 1e-9 and not ka["kernel"].str.startswith("triton_").any() else ""
-        ta, tb = r["ops_a"], r["ops_b"]     # _ops_text of ka and kb, made by diff()
-        text = (f"{_count(ga)} kernels ({ta or '-'}) became {_count(gb)}{kind} kernels"
-                + (f" ({tb})" if len(kb) and tb != ta else ""))
-    else:
-        text = "same kernels"
-    text += f"; busy {r['d_busy_us']:+.1f} µs"
-    if abs(r["d_launches"]) > 1e-9:
-        text += f"; launches {_count(r['launches_a'])} -> {_count(r['launches_b'])}"
-    if abs(r["d_idle_us"]) >= 0.05:
-        text += f"; GPU idle before them {r['d_idle_us']:+.1f} µs"
-    return fmt(appeared), fmt(vanished), fused, text
+    fused = tuple((k, o) for k, o in by_busy[["kernel", "op"]].itertuples(index=False) if "+" in o)
+    gb = float(kb["kernels"].sum())
+    triton = float(kb.loc[kb["kernel"].str.startswith("triton_"), "kernels"].sum()) if len(kb) else 0.0
+    became = bool(gb and abs(triton - gb) < 1e-9 and not ka["kernel"].str.startswith("triton_").any())
+    return ranked(appeared), ranked(vanished), fused, became
 
 
 def totals(long_a: pd.DataFrame, long_b: pd.DataFrame, iterations_a: float | None,

@@ -148,7 +148,8 @@ def by_module(long: pd.DataFrame, depth: int = DEFAULT_DEPTH, iterations: float 
     """Per module cut to ``depth``: module, depth, the ``SUMS``, busy_share (of the
     run's GPU busy time), host_us (NaN where no scope was recorded), per-iteration
     busy/kernels/launches (``_per_iter``), and ops (the ops of its kernels, most busy
-    first, with their GPU ops per iteration: ``addmm x2, gelu, add``); sorted by busy time."""
+    first, with their GPU ops per iteration: ``(("addmm", 2.0), ("gelu", 1.0), ...)``, NaN
+    without GPU ops; the report words them: ``addmm x2, gelu``); sorted by busy time."""
     if long.empty:
         return pd.DataFrame(columns=["module", "depth", *SUMS, "busy_share", "host_us", "ops"])
     work = long.assign(module=cut(long["module"], depth))
@@ -163,8 +164,7 @@ def by_module(long: pd.DataFrame, depth: int = DEFAULT_DEPTH, iterations: float 
         out["host_us"] = np.nan
     out.index.name = "module"
     n = iterations if iterations and iterations == iterations else 1
-    out["ops"] = work[work["gpu_ops"] > 0].groupby("module").apply(lambda rows: _ops_text(rows, n),
-                                                                     include_groups=False)
+    out["ops"] = work[work["gpu_ops"] > 0].groupby("module").apply(lambda rows: _ops(rows, n), include_groups=False)
     out = out.reset_index()
     out.insert(1, "depth", [0 if m in ("", UNATTRIBUTED) else m.count(".") + 1 for m in out["module"]])
     _per_iter(out, iterations)
@@ -209,11 +209,10 @@ def _per_iter(out: pd.DataFrame, iterations: float | None) -> None:
         out[name] = out[col] / n
 
 
-def _ops_text(rows: pd.DataFrame, iterations: float) -> str:
-    """``addmm x2, gelu``: a module's ops by busy time, with their GPU ops per iteration."""
+def _ops(rows: pd.DataFrame, iterations: float) -> tuple:
+    """``(("addmm", 2.0), ("gelu", 1.0))``: a module's ops by busy time, with their GPU ops per iteration."""
     per = rows.groupby("op").agg(busy=("busy_us", "sum"), n=("gpu_ops", "sum")).sort_values("busy", ascending=False)
-    return ", ".join(f"{op or '?'}" + (f" x{k:g}" if (k := round(n / iterations, 1)) != 1 else "")
-                     for op, n in zip(per.index, per["n"]))
+    return tuple((op, n / iterations) for op, n in zip(per.index, per["n"]))
 
 
 @register("modules", reads=("cpu_ops", "nest"))

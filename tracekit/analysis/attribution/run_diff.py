@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED, module_label
+from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED
 from tracekit.analysis.attribution.module_diff import diff, totals
 from tracekit.analysis.attribution.modules import DEFAULT_DEPTH, KEYS, SUMS, cut
 from tracekit.trace import TraceError
@@ -21,21 +21,17 @@ CHECKED = ("d_busy_us", "d_kernels", "d_launches", "d_idle_us")
 # What two runs of one workload share (their run.json): a diff of runs that differ in one of
 # these compares workloads, not modes, and says so (as `tracekit analyze` flags another device).
 IDENTITY = (("model", "model"), ("batch", "batch"), ("dtype", "dtype"), ("device_type", "device"))
-NO_GPU = "no GPU activity: diff attributes GPU ops"
 
 
-def mismatch(row_a: dict, row_b: dict) -> str:
-    """The :data:`IDENTITY` fields in which two run rows differ, ``"batch 8 vs 1, device cuda
-    vs cpu"``; a field unknown on either side (a trace without run.json) is left out."""
+def mismatch(row_a: dict, row_b: dict) -> tuple[tuple[str, object, object], ...]:
+    """The :data:`IDENTITY` fields in which two run rows differ, each ``(name, A's, B's)``:
+    ``(("batch", 8.0, 1.0), ("device", "cuda", "cpu"))``; a field unknown on either side (a trace
+    without run.json) is left out."""
     def known(v) -> bool:
         return v is not None and v == v and v != ""
 
-    return ", ".join(f"{name} {_plain(row_a[col])} vs {_plain(row_b[col])}" for col, name in IDENTITY
-                     if known(row_a.get(col)) and known(row_b.get(col)) and row_a[col] != row_b[col])
-
-
-def _plain(v) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
+    return tuple((name, row_a[col], row_b[col]) for col, name in IDENTITY
+                 if known(row_a.get(col)) and known(row_b.get(col)) and row_a[col] != row_b[col])
 
 
 @dataclass
@@ -47,8 +43,9 @@ class RunDiff:
     module; modules, ops: :func:`diff` by module and by (module, op) at ``depth``;
     totals: :func:`totals`; sum_error: for each of ``CHECKED``, |sum of the module
     rows - the runs' total| (0 up to float rounding: the rows split the runs exactly);
-    has_gpu: either trace holds GPU ops (else there is nothing to attribute: :data:`NO_GPU`);
-    mismatch: the run.json fields the two runs differ in (:func:`mismatch`), "" if none.
+    has_gpu: either trace holds GPU ops (else there is nothing to attribute);
+    mismatch: the run.json fields the two runs differ in (:func:`mismatch`), () if none; the
+    report says so (:mod:`tracekit.report.formats.diff`).
     """
 
     a: str
@@ -64,7 +61,7 @@ class RunDiff:
     workload: str = ""
     sum_error: dict = field(default_factory=dict)
     has_gpu: bool = True
-    mismatch: str = ""
+    mismatch: tuple = ()
 
     @classmethod
     def of(cls, a: str, b: str, long_a: pd.DataFrame, long_b: pd.DataFrame, row_a: dict, row_b: dict,
@@ -129,14 +126,13 @@ class DiffSet:
     def checks(self) -> pd.DataFrame:
         """One row per pair: workload, a, b, coverage_a, coverage_b, covered (both at
         least ``min_coverage``), d_busy_us, d_kernels, d_launches (per iteration),
-        sum_error (the largest |rows - total| over ``CHECKED``), top_modules."""
+        sum_error (the largest |rows - total| over ``CHECKED``)."""
         rows = [{"workload": d.workload, "a": d.a, "b": d.b, "coverage_a": d.coverage_a, "coverage_b": d.coverage_b,
                  "covered": min(d.coverage_a, d.coverage_b) >= self.min_coverage,
                  **{c: d.totals[c] for c in ("d_busy_us", "d_kernels", "d_launches")},
-                 "sum_error": max(d.sum_error.values()) if d.sum_error else float("nan"),
-                 "top_modules": top_modules(d.modules)} for d in self.diffs]
+                 "sum_error": max(d.sum_error.values()) if d.sum_error else float("nan")} for d in self.diffs]
         return pd.DataFrame(rows, columns=["workload", "a", "b", "coverage_a", "coverage_b", "covered", "d_busy_us",
-                                           "d_kernels", "d_launches", "sum_error", "top_modules"])
+                                           "d_kernels", "d_launches", "sum_error"])
 
 
 def diff_pairs(path: Path | str, depth: int = DEFAULT_DEPTH, iterations: int | None = None,
@@ -200,19 +196,6 @@ def versus_baseline(attribution: pd.DataFrame, comparison: pd.DataFrame, iterati
     out = pd.concat(parts, ignore_index=True)
     return out[["workload", "mode", "run", "baseline_run"] + [c for c in out.columns if c not in
                                                                ("workload", "mode", "run", "baseline_run")]]
-
-
-def top_modules(rows: pd.DataFrame, n: int = 3) -> str:
-    """The modules that contribute most to one run's Δ busy, repeated layers together:
-    ``blocks.*.mlp (x6) busy -120.5 µs, launches -24; ...`` (per iteration)."""
-    if rows.empty:
-        return ""
-    by = rows.assign(kind=rows["module"].map(pattern)).groupby("kind").agg(
-        d_busy_us=("d_busy_us", "sum"), d_launches=("d_launches", "sum"), count=("module", "size"))
-    by = by.reindex(by["d_busy_us"].abs().sort_values(ascending=False).index).head(n)
-    return "; ".join(module_label(kind) + (f" (x{c})" if c > 1 else "") + f" busy {b:+.1f} µs"
-                     + (f", launches {l:+.3g}" if abs(l) > 1e-9 else "")
-                     for kind, b, l, c in by[["d_busy_us", "d_launches", "count"]].itertuples())
 
 
 def busy_by_kind(attribution: pd.DataFrame, comparison: pd.DataFrame, iterations: dict[str, float],

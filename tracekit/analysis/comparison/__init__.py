@@ -3,9 +3,9 @@
 * :mod:`.workloads`: which runs are comparable (a workload: runs of one model, or of one op
   for a study suite) and the baseline run of each.
 * :mod:`.compare`: the comparison engine: speedup with its range, Δ GPU busy + Δ idle,
-  findings, warnings; profiler overhead.
+  which dominates, what the report's warnings rest on; profiler overhead.
 * :mod:`.trust`: inconclusive speedups, timers apart, doubtful timing.
-* :mod:`.suite`: a study suite's view of the engine's comparison, and its published claims checked.
-* :mod:`.findings`: a suite's findings, sentences computed from its comparison.
+* :mod:`.suite_comparison`: a study suite's view of the engine's comparison, and its published
+  claims checked.
 * :mod:`.launch_removal`: how much of reduce-overhead's gain is launch removal alone.
 """

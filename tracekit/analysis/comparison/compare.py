@@ -26,21 +26,25 @@ unless told otherwise):
   side it overstates Δ idle; ``dominant_profiled`` says what it alone would
   conclude.
 * a run that ran on another device than its baseline (a CPU provider beside
-  a CUDA baseline) is compared, and flagged loudly in ``warning``.
+  a CUDA baseline) is compared (``ran_on``, ``baseline_ran_on``), and the report warns loudly.
 * a speedup whose p10-p90 latency ranges overlap, or that the two timers
   contradict (CUDA events say slower, the wall clock faster, or the other way
-  round: ``wall_speedup``), is *inconclusive*, and a run
-  whose timing is doubtful (timers reaching different verdicts, a busy host,
-  other thread counts, processes spread, a profiled iteration shorter than the
-  unprofiled one) is said in ``warning``: :mod:`tracekit.analysis.comparison.trust`.
-* CPU-only runs have no GPU time to split: their finding is made from their
-  ops instead (:mod:`tracekit.analysis.metrics.cpu_ops`: Δ self time and Δ calls per
-  iteration, op by op): :class:`tracekit.analysis.result.Result` adds them.
+  round: ``wall_speedup``), is *inconclusive*; what makes a run's timing
+  doubtful (timers reaching different verdicts, a busy host, other thread counts,
+  processes spread, a profiled iteration shorter than the unprofiled one) is in
+  its columns: :mod:`tracekit.analysis.comparison.trust`.
+* CPU-only runs have no GPU time to split: their ops do it instead
+  (:mod:`tracekit.analysis.metrics.cpu_ops`: Δ self time and Δ calls per iteration,
+  op by op), in :class:`tracekit.analysis.result.Result`'s ``cpu_op_changes``.
+
+The comparison writes no sentence: its ``finding`` and ``warning`` (and the texts of
+its timers and doubts) are the report layer's, made from these columns
+(:mod:`tracekit.report.comparison_text`, added by :func:`tracekit.report.worded.worded`).
 
 Profiler overhead (:func:`profiler_overhead`): the profiler slows the host, so
 a profiled iteration is longer than an unprofiled one; runs where it is longer
 by more than ``PROFILER_OVERHEAD_FLAG`` are flagged (threshold: issue 4), and
-the comparison warns that their Δ idle is inflated. A profiled iteration
+the report warns that their Δ idle is inflated. A profiled iteration
 shorter by as much means an unreliable unprofiled timing, not a negative overhead.
 """
 
@@ -58,12 +62,12 @@ from tracekit.analysis.metrics.idle import CAUSES
 PROFILER_OVERHEAD_FLAG = trust.PROFILER_OVERHEAD_FLAG
 # Figures of a run's row (Analysis.runs: its run.json's and its trace's) every comparison row carries as
 # they are, in this order (comparison.csv's columns; latency_std_ms only for the speedup's range), and its
-# texts; a per-run figure named here can be shown in a report by a column spec (tracekit.report.column_specs).
+# categories; a per-run figure named here can be shown in a report by a column spec (tracekit.report.column_specs).
 RUN_FIGURES = ("latency_median_ms", "latency_p10_ms", "latency_p90_ms", "latency_std_ms", "kernels_per_iter",
                "launches_per_iter", "utilization", "compile_s", "peak_memory_MB", "max_abs_diff", "wall_median_ms",
                "wall_p10_ms", "wall_p90_ms", "wall_calls_per_block", "timer_agreement", "threads", "processes",
                "process_spread")
-RUN_TEXTS = ("timing_warning", "timer_gap", "latency_timer")
+RUN_TEXTS = ("timer_gap", "latency_timer")
 # Figures (ms per iteration) compared with the baseline's: d_<name>_ms = the run's minus the baseline's,
 # besides d_idle_<cause>_per_iter_ms for each idle cause (d_latency_median_ms is named d_latency_ms).
 DELTAS = ("latency_median", "idle_est", "profiled_iter", "busy_per_iter", "idle_per_iter", "rest_per_iter",
@@ -93,55 +97,6 @@ def _dominant(d_busy: pd.Series, d_idle: pd.Series, same: pd.Series) -> np.ndarr
                      default="busy")
 
 
-def _what(dominant: str, delta: float) -> str:
-    if dominant == "idle":
-        return "less GPU idle time (launch overhead, syncs)" if delta < 0 else "more GPU idle time"
-    return "less GPU busy time (faster or fewer kernels)" if delta < 0 else "more GPU busy time"
-
-
-def _finding(row: dict) -> str:
-    """One line: what dominates the speedup, and what the profiled window alone says."""
-    if not row["dominant"]:
-        return ""
-    db, di = row["d_busy_per_iter_ms"], row["d_idle_est_ms"]
-    text = (f"{_what(row['dominant'], di if row['dominant'] == 'idle' else db)} dominates: "
-            f"Δ latency {row['d_latency_ms']:+.3f} ms = Δ GPU busy {db:+.3f} + Δ idle {di:+.3f} ms per iteration")
-    if row["inconclusive"] and row["speedup_low"] <= 1 <= row["speedup_high"]:
-        text = (f"inconclusive: the p10-p90 latency ranges overlap (speedup {row['speedup_low']:.2f}-"
-                f"{row['speedup_high']:.2f}x), so this may be noise: " + text)
-    elif row["inconclusive"]:
-        text = (f"inconclusive: the timers contradict each other (CUDA events {row['speedup']:.2f}x, the "
-                f"synchronised wall clock {row['wall_speedup']:.2f}x): " + text)
-    dp = row["dominant_profiled"]
-    if dp and dp != row["dominant"]:
-        text += (f"; the profiled window alone would say {dp} (Δ idle {row['d_idle_per_iter_ms']:+.3f} ms per "
-                 "profiled iteration)")
-        over = [f"{who} {o:+.0%}" for who, o in (("this run", row["overhead"]), (row["baseline_mode"],
-                                                                                row["baseline_overhead"]))
-                if o > PROFILER_OVERHEAD_FLAG]
-        if over:
-            text += f", but the profiler lengthened the iterations ({', '.join(over)})"
-    return text
-
-
-def _warnings(row: dict) -> str:
-    out = []
-    if row["status"] != "ok":
-        out.append(f"run {row['status']}: {row.get('reason') or 'no reason recorded'}")
-    if not row["baseline_run"]:
-        out.append(row["baseline_problem"])
-    elif row["baseline_runs"] > 1:
-        out.append(f"{row['baseline_runs']:.0f} {row['baseline_mode']} runs in this workload; "
-                   f"the baseline is {row['baseline_run']}")
-    elif row["ran_on"] != row["baseline_ran_on"]:
-        out.append(f"DIFFERENT DEVICE: ran on {row['ran_on']} while the {row['baseline_mode']} baseline ran on "
-                   f"{row['baseline_ran_on']}; the speedup compares devices, not modes")
-    if row["idle_est_ms"] < 0:
-        out.append(f"GPU busy per profiled iteration {row['busy_per_iter_ms']:.3f} ms > unprofiled latency "
-                   f"{row['latency_median_ms']:.3f} ms: the profiler slowed its kernels too; the split is approximate")
-    return "; ".join(out + trust.warnings(row))
-
-
 def compare(runs: pd.DataFrame, baseline: str = "eager", of_op: bool = False) -> pd.DataFrame:
     """Each run against the baseline-mode run of its workload.
 
@@ -168,17 +123,20 @@ def compare(runs: pd.DataFrame, baseline: str = "eager", of_op: bool = False) ->
         :func:`tracekit.analysis.comparison.trust.inconclusive`);
         how far the timing can be trusted (wall_median_ms, wall_p10_ms, wall_p90_ms,
         wall_calls_per_block, timer_agreement, timer_gap, latency_timer, threads,
-        processes, process_spread, timing_warning: the run rows'; timer_verdicts:
-        :func:`tracekit.analysis.comparison.trust.differing_verdicts`);
+        processes, process_spread: the run rows'; timer_verdict, wall_verdict,
+        wall_speedup_low, wall_speedup_high: :func:`tracekit.analysis.comparison.trust.verdicts`,
+        "" on the baseline's row);
         has_gpu and baseline_has_gpu (the trace
         holds GPU ops); cpu_op_per_iter_ms (time any CPU op ran, profiled) and
         cpu_ops_per_iter, with d_cpu_op_per_iter_ms; the decompositions (ms per iteration, run
         minus baseline) d_latency_ms = d_busy_per_iter_ms + d_idle_est_ms and
         d_profiled_iter_ms = d_busy_per_iter_ms + d_idle_per_iter_ms +
         d_rest_per_iter_ms, with d_idle_<cause>_per_iter_ms; dominant and
-        dominant_profiled ("busy" | "idle" | ""), finding (one line), warning
-        (cross-device runs, a failed run, a missing or failed baseline, GPU busy
-        above the unprofiled latency; "" if none).
+        dominant_profiled ("busy" | "idle" | ""); what the report's warnings rest on besides:
+        baseline_status (the status of the workload's first baseline-mode run, "" where it has
+        none), baseline_runs (its ok baseline-mode runs), baseline_threads, overhead and
+        baseline_overhead (:func:`profiler_overhead`'s, 0 where unknown) and baseline_unreliable
+        (the baseline's unprofiled timing is not to be trusted: :func:`trust.unreliable_unprofiled`).
         Ratios and deltas are NaN where a side lacks the figure.
     """
     w = workloads(runs, of_op)
@@ -211,14 +169,14 @@ def compare(runs: pd.DataFrame, baseline: str = "eager", of_op: bool = False) ->
     m["baseline_ran_on"] = base["ran_on"].fillna("")
     m["baseline_has_gpu"] = base["has_gpu"]
     failed = m[is_base].groupby("workload")["status"].first()
-    m["baseline_problem"] = [
-        "" if b else (f"the {baseline} baseline {failed[wl]}" if wl in failed else f"no {baseline} run in this workload")
-        for wl, b in zip(m["workload"], m["baseline_run"])]
+    m["baseline_status"] = m["workload"].map(failed).fillna("")
     m["speedup"] = base["latency_median_ms"] / m["latency_median_ms"]
     m["speedup_low"], m["speedup_high"] = _speedup_range(base, m)
     m["wall_speedup"] = base["wall_median_ms"] / m["wall_median_ms"]
-    m["timer_verdicts"] = trust.differing_verdicts(base, m, m["speedup_low"], m["speedup_high"]).where(
+    verdicts = trust.verdicts(base, m, m["speedup_low"], m["speedup_high"])
+    verdicts[["timer_verdict", "wall_verdict"]] = verdicts[["timer_verdict", "wall_verdict"]].where(
         m["run"] != m["baseline_run"], "")
+    m = pd.concat([m, verdicts], axis=1)
     m["inconclusive"] = (trust.inconclusive(m["speedup_low"], m["speedup_high"], m["speedup"], m["wall_speedup"])
                          & (m["run"] != m["baseline_run"]))
     m["baseline_threads"] = base["threads"]
@@ -237,12 +195,9 @@ def compare(runs: pd.DataFrame, baseline: str = "eager", of_op: bool = False) ->
     m["overhead"] = m["run"].map(overhead).fillna(0.0)
     m["baseline_overhead"] = m["baseline_run"].map(overhead).fillna(0.0)
     m["baseline_unreliable"] = trust.unreliable_unprofiled(m["baseline_overhead"]) & (m["run"] != m["baseline_run"])
-    m["finding"] = [_finding(r) for r in m.to_dict("records")]
     ok = m[is_base & (m["status"] == "ok")]
     m["baseline_runs"] = m["workload"].map(ok.groupby("workload")["run"].count()).fillna(0)
-    m["warning"] = [_warnings(r) for r in m.to_dict("records")]
-    m = m.drop(columns=["baseline_problem", "baseline_runs", "latency_std_ms", "overhead", "baseline_overhead",
-                        "baseline_threads", "baseline_unreliable"])
+    m = m.drop(columns=["latency_std_ms"])
     order = pd.DataFrame({"w": m["workload"], "b": ~is_base, "r": m["run"]})
     return m.loc[order.sort_values(["w", "b", "r"]).index].reset_index(drop=True)
 

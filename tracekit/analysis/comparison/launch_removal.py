@@ -16,7 +16,7 @@ import pandas as pd
 
 COLUMNS = ["workload", "latency_eager_ms", "latency_cudagraphs_ms", "latency_default_ms",
            "latency_reduce_overhead_ms", "saved_by_cudagraphs_ms", "saved_by_reduce_overhead_ms",
-           "launch_removal_share", "finding"]
+           "launch_removal_share"]
 
 
 def launch_vs_fusion(runs: pd.DataFrame) -> pd.DataFrame:
@@ -31,7 +31,8 @@ def launch_vs_fusion(runs: pd.DataFrame) -> pd.DataFrame:
         cudagraphs and reduce-overhead saves against eager (ms); and
         launch_removal_share = saved_by_cudagraphs / saved_by_reduce_overhead
         (NaN when reduce-overhead saves nothing; over 1 means plain CUDA
-        graphs beat reduce-overhead), and finding (:func:`launch_removal_sentence`).
+        graphs beat reduce-overhead). The report words each row
+        (:func:`tracekit.report.comparison_text.launch_removal`).
     """
     if runs.empty or "latency_median_ms" not in runs:
         return pd.DataFrame(columns=COLUMNS)
@@ -49,16 +50,4 @@ def launch_vs_fusion(runs: pd.DataFrame) -> pd.DataFrame:
             "saved_by_cudagraphs_ms": saved_graphs, "saved_by_reduce_overhead_ms": saved_ro,
             "launch_removal_share": saved_graphs / saved_ro if saved_ro > 0 else math.nan,
         })
-        rows[-1]["finding"] = launch_removal_sentence(rows[-1])
     return pd.DataFrame(rows, columns=COLUMNS)
-
-
-def launch_removal_sentence(r: dict) -> str:
-    """One row of the launch_vs_fusion table in words (latencies in ms)."""
-    share = r["launch_removal_share"]
-    return (f"{r['workload']}: eager {r['latency_eager_ms']:.3f} ms; plain CUDA graphs "
-            f"{r['latency_cudagraphs_ms']:.3f} ms (saves {r['saved_by_cudagraphs_ms']:.3f} ms); default "
-            f"{r['latency_default_ms']:.3f} ms; reduce-overhead {r['latency_reduce_overhead_ms']:.3f} ms "
-            f"(saves {r['saved_by_reduce_overhead_ms']:.3f} ms). Launch removal alone gives "
-            + (f"{share:.0%} of reduce-overhead's gain." if share == share else "no comparable gain "
-               "(reduce-overhead saves nothing)."))

@@ -18,13 +18,17 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from tracekit.analysis.comparison import trust
 from tracekit.analysis.comparison.compare import compare
-from tracekit.analysis.comparison.findings import SLOWER, suite_findings
 from tracekit.analysis.peaks import SOURCES, key
 from tracekit.manifest import Manifest
 from tracekit.manifest.suite_toml import Suite
 
+SLOWER = 0.98  # a speedup below this is a regression (2% is beyond run-to-run noise of medians)
+# The engine's figures of each run a suite's report words (tracekit.report.worded): the speedup's range and
+# the two timers' verdicts (tracekit.analysis.comparison.trust).
+_ENGINE = {"speedup_low": "speedup_low_vs_eager", "speedup_high": "speedup_high_vs_eager",
+           "timer_verdict": "timer_verdict", "wall_verdict": "wall_verdict", "wall_speedup_low": "wall_speedup_low",
+           "wall_speedup_high": "wall_speedup_high"}
 _PER_ITER = ("kernels_per_iter", "launches_per_iter", "busy_per_iter_us", "idle_per_iter_us",
              "host_wait_per_iter_us", "peak_memory_MB")
 
@@ -35,13 +39,14 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     a variant of the op), ``eager_ms`` and ``speedup_vs_eager`` (eager median latency / this
     one), ``wall_speedup_vs_eager`` (the same by the synchronised wall clock),
     ``speedup_inconclusive`` (the p10-p90 latency ranges of run and eager overlap, or the two
-    speedups lie on either side of 1: :func:`tracekit.analysis.comparison.trust.inconclusive`)
-    and ``speedup_text`` (the speedup as shown: "1.38x (1.37-1.39)" or "inconclusive
-    (0.95-1.08x)"), ``timing_warning`` (the run's, after the sentence of
-    :func:`tracekit.analysis.comparison.trust.differing_verdicts` where the timers reach
-    different verdicts against eager), ``host_wait_per_iter_us`` (GPU idle waiting on the host,
-    per profiled iteration) and ``eager_<x>`` for the eager run's figures; speedups, their
-    range and verdicts are the engine's (:func:`compare`), of ok runs only. GPU figures of a
+    speedups lie on either side of 1: :func:`tracekit.analysis.comparison.trust.inconclusive`),
+    ``speedup_low_vs_eager`` and ``speedup_high_vs_eager`` (its range), ``timer_verdict``,
+    ``wall_verdict``, ``wall_speedup_low`` and ``wall_speedup_high`` (the two timers' verdicts
+    against eager: :func:`tracekit.analysis.comparison.trust.verdicts`), ``host_wait_per_iter_us``
+    (GPU idle waiting on the host, per profiled iteration) and ``eager_<x>`` for the eager run's
+    figures; speedups, their range and verdicts are the engine's (:func:`compare`), of ok runs
+    only (the range of every run). The report words the speedup and the timing's doubts
+    (:func:`tracekit.report.worded.worded`). GPU figures of a
     trace without GPU activity, and achieved rates of phases other than a forward call (the
     work stated is one forward call's), are NaN.
     """
@@ -67,18 +72,15 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
     of_run = lambda col: df["run"].map(engine[col])  # noqa: E731
     ok = df["status"] == "ok"
     df["workload"] = of_run("workload")
-    df["contender"] = [m if model == op else f"{model} ({m})" for m, model, op in zip(df["mode"], df["model"], df["op"])]
+    df["contender"] = [m if model == op else f"{model} ({m})"
+                       for m, model, op in zip(df["mode"], df["model"], df["op"])]
     eager = df.set_index("run").reindex(of_run("baseline_run")).set_axis(df.index)
     df["eager_ms"] = eager["latency_median_ms"]
     df["speedup_vs_eager"] = of_run("speedup").where(ok)
     df["wall_speedup_vs_eager"] = of_run("wall_speedup").where(ok)
     df["speedup_inconclusive"] = of_run("inconclusive").fillna(False).astype(bool) & ok
-    df["speedup_text"] = [trust.speedup_text(s, lo, hi, u, w) for s, lo, hi, u, w in
-                          zip(df["speedup_vs_eager"], of_run("speedup_low"), of_run("speedup_high"),
-                              df["speedup_inconclusive"], df["wall_speedup_vs_eager"])]
-    verdicts = of_run("timer_verdicts").fillna("").where(ok, "")
-    warning = df["timing_warning"].fillna("") if "timing_warning" in df else pd.Series("", index=df.index)
-    df["timing_warning"] = ["; ".join(t for t in pair if t) for pair in zip(verdicts, warning)]
+    for col, name in _ENGINE.items():
+        df[name] = of_run(col).where(ok, "") if col.endswith("verdict") else of_run(col)
     for col in _PER_ITER:
         df[f"eager_{col}"] = eager[col]
     return df.reset_index(drop=True)
@@ -86,10 +88,10 @@ def comparison(runs: pd.DataFrame) -> pd.DataFrame:
 
 # Published claims: [[claims]] in a suite file, checked against the numbers.
 
-CLAIM_METRICS = {
-    "speedup": ("speedup_vs_eager", "latency speedup over eager (median latencies)"),
-    "kernels_vs_eager": ("kernels_ratio", "kernels executed per iteration, relative to eager"),
-    "launches_vs_eager": ("launches_ratio", "host launches per iteration, relative to eager"),
+CLAIM_METRICS = {  # a claim's metric -> the column of the comparison it is measured by
+    "speedup": "speedup_vs_eager",             # latency speedup over eager (median latencies)
+    "kernels_vs_eager": "kernels_ratio",       # kernels executed per iteration, relative to eager
+    "launches_vs_eager": "launches_ratio",     # host launches per iteration, relative to eager
 }
 
 
@@ -99,8 +101,14 @@ def check_claims(claims: list[dict], cmp: pd.DataFrame) -> pd.DataFrame:
     A claim: ``text``, ``metric`` (a key of :data:`CLAIM_METRICS`), ``range``
     [low, high], and filters on run columns (``model``, ``mode``, ``batch``...; a
     value or a list). The eager baselines themselves are not measured (1.0 by
-    definition). Verdict: "consistent" (every matching run in range),
-    "contradicted" (none), "partly" (some), "no data" (no matching run with the metric).
+    definition).
+
+    Returns:
+        One row per claim: claim (its text), metric (as the claim names it; None if it names
+        none), low, high, measured (``((workload, contender, value), ...)`` of the matching runs
+        with the metric) and verdict: "consistent" (every matching run in range),
+        "contradicted" (none), "partly" (some), "no data" (no matching run with the metric).
+        The report words them (:func:`tracekit.report.worded.claims_view`).
     """
     rows = []
     if not cmp.empty:
@@ -108,7 +116,7 @@ def check_claims(claims: list[dict], cmp: pd.DataFrame) -> pd.DataFrame:
         cmp = cmp.assign(kernels_ratio=cmp["kernels_per_iter"] / cmp["eager_kernels_per_iter"],
                          launches_ratio=cmp["launches_per_iter"] / cmp["eager_launches_per_iter"])
     for claim in claims:
-        column, meaning = CLAIM_METRICS.get(claim.get("metric", ""), (None, ""))
+        column = CLAIM_METRICS.get(claim.get("metric", ""))
         low, high = claim.get("range", [math.nan, math.nan])
         sel = cmp
         for k, want in claim.items():
@@ -120,27 +128,26 @@ def check_claims(claims: list[dict], cmp: pd.DataFrame) -> pd.DataFrame:
         inside = values.between(low, high)
         verdict = ("no data" if values.empty else "consistent" if inside.all() else
                    "contradicted" if not inside.any() else "partly")
-        measured = ", ".join(f"{sel.loc[i, 'workload']} {sel.loc[i, 'contender']}: {v:.3g}" for i, v in values.items())
-        rows.append({"claim": claim.get("text", ""), "measure": meaning or f"unknown metric {claim.get('metric')!r}",
-                     "claimed range": f"{low:g}–{high:g}", "measured": measured or "-", "verdict": verdict})
+        measured = tuple((sel.loc[i, "workload"], sel.loc[i, "contender"], v) for i, v in values.items())
+        rows.append({"claim": claim.get("text", ""), "metric": claim.get("metric"), "low": low, "high": high,
+                     "measured": measured, "verdict": verdict})
     return pd.DataFrame(rows)
 
 
 @dataclass
 class SuiteTables:
-    """What a suite's report shows, computed: every table and sentence of report.md.
+    """What a suite's report shows, computed: every table of report.md (its sentences are the
+    report's: :mod:`tracekit.report.findings`, :func:`tracekit.report.worded.worded`).
 
     suite, cells (its run names, grid order), manifests (run name -> the cell's
     run.json), command (the bench command that ran the cells), rewritten_by (the
     command that wrote the report from runs made earlier: ``--report-only``);
     results: :func:`comparison`, in grid order;
     ranked: the runs other than eager with a speedup, fastest first, ``regression``
-        "slower than eager" below :data:`tracekit.analysis.comparison.findings.SLOWER` (not
-        where the speedup is inconclusive);
+        True below :data:`SLOWER` (not where the speedup is inconclusive);
     idle: the results with GPU activity; rated: those with achieved rates;
     peak_sources: the documents of the peaks the rates are held to;
-    claims: :func:`check_claims` of the suite's claims (empty when it states none);
-    findings: :func:`tracekit.analysis.comparison.findings.suite_findings`.
+    claims: :func:`check_claims` of the suite's claims (empty when it states none).
     """
 
     suite: Suite
@@ -152,7 +159,6 @@ class SuiteTables:
     rated: pd.DataFrame
     peak_sources: list[str]
     claims: pd.DataFrame
-    findings: list[str]
     command: str = ""
     rewritten_by: str = ""
 
@@ -167,10 +173,9 @@ class SuiteTables:
             cmp = cmp.sort_values("run", key=lambda r: r.map(rank).fillna(len(rank)), kind="stable")
             ranked = cmp[cmp["contender"] != "eager"].dropna(subset=["speedup_vs_eager"])
             ranked = ranked.sort_values("speedup_vs_eager", ascending=False).assign(
-                regression=lambda d: ["slower than eager" if v < SLOWER and not unsure else "" for v, unsure in
-                                      zip(d["speedup_vs_eager"], d["speedup_inconclusive"])])
+                regression=lambda d: (d["speedup_vs_eager"] < SLOWER) & ~d["speedup_inconclusive"])
             rated = cmp.dropna(subset=["achieved_TFLOPs", "achieved_GBps"], how="all")
         sources = sorted({SOURCES[k] for k in map(key, rated["device_name"].dropna()) if k}) if len(rated) else []
         idle = cmp[cmp["has_gpu"] == True] if len(cmp) else cmp  # noqa: E712
         return cls(suite, cells, manifests, cmp, ranked, idle, rated, sources, check_claims(suite.claims, cmp),
-                   suite_findings(cmp), command, rewritten_by)
+                   command, rewritten_by)

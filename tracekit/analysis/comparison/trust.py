@@ -16,10 +16,10 @@
   difference, said once per report: :func:`tracekit.report.run_lines.timer_gap_lines`), or
   for no known reason (said once per report too, and in the timing table). A comparison row
   warns of its timers only where they reach different verdicts, faster, slower
-  or inconclusive (:func:`differing_verdicts`).
-* **Doubtful timing**, said in the comparison's warnings: a host busier than
-  its CPUs at the start or end of the run (:func:`host_problems`,
-  ``timing_warning``); CPU runs with another thread count than their baseline;
+  or inconclusive (:func:`verdicts`).
+* **Doubtful timing**, said in the comparison's warnings (:mod:`tracekit.report.comparison_text`):
+  a host busier than its CPUs at the start or end of the run (:func:`busy_host`); CPU runs
+  with another thread count than their baseline;
   a run made in several processes whose medians spread by more than
   ``PROCESS_SPREAD_FLAG``.
 * **Unreliable unprofiled timing.** A profiled iteration cannot be faster than
@@ -40,7 +40,6 @@ TIMER_DISAGREEMENT = 0.05      # the two timers' medians this far apart either w
 PROFILER_OVERHEAD_FLAG = 0.10  # profiled vs unprofiled iteration, either way (threshold: issue 4)
 PROCESS_SPREAD_FLAG = 0.05     # (max - min) / median of the processes' latency medians (the timers' 5%)
 GPU_TAIL, UNEXPLAINED = "GPU tail", "no known reason"   # timer_gap's causes
-TIMER_NAMES = {"cuda_events": "CUDA events", "perf_counter": "perf_counter"}
 
 
 def numeric(rows: pd.DataFrame, name: str) -> pd.Series:
@@ -87,30 +86,25 @@ def verdict(low: pd.Series, high: pd.Series) -> pd.Series:
                                ""), index=low.index)
 
 
-def differing_verdicts(base: pd.DataFrame, run: pd.DataFrame, low: pd.Series, high: pd.Series) -> pd.Series:
-    """One sentence for each comparison whose two timers reach different verdicts (:func:`verdict`),
-    "" elsewhere.
+def verdicts(base: pd.DataFrame, run: pd.DataFrame, low: pd.Series, high: pd.Series) -> pd.DataFrame:
+    """The verdict of each timer on each comparison (:func:`verdict`); where the two differ, the
+    report says so (:func:`tracekit.report.comparison_text.timer_verdicts`).
 
     Args:
-        base, run: the baseline's and the run's rows (same index), with latency_median_ms,
-            latency_timer, wall_median_ms, wall_p10_ms and wall_p90_ms.
+        base, run: the baseline's and the run's rows (same index), with wall_median_ms,
+            wall_p10_ms and wall_p90_ms.
         low, high: the per-call timer's speedup range (p10-p90 ratios).
 
-    The wall clock's range is [base p10 / run p90, base p90 / run p10] over its blocks, as
-    the per-call timer's is over its calls.
+    Returns:
+        timer_verdict (the per-call timer's, of [low, high]), wall_verdict (the synchronised wall
+        clock's, of its range), wall_speedup_low and wall_speedup_high: the wall clock's range,
+        [base p10 / run p90, base p90 / run p10] over its blocks, as the per-call timer's is over
+        its calls (NaN where a figure is missing, the verdict "" there).
     """
-    speedup = numeric(base, "latency_median_ms") / numeric(run, "latency_median_ms")
-    wall = numeric(base, "wall_median_ms") / numeric(run, "wall_median_ms")
     wall_low = numeric(base, "wall_p10_ms") / numeric(run, "wall_p90_ms")
     wall_high = numeric(base, "wall_p90_ms") / numeric(run, "wall_p10_ms")
-    by_calls, by_wall = verdict(low, high), verdict(wall_low, wall_high)
-    timer = (run["latency_timer"] if "latency_timer" in run else pd.Series(None, index=run.index)).map(
-        lambda t: TIMER_NAMES.get(t, "the per-call timer"))
-    return pd.Series([
-        f"the timers reach different verdicts: {t} {a} ({s:.2f}x, {lo:.2f}-{hi:.2f}), the synchronised wall clock "
-        f"{b} ({w:.2f}x, {wlo:.2f}-{whi:.2f})" if a and b and a != b else ""
-        for t, a, s, lo, hi, b, w, wlo, whi in zip(timer, by_calls, speedup, low, high, by_wall, wall, wall_low,
-                                                   wall_high)], index=run.index, dtype=object)
+    return pd.DataFrame({"timer_verdict": verdict(low, high), "wall_verdict": verdict(wall_low, wall_high),
+                         "wall_speedup_low": wall_low, "wall_speedup_high": wall_high}, index=run.index)
 
 
 def inconclusive(low: pd.Series, high: pd.Series, speedup: pd.Series | None = None,
@@ -130,62 +124,11 @@ def timers_contradict(speedup: pd.Series, wall_speedup: pd.Series) -> pd.Series:
     return (speedup - 1) * (wall_speedup - 1) < 0
 
 
-def speedup_text(speedup: float, low: float, high: float, unsure: bool, wall_speedup: float = math.nan) -> str:
-    """"1.38x (1.37-1.39)", "inconclusive (0.95-1.08x)", "inconclusive (0.63-0.68x; wall clock 1.27x)"
-    where the timers contradict, "1.38x" without a range, "-" without a speedup."""
-    if not isinstance(speedup, (int, float)) or math.isnan(speedup):
-        return "-"
-    if isinstance(low, (int, float)) and not math.isnan(low) and not math.isnan(high):
-        if not unsure:
-            return f"{speedup:.2f}x ({low:.2f}-{high:.2f})"
-        wall = f"; wall clock {wall_speedup:.2f}x" if low > 1 or high < 1 else ""
-        return f"inconclusive ({low:.2f}-{high:.2f}x{wall})"
-    return f"{speedup:.2f}x"
-
-
 def unreliable_unprofiled(overhead: pd.Series) -> pd.Series:
     """Profiled iterations shorter than the unprofiled latency by more than the flag."""
     return overhead < -PROFILER_OVERHEAD_FLAG
 
 
-def warnings(row: dict) -> list[str]:
-    """The timing doubts of one comparison row (:func:`tracekit.analysis.comparison.compare.compare`
-    columns: timer_verdicts (:func:`differing_verdicts`), timing_warning, threads, baseline_threads, ran_on, processes,
-    process_spread, overhead, profiled_iter_ms, latency_median_ms, baseline_mode,
-    baseline_unreliable), one sentence each."""
-    out = [row[k] for k in ("timer_verdicts", "timing_warning") if row.get(k)]
-    threads, base = row.get("threads"), row.get("baseline_threads")
-    if row.get("ran_on") == "cpu" and _known(threads) and _known(base) and threads != base:
-        out.append(f"ran with {threads:.0f} CPU threads, the {row['baseline_mode']} baseline with {base:.0f}: "
-                   "the speedup compares thread counts too")
-    if _known(row.get("process_spread")) and row["process_spread"] > PROCESS_SPREAD_FLAG:
-        out.append(f"the {row['processes']:.0f} processes' latency medians spread by {row['process_spread']:.0%}")
-    if row.get("overhead", 0) < -PROFILER_OVERHEAD_FLAG:
-        out.append(f"unreliable unprofiled timing: a profiled iteration took {row['profiled_iter_ms']:.3f} ms, "
-                   f"{-row['overhead']:.0%} less than the unprofiled latency {row['latency_median_ms']:.3f} ms, "
-                   "though the profiler only adds work")
-    if row.get("baseline_unreliable"):
-        out.append(f"the {row['baseline_mode']} baseline's unprofiled timing is unreliable (its profiled iteration "
-                   "was shorter)")
-    return out
-
-
-def _known(value) -> bool:
-    return isinstance(value, (int, float)) and not math.isnan(value)
-
-
 def busy_host(load: dict | None) -> bool:
     """Whether a :func:`host_load` reading shows more runnable tasks than CPUs (1-minute load)."""
     return bool(load) and load.get("loadavg_1m", 0) > load.get("cpus", float("inf"))
-
-
-def host_problems(host_load: dict | None) -> list[str]:
-    """A busy host at the start or the end of a run (:func:`busy_host` of ``host_load``'s
-    "start" and "end" readings), one sentence each (the run row's ``timing_warning``:
-    :func:`tracekit.analysis.manifest_fields.manifest_fields`)."""
-    out = []
-    for when in ("start", "end"):
-        load = (host_load or {}).get(when)
-        if busy_host(load):
-            out.append(f"host busy at the {when}: load {load['loadavg_1m']:.1f} on {load['cpus']} CPUs")
-    return out

@@ -29,7 +29,7 @@ one (the unperturbed run; :mod:`tracekit.analysis.counters.join`), else by ncu's
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +76,8 @@ def device_peaks(device: str | None) -> Peaks | None:
 
 
 def flops_by_kind(counters: pd.DataFrame) -> pd.DataFrame:
-    """FLOPs of each kernel by kind (columns :data:`metrics.FLOP_KINDS`); NaN where no counter of a kind was collected."""
+    """FLOPs of each kernel by kind (columns :data:`metrics.FLOP_KINDS`); NaN where no counter of a kind
+    was collected."""
     out = {}
     for kind in ("fp32", "fp64", "fp16"):
         cols = [(m, w) for m, (k, w) in M.SASS_FLOPS.items() if k == kind and m in counters]
@@ -185,19 +186,22 @@ class CountersResult:
 
     run: the run row (:func:`run_summary`, plus device, peaks_known, csv,
     trace, join); kernels: :func:`kernel_table`; classes: :func:`class_table`;
-    peaks: the device's peaks or None; notes: caveats, one line each.
+    peaks: the device's peaks or None; no_trace_under: the traces folder where ``tracekit
+    counters`` found no trace of its run to join ("" where none was looked for). Its caveats
+    (kernels the trace lacks, a device without peaks, no trace) are the report's to word
+    (:func:`tracekit.report.formats.counters.notes`).
     """
 
     run: dict
     kernels: pd.DataFrame
     classes: pd.DataFrame
     peaks: Peaks | None
-    notes: list[str] = field(default_factory=list)
+    no_trace_under: str = ""
 
     def to_dict(self) -> dict:
+        """Every table, JSON-ready after :func:`tracekit.io.jsonable`."""
         return {"run": self.run, "kernels": self.kernels.to_dict("records"),
-                "classes": self.classes.to_dict("records"),
-                "peaks": self.peaks.table() if self.peaks else [], "notes": self.notes}
+                "classes": self.classes.to_dict("records"), "peaks": self.peaks.table() if self.peaks else []}
 
 
 def analyze(csv: Path | str, trace: Path | str | None = None, device: str | None = None) -> CountersResult:
@@ -217,25 +221,17 @@ def analyze(csv: Path | str, trace: Path | str | None = None, device: str | None
     missing = [m for m in M.REQUIRED if m not in counters]
     if missing:
         raise CountersError(f"{csv}: ncu CSV lacks {', '.join(missing)}")
-    notes = []
     if trace is not None:
         tables = load(trace)
         if device is None and len(tables.devices):
             device = tables.devices["name"].iloc[0]
         counters = join(counters, tables.gpu_ops)
-        unmatched = int((~counters["matched"]).sum())
-        if unmatched:
-            notes.append(f"{unmatched} of {len(counters)} profiled kernels have no kernel of that name left in "
-                         "the trace; they are weighted by ncu's time")
     if device is None and DEVICE_NAME in counters:
         device = counters[DEVICE_NAME].iloc[0]
     peaks = device_peaks(device)
-    if peaks is None:
-        notes.append(f"no peak figures for device {device!r} (tracekit/analysis/peaks.py knows "
-                     f"{', '.join(datasheet.PEAKS)}); percent of peak and bound are not computed")
     kernels = kernel_table(counters, peaks)
     run = {"device": device, "peaks_known": peaks is not None, "csv": str(csv),
            "trace": str(trace) if trace else "", "join": counters.attrs.get("join", ""),
            **run_summary(kernels)}
-    return CountersResult(run=run, kernels=kernels, classes=class_table(kernels), peaks=peaks, notes=notes)
+    return CountersResult(run=run, kernels=kernels, classes=class_table(kernels), peaks=peaks)
 

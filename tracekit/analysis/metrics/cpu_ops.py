@@ -13,8 +13,8 @@ the time went. The self time of the ``ProfilerStep`` markers, time of the
 iteration in no op (Python, the framework, an ONNX Runtime session between its
 nodes), is the row ``OUTSIDE_OPS``. Across runs, each mode is set against its
 workload's baseline op by op: Δ self time and Δ calls per iteration
-(:func:`changes`), and the largest changes become the comparison's finding for
-CPU runs (:func:`finding`).
+(:func:`changes`); the report words the largest of them as a CPU run's finding
+(:func:`tracekit.report.comparison_text.cpu_ops_finding`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from tracekit.trace.reader import EventTables
 OP_COLUMNS = ["op", "kind", "calls", "calls_per_iter", "self_us", "self_per_iter_us", "self_share", "total_us"]
 CHANGE_COLUMNS = ["workload", "mode", "run", "baseline_run", "op", "kind", "calls_per_iter", "baseline_calls_per_iter",
                   "d_calls_per_iter", "self_per_iter_ms", "baseline_self_per_iter_ms", "d_self_per_iter_ms"]
-FINDING_OPS = 3  # changes named in a finding
 OUTSIDE_OPS = "(in no op: Python, framework)"
 _KINDS = {"cpu_op": "op", "user_annotation": "range"}  # event category -> kind; markers: "outside"
 KINDS = ("op", "outside", "range")  # sorted, as a groupby by (op, kind) orders them
@@ -180,23 +179,6 @@ def main_traces(ops: pd.DataFrame) -> pd.Series:
     time per iteration, ``OUTSIDE_OPS`` left out."""
     inside = ops[ops["kind"] != "outside"].groupby(["run", "trace"])["self_per_iter_us"].sum()
     return inside.groupby(level="run").idxmax().map(lambda key: key[1]) if len(inside) else pd.Series(dtype=object)
-
-
-def finding(run_changes: pd.DataFrame) -> str:
-    """One line on a CPU run's ops against its baseline: profiled CPU time and op
-    calls (``cpu_op`` events) per iteration, and the ``FINDING_OPS`` ops whose self
-    time changed most.
-    ``run_changes``: the rows of :func:`changes` for one run ("" if none)."""
-    if run_changes.empty:
-        return ""
-    base, own = run_changes["baseline_self_per_iter_ms"].sum(), run_changes["self_per_iter_ms"].sum()
-    in_ops = run_changes[run_changes["kind"] == "op"]
-    calls_base, calls = in_ops["baseline_calls_per_iter"].sum(), in_ops["calls_per_iter"].sum()
-    top = run_changes.head(FINDING_OPS)
-    named = ", ".join(f"{r['op']} {r['d_self_per_iter_ms']:+.3f} ms ({r['baseline_calls_per_iter']:.0f} -> "
-                      f"{r['calls_per_iter']:.0f} calls)" for r in top.to_dict("records"))
-    return (f"profiled CPU time per iteration {base:.3f} -> {own:.3f} ms ({own - base:+.3f}), "
-            f"{calls_base:.0f} -> {calls:.0f} op calls; self time changed most in {named}")
 
 
 @register("cpu_ops", reads=("cpu_ops", "nest"), order=58, tables=("cpu_ops",))

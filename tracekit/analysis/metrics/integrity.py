@@ -1,9 +1,10 @@
 """Trace integrity: what in a trace keeps its figures from being trusted, per run.
 
-Each check is a row of the ``integrity`` table (check, status, count, detail);
-status is ``ok``, ``warning`` (figures stand, something was left out) or
-``failed`` (a figure the verdict rests on is unknown: the verdict is then
-``undetermined`` with the reason). Checks:
+Each check is a row of the ``integrity`` table (check, status, count, total: what
+count is out of, what: the kind of problem or the accelerator); status is ``ok``,
+``warning`` (figures stand, something was left out) or ``failed`` (a figure the
+verdict rests on is unknown: the verdict is then ``undetermined``). The report words
+each check (:func:`tracekit.report.run_lines.integrity_text`). Checks:
 
 * events dropped by the reader, and why (no numeric ts, negative dur, exact
   duplicates, ts/dur far outside the trace's time range: ``tracekit.trace.dataframes``);
@@ -16,7 +17,7 @@ status is ``ok``, ``warning`` (figures stand, something was left out) or
   failed when more than ``LAUNCHLESS_MAX_SHARE`` of the GPU ops have none (host wait,
   the figure the verdict rests on, is then unmeasured for most of the GPU's gaps);
 * launch calls with no GPU op at all: the profiler did not record GPU
-  activity (failed, with how to enable it);
+  activity (failed; the report says how to enable it);
 * the accelerator the trace's device ops come from (CUDA, ROCm/HIP, XPU, MTIA).
 """
 
@@ -34,9 +35,7 @@ LAUNCHLESS_MAX_SHARE = 0.5  # ours: past half the GPU ops without their launch c
 LAUNCH_PREFIXES = ("cudaLaunch", "cuLaunch", "cudaGraphLaunch", "cudaMemcpy", "cudaMemset", "hipLaunch",
                    "hipExtLaunch", "hipGraphLaunch", "hipMemcpy", "hipMemset", "zeCommandListAppend",
                    "urEnqueue", "mtia")
-ENABLE_GPU = ("torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) "
-              "(ProfilerActivity.XPU / MTIA on those devices; Kineto needs CUPTI / roctracer)")
-COLUMNS = ["check", "status", "count", "detail"]
+COLUMNS = ["check", "status", "count", "total", "what"]
 
 
 def accelerator(tables: EventTables) -> str:
@@ -63,70 +62,58 @@ def device_type(tables: EventTables) -> str:
 
 
 def checks(tables: EventTables) -> pd.DataFrame:
-    """The integrity table of one trace (see the module docstring)."""
+    """The integrity table of one trace (see the module docstring): ``what`` is the reader's kind
+    of problem for an ``events`` check and the accelerator (:func:`accelerator`) for that check,
+    ``total`` the trace's events or GPU ops a count is out of."""
     rows = []
     events = tables.meta.get("events", 0)
     dropped = 0
     for what, n in tables.meta.get("problem_counts", {}).items():
         dropped += n if "dropped" in what else 0
-        rows.append({"check": "events", "status": "warning", "count": n, "detail": f"{n} {what}"})
+        rows.append({"check": "events", "status": "warning", "count": n, "total": events, "what": what})
     if dropped and events and dropped > DROPPED_MAX_SHARE * events:
-        rows.append({"check": "events dropped", "status": "failed", "count": dropped,
-                     "detail": f"{dropped} of {events} events dropped: over {DROPPED_MAX_SHARE:.0%}, the figures "
-                               "do not describe the whole trace"})
+        rows.append({"check": "events dropped", "status": "failed", "count": dropped, "total": events, "what": ""})
     ops = tables.gpu_ops
     missing = int((ops["correlation"] < 0).sum())
     if missing:
         rows.append({"check": "correlation ids", "status": "failed" if missing == len(ops) else "warning",
-                     "count": missing,
-                     "detail": f"{missing} of {len(ops)} GPU ops have no correlation id: their launches are unknown"
-                               + (" (the trace's launches are unknown)" if missing == len(ops) else "")})
+                     "count": missing, "total": len(ops), "what": ""})
     found = launch_index(tables).index.get_indexer(ops["correlation"]) >= 0   # (its hash table, built once)
     launchless = int(((ops["correlation"] >= 0).to_numpy() & ~found).sum())
     if launchless:
         failed = launchless > LAUNCHLESS_MAX_SHARE * len(ops)
         rows.append({"check": "launch calls", "status": "failed" if failed else "warning", "count": launchless,
-                     "detail": f"{launchless} of {len(ops)} GPU ops have no launch call in the trace (launched "
-                               "before the profiler started, or host calls not recorded): counted, attributed to "
-                               "no launch, the idle before them has no cause"
-                               + (f"; over {LAUNCHLESS_MAX_SHARE:.0%}: host wait is unmeasured" if failed else "")})
+                     "total": len(ops), "what": ""})
     calls = tables.host_calls
     launch_calls = int(calls["name"].astype(str).str.startswith(LAUNCH_PREFIXES).sum()) if ops.empty else 0
     if launch_calls:
-        rows.append({"check": "GPU activity", "status": "failed", "count": launch_calls,
-                     "detail": f"{launch_calls} launch calls but no GPU op: GPU activity was not recorded; "
-                               f"profile with {ENABLE_GPU}"})
-    rows.append({"check": "accelerator", "status": "ok", "count": len(ops), "detail": accelerator(tables)})
+        rows.append({"check": "GPU activity", "status": "failed", "count": launch_calls, "total": 0, "what": ""})
+    rows.append({"check": "accelerator", "status": "ok", "count": len(ops), "total": len(ops),
+                 "what": accelerator(tables)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _checked(x: Inputs, table: pd.DataFrame) -> Output:
-    """The integrity table and its row (:func:`summary`); for a trace that failed without GPU ops
-    (GPU activity not recorded, not "CPU ops only"), its ``note`` too."""
-    row = summary(table)
-    if row["integrity"] == "failed" and not x.tables.has_gpu:
-        row["note"] = row["integrity_detail"]
-    return Output(row=row, tables={"integrity": table})
+def _checked(table: pd.DataFrame) -> Output:
+    """The integrity table and its row (:func:`summary`)."""
+    return Output(row=summary(table), tables={"integrity": table})
 
 
 def _unchecked(x: Inputs, why: str) -> Output:
-    """Where the checks failed: the figures are not vouched for."""
-    return _checked(x, pd.DataFrame([{"check": "integrity", "status": "failed", "count": 0,
-                                      "detail": f"the integrity checks failed ({why})"}]))
+    """Where the checks failed: the figures are not vouched for (``what``: why)."""
+    return _checked(pd.DataFrame([{"check": "integrity", "status": "failed", "count": 0, "total": 0, "what": why}]))
 
 
 @register("integrity", reads=("gpu_ops", "host_calls", "meta"), order=10, tables=("integrity",), default=_unchecked,
-          columns={"integrity": "", "integrity_detail": "", "note": ""})
+          columns={"integrity": ""})
 def _integrity_analysis(x: Inputs) -> Output:
     """The checks (:func:`checks`) and their sum in the row."""
-    return _checked(x, checks(x.tables))
+    return _checked(checks(x.tables))
 
 
 def summary(table: pd.DataFrame) -> dict:
-    """Run-row fields: ``integrity`` ("ok", "warning" or "failed") and ``integrity_detail``
-    (the failed checks' details, else the warnings', joined)."""
+    """Run-row field ``integrity``: "failed" where a check failed, else "warning" where one warns,
+    else "ok" (the report's ``integrity_detail`` words those checks)."""
     for status in ("failed", "warning"):
-        hit = table[table["status"] == status]
-        if len(hit):
-            return {"integrity": status, "integrity_detail": "; ".join(hit["detail"])}
-    return {"integrity": "ok", "integrity_detail": ""}
+        if (table["status"] == status).any():
+            return {"integrity": status}
+    return {"integrity": "ok"}

@@ -25,8 +25,6 @@ from tracekit.analysis.metrics.intervals import busy_and_gaps, union
 from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.trace.reader import EventTables
 
-NO_GPU_NOTE = "no GPU activity in this trace (CPU ops only)"
-
 
 def launch_count(correlation: np.ndarray) -> int:
     """Host launches among GPU ops with these correlation ids: the distinct ids, -1 (none) left out."""
@@ -169,7 +167,7 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
         busy_per_iter_us, idle_per_iter_us, iteration_ms (mean marker length),
         step_utilization (TensorBoard's "GPU Utilization"), cpu_ops,
         cpu_op_busy_us (time any CPU op ran, all threads), cpu_op_busy_per_iter_us,
-        source ("pytorch" or "onnxruntime"), has_gpu, note. Sums run over all devices; utilization is
+        source ("pytorch" or "onnxruntime"), has_gpu. Sums run over all devices; utilization is
         total busy over total span. Without GPU activity (``has_gpu`` False) every GPU count and
         time, per iteration too, is NaN (n/a), not 0.
     """
@@ -197,7 +195,6 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
         "source": tables.meta.get("source", "pytorch"),
         "step_utilization": step_utilization(tables),
         "has_gpu": tables.has_gpu,
-        "note": "" if tables.has_gpu else NO_GPU_NOTE,
     }
     if not tables.has_gpu:  # no GPU timeline: its counts and times are undefined (n/a: NaN, empty in CSV), not zero
         row.update(dict.fromkeys(("kernels", "gpu_ops", "memcpys", "memsets", "host_launches", "gpu_busy_us",
@@ -217,7 +214,7 @@ def summarize(tables: EventTables, iterations: int | None = None) -> dict:
     "kernels": "count", "gpu_ops": "count", "memcpys": "count", "memsets": "count", "host_launches": "count",
     "gpu_busy_us": "µs", "active_span_us": "µs", "idle_us": "µs", "idle_gaps": "count", "mean_kernel_us": "µs",
     "iterations": "count", "iteration_ms": "ms", "cpu_ops": "count", "cpu_op_busy_us": "µs", "source": "",
-    "step_utilization": "share", "has_gpu": "", "note": "", "utilization": "share", "kernels_per_iter": "count",
+    "step_utilization": "share", "has_gpu": "", "utilization": "share", "kernels_per_iter": "count",
     "launches_per_iter": "count", "busy_per_iter_us": "µs", "cpu_op_busy_per_iter_us": "µs", "idle_per_iter_us": "µs"})
 def _summary_analysis(x: Inputs) -> Output:
     """The headline row every analysis reads; its failure is the trace's."""

@@ -15,9 +15,10 @@ measurable; calibrated on the real H100 ViT traces in shared/fixtures/h100):
   op launched after the GPU went idle; with one launch (one kernel, or one
   ``cudaGraphLaunch``) no gap can show it, so no verdict can be drawn.
 
-The evidence shown with it: host-wait share of the span, utilization, the feed
-ratio (GPU work per launch over the interval between launches: below 1 the
-host cannot keep the GPU fed), and the share of kernels shorter than 10 µs.
+The evidence the report shows with it (:func:`tracekit.report.run_lines.evidence_text`):
+host-wait share of the span, utilization, the feed ratio (GPU work per launch over the
+interval between launches: below 1 the host cannot keep the GPU fed), and the share of
+kernels shorter than 10 µs.
 The host-wait time per iteration bounds what a CUDA graph could recover, uncalibrated:
 the profiler stretches it (up to 38x the measured saving on the H200 predict suite,
 reports/h200/predict). The reports show the critical path's calibrated prediction instead
@@ -48,6 +49,8 @@ LAUNCH_BOUND_HOST_WAIT = 0.25
 GPU_BOUND_UTILIZATION = 0.90
 GPU_BOUND_HOST_WAIT = 0.05
 MIN_LAUNCHES = 2
+# Why a run has no verdict (verdict_reason; besides these, the reason the analysis could not run).
+NO_GPU, INTEGRITY_FAILED, FEW_LAUNCHES = "no GPU ops", "integrity failed", "too few launches"
 
 
 def verdict(row: dict, latency_ms: float | None = None) -> dict:
@@ -57,9 +60,9 @@ def verdict(row: dict, latency_ms: float | None = None) -> dict:
         row: keys active_span_us, idle_host_wait_us, utilization, feed_ratio,
             short_kernel_share, iterations (NaN when unknown), busy_per_iter_us,
             host_launches, has_gpu; iteration_busy_us (median busy of marked
-            iterations) when the trace has markers; integrity and
-            integrity_detail (:mod:`tracekit.analysis.metrics.integrity`): a failed
-            integrity makes the verdict ``undetermined``, the reason its evidence.
+            iterations) when the trace has markers; integrity
+            (:mod:`tracekit.analysis.metrics.integrity`): a failed integrity makes the verdict
+            ``undetermined``.
         latency_ms: the unprofiled iteration latency (median, ms), if measured.
 
     Returns:
@@ -67,18 +70,17 @@ def verdict(row: dict, latency_ms: float | None = None) -> dict:
          "verdict_profiled": the verdict from the profiled window alone,
          "host_wait_share": float, "unprofiled_utilization": float (NaN if unknown),
          "cuda_graph_recoverable_us_per_iter": float,
-         "evidence": one line with the figures behind it}.
+         "verdict_reason": why there is no verdict, "" where there is one: :data:`NO_GPU`,
+         :data:`INTEGRITY_FAILED` or :data:`FEW_LAUNCHES`}.
     """
     if row.get("integrity") == "failed":  # tracekit.analysis.metrics.integrity: a figure the rule needs is unknown
-        return undetermined(f"trace integrity failed: {row.get('integrity_detail', '')}")
+        return undetermined(INTEGRITY_FAILED)
     if not row.get("has_gpu"):
         return {"verdict": "no GPU activity", "verdict_profiled": "no GPU activity", "host_wait_share": math.nan,
                 "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan,
-                "evidence": "the trace holds no GPU ops"}
+                "verdict_reason": NO_GPU}
     if row.get("host_launches", MIN_LAUNCHES) < MIN_LAUNCHES:
-        n = row["host_launches"]
-        return undetermined(f"{n} host launch{'' if n == 1 else 'es'}: no gap can show an op launched after the "
-                            "GPU went idle")
+        return undetermined(FEW_LAUNCHES)
     span = row["active_span_us"]
     share = row["idle_host_wait_us"] / span if span > 0 else 0.0
     util = row["utilization"] if span > 0 else 1.0
@@ -90,27 +92,30 @@ def verdict(row: dict, latency_ms: float | None = None) -> dict:
         label = "mixed"
     iters = row.get("iterations")
     per_iter = row["idle_host_wait_us"] / iters if iters and not math.isnan(iters) else math.nan
-    evidence = (f"host wait {share:.0%} of the GPU's active span, utilization {util:.0%}, "
-                f"feed ratio {row.get('feed_ratio', math.nan):.2f} (GPU µs per launch / µs between launches), "
-                f"{row.get('short_kernel_share', math.nan):.0%} of kernels < 10 µs")
     unprofiled = math.nan
     final = label
-    busy = row.get("iteration_busy_us", row.get("busy_per_iter_us", math.nan))
+    busy = busy_per_iteration(row)
     if latency_ms and latency_ms > 0 and not math.isnan(busy):
         unprofiled = busy / (latency_ms * 1e3)
-        evidence += f"; unprofiled: GPU busy {busy / 1e3:.2f} ms of a {latency_ms:.2f} ms iteration ({unprofiled:.0%})"
         if label != "gpu-bound" and unprofiled >= GPU_BOUND_UTILIZATION:
             final = "gpu-bound"
-            evidence += " -- the host wait was the profiler's overhead"
     return {"verdict": final, "verdict_profiled": label, "host_wait_share": share,
             "unprofiled_utilization": unprofiled, "cuda_graph_recoverable_us_per_iter": per_iter,
-            "evidence": evidence}
+            "verdict_reason": ""}
 
 
-def undetermined(evidence: str) -> dict:
-    """:func:`verdict`'s fields for a run that cannot be judged, ``evidence`` saying why."""
+def busy_per_iteration(row: dict) -> float:
+    """The GPU busy time (µs) of a typical profiled iteration: the median over marked iterations
+    (``iteration_busy_us``) where the trace has markers, else the run's over its iterations."""
+    busy = row.get("iteration_busy_us", math.nan)
+    return row.get("busy_per_iter_us", math.nan) if busy is None or busy != busy else busy
+
+
+def undetermined(reason: str) -> dict:
+    """:func:`verdict`'s fields for a run that cannot be judged, ``reason`` saying why."""
     return {"verdict": "undetermined", "verdict_profiled": "undetermined", "host_wait_share": math.nan,
-            "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan, "evidence": evidence}
+            "unprofiled_utilization": math.nan, "cuda_graph_recoverable_us_per_iter": math.nan,
+            "verdict_reason": reason}
 
 
 def evidence_rows(row: dict) -> list[dict]:
@@ -120,10 +125,11 @@ def evidence_rows(row: dict) -> list[dict]:
         row: a run row after :func:`verdict` (and the launch metrics).
 
     Returns:
-        Rows of evidence (the run-row column it comes from), value, rule (what
-        the value means and the threshold used), supports ("launch-bound",
-        "gpu-bound", or "" where the figure only informs). Empty for a run
-        without a verdict (no GPU activity, undetermined).
+        Rows of evidence (the run-row column it comes from), value, supports ("launch-bound",
+        "gpu-bound", or "" where the figure only informs, by the thresholds above); the report
+        adds what each means and the threshold it is held to
+        (:data:`tracekit.report.run_lines.EVIDENCE_RULES`). Empty for a run without a verdict (no
+        GPU activity, undetermined).
     """
     if row.get("verdict") in ("no GPU activity", "undetermined", None):
         return []
@@ -134,37 +140,27 @@ def evidence_rows(row: dict) -> list[dict]:
         return "launch-bound" if launch else "gpu-bound" if gpu else ""
 
     rows = [
-        ("host_wait_share", share, f">= {LAUNCH_BOUND_HOST_WAIT:.0%} of the active span: launch-bound; "
-         f"< {GPU_BOUND_HOST_WAIT:.0%} with utilization >= {GPU_BOUND_UTILIZATION:.0%}: gpu-bound",
-         side(share >= LAUNCH_BOUND_HOST_WAIT, share < GPU_BOUND_HOST_WAIT)),
-        ("utilization", util, f">= {GPU_BOUND_UTILIZATION:.0%} with host wait < {GPU_BOUND_HOST_WAIT:.0%}: gpu-bound",
-         side(False, util >= GPU_BOUND_UTILIZATION)),
-        ("feed_ratio", feed, "GPU µs per launch / host µs between launches: < 1 the GPU drains each launch "
-         "before the next arrives, > 1 the host runs ahead (informs, not in the rule)",
-         side(feed < 1, feed > 1)),
-        ("mean_kernel_us", row.get("mean_kernel_us", math.nan), "the rate race: compare with launch_interval_us", ""),
-        ("launch_interval_us", row.get("launch_interval_us", math.nan),
-         "host µs between launches, time blocked in syncs left out", ""),
-        ("short_kernel_share", row.get("short_kernel_share", math.nan),
-         "share of kernels < 10 µs: shorter than launching them costs the host", ""),
-        ("unprofiled_utilization", unprofiled, f">= {GPU_BOUND_UTILIZATION:.0%}: gpu-bound whatever the profiled "
-         "window says (its host wait was the profiler's)", side(False, unprofiled >= GPU_BOUND_UTILIZATION)),
-        ("cuda_graph_recoverable_us_per_iter", row.get("cuda_graph_recoverable_us_per_iter", math.nan),
-         "host wait per profiled iteration: an uncalibrated bound on what a CUDA graph saves (the profiler "
-         "stretches it; the calibrated prediction is the critical path's, cuda_graphs_saving_ms)", ""),
+        ("host_wait_share", share, side(share >= LAUNCH_BOUND_HOST_WAIT, share < GPU_BOUND_HOST_WAIT)),
+        ("utilization", util, side(False, util >= GPU_BOUND_UTILIZATION)),
+        ("feed_ratio", feed, side(feed < 1, feed > 1)),
+        ("mean_kernel_us", row.get("mean_kernel_us", math.nan), ""),
+        ("launch_interval_us", row.get("launch_interval_us", math.nan), ""),
+        ("short_kernel_share", row.get("short_kernel_share", math.nan), ""),
+        ("unprofiled_utilization", unprofiled, side(False, unprofiled >= GPU_BOUND_UTILIZATION)),
+        ("cuda_graph_recoverable_us_per_iter", row.get("cuda_graph_recoverable_us_per_iter", math.nan), ""),
     ]
-    return [{"evidence": e, "value": v, "rule": r, "supports": s} for e, v, r, s in rows
+    return [{"evidence": e, "value": v, "supports": s} for e, v, s in rows
             if not (isinstance(v, float) and math.isnan(v))]
 
 
 @register("verdict", needs=("idle", "launches"), uses=("integrity", "iterations"), order=50,
           tables=("verdict_evidence",),
           columns={"verdict": "", "verdict_profiled": "", "host_wait_share": "share", "unprofiled_utilization": "ratio",
-                   "cuda_graph_recoverable_us_per_iter": "µs", "evidence": ""},
-          default=lambda x, why: Output(row=undetermined(f"not judged: {why}")))
+                   "cuda_graph_recoverable_us_per_iter": "µs", "verdict_reason": ""},
+          default=lambda x, why: Output(row=undetermined(why)))
 def _verdict_analysis(x: Inputs) -> Output:
     """The verdict on the row's figures (:func:`verdict`, checked against run.json's unprofiled
     latency) and its evidence (:func:`evidence_rows`)."""
     judged = verdict(x.row, x.run.latency_ms)
-    evidence = pd.DataFrame(evidence_rows({**x.row, **judged}), columns=["evidence", "value", "rule", "supports"])
+    evidence = pd.DataFrame(evidence_rows({**x.row, **judged}), columns=["evidence", "value", "supports"])
     return Output(row=judged, tables={"verdict_evidence": evidence})

@@ -13,6 +13,7 @@ import pandas as pd
 from rich.console import Console
 
 from tracekit.analysis.counters import BOUND_PCT, CountersResult
+from tracekit.analysis.peaks import PEAKS
 from tracekit.io import write_atomic, write_json
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.draw import headline, markdown_table
@@ -50,6 +51,24 @@ def _top(result: CountersResult) -> pd.DataFrame:
     return _display(result.kernels.sort_values("weight_us", ascending=False).head(TOP_KERNELS))
 
 
+def notes(result: CountersResult) -> list[str]:
+    """The caveats of a counters result, one line each: profiled kernels the trace it was joined to
+    lacks (weighted by ncu's time), a device without datasheet peaks (:mod:`tracekit.analysis.peaks`),
+    no trace of the run to join (``tracekit counters --model``)."""
+    run, out = result.run, []
+    unmatched = run["kernels"] - run["matched"]
+    if run["trace"] and unmatched:
+        out.append(f"{unmatched} of {run['kernels']} profiled kernels have no kernel of that name left in the trace; "
+                   "they are weighted by ncu's time")
+    if result.peaks is None:
+        out.append(f"no peak figures for device {run['device']!r} (tracekit/analysis/peaks.py knows "
+                   f"{', '.join(PEAKS)}); percent of peak and bound are not computed")
+    if result.no_trace_under:
+        out.append(f"no trace of this run under {result.no_trace_under}: kernels are weighted by ncu's time "
+                   "(run `tracekit trace` with the same options first to weight them by the real run)")
+    return out
+
+
 def summary_markdown(result: CountersResult, title: str) -> str:
     """summary.md: the run's bound shares, the class table, the top kernels, the peaks used and how."""
     run = result.run
@@ -69,8 +88,8 @@ def summary_markdown(result: CountersResult, title: str) -> str:
         parts += ["## Peaks used\n", markdown_table(["figure", "value", "unit", "source"],
                                                      [[r["figure"], f"{r['value']:g}", r["unit"], r["source"]]
                                                       for r in result.peaks.table()])]
-    if result.notes:
-        parts += ["\nNotes:\n"] + [f"- {n}" for n in result.notes]
+    if said := notes(result):
+        parts += ["\nNotes:\n"] + [f"- {n}" for n in said]
     parts.append("\n![roofline](roofline.png)")
     return "\n".join(parts) + "\n"
 
@@ -122,7 +141,7 @@ class Counters(Renderer):
         return [write_atomic(out / "summary.md", summary_markdown(result, title)),
                 write_atomic(out / "kernels.csv", result.kernels.to_csv(index=False)),
                 write_atomic(out / "classes.csv", result.classes.to_csv(index=False)),
-                write_json(out / "counters.json", result.to_dict()),
+                write_json(out / "counters.json", {**result.to_dict(), "notes": notes(result)}),
                 roofline_png(result, out / "roofline.png", title)]
 
     def show(self, report: Report, console: Console) -> None:
@@ -131,5 +150,5 @@ class Counters(Renderer):
         fit.print(console, f"counters: {report.source}", *headline(_run_frame(result), RUN))
         fit.print(console, "by kernel class", *headline(_display(result.classes), CLASSES))
         fit.print(console, "top kernels by time", *headline(_top(result).head(15), KERNELS))
-        for note in result.notes:
+        for note in notes(result):
             console.print(f"  note: {note}", highlight=False)

@@ -18,12 +18,16 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from tracekit.analysis.attribution.run_diff import NO_GPU, DiffSet, RunDiff
+from tracekit.analysis.attribution.run_diff import DiffSet, RunDiff
 from tracekit.io import jsonable, write_atomic
 from tracekit.report.base import Renderer, Report, register
+from tracekit.report.comparison_text import top_modules
 from tracekit.report.draw import headline, markdown_table
 from tracekit.report.fit import Fit
 from tracekit.report.views import module_view
+from tracekit.report.worded import worded
+
+NO_GPU = "no GPU activity: diff attributes GPU ops"
 
 MODULES = [
     ("module", "module", "{}"),
@@ -65,9 +69,16 @@ def _title(d: RunDiff) -> str:
     return f"A = {d.a} ({n(d.iterations_a)}), B = {d.b} ({n(d.iterations_b)}); modules at depth {d.depth}"
 
 
+def mismatch_text(d: RunDiff) -> str:
+    """The run.json fields two runs differ in (:func:`tracekit.analysis.attribution.run_diff.mismatch`),
+    ``"batch 8 vs 1, device cuda vs cpu"``; "" where they differ in none."""
+    plain = lambda v: f"{v:g}" if isinstance(v, float) else str(v)  # noqa: E731
+    return ", ".join(f"{name} {plain(a)} vs {plain(b)}" for name, a, b in d.mismatch)
+
+
 def _warning(d: RunDiff) -> str:
     """The warning of a diff of runs of different workloads, "" if they are of one."""
-    return f"A and B differ in {d.mismatch}: this diff compares workloads, not modes" if d.mismatch else ""
+    return f"A and B differ in {mismatch_text(d)}: this diff compares workloads, not modes" if d.mismatch else ""
 
 
 def _no_gpu(d: RunDiff) -> str:
@@ -88,8 +99,9 @@ def diff_markdown(d: RunDiff, top: int = 20) -> str:
 
 
 def diff_dict(d: RunDiff) -> dict:
-    """Everything, as JSON-ready data."""
-    return jsonable({"a": d.a, "b": d.b, "has_gpu": d.has_gpu, "mismatch": d.mismatch, "depth": d.depth,
+    """Everything, as JSON-ready data (its tables worded: :func:`tracekit.report.worded.worded`)."""
+    d = worded(d)
+    return jsonable({"a": d.a, "b": d.b, "has_gpu": d.has_gpu, "mismatch": mismatch_text(d), "depth": d.depth,
                      "iterations_a": d.iterations_a,
                      "iterations_b": d.iterations_b, "coverage_a": d.coverage_a, "coverage_b": d.coverage_b,
                      "totals": d.totals, "modules": d.modules.to_dict("records"), "ops": d.ops.to_dict("records")})
@@ -101,9 +113,15 @@ def _folder(d: RunDiff) -> str:
     return f"{safe(d.workload) or 'runs'}/{safe(Path(d.a).name)}-vs-{safe(Path(d.b).name)}"
 
 
+def checks(s: DiffSet) -> pd.DataFrame:
+    """One row per pair (:meth:`DiffSet.checks`) with top_modules, the modules that contribute most
+    to its Δ busy (:func:`tracekit.report.comparison_text.top_modules`): diffs.csv."""
+    return s.checks().assign(top_modules=[top_modules(d.modules) for d in s.diffs])
+
+
 def _checks(s: DiffSet) -> pd.DataFrame:
-    """The checks of the pairs with GPU activity (:meth:`DiffSet.checks`), for display."""
-    c = s.checks().loc[[d.has_gpu for d in s.diffs]]
+    """The checks of the pairs with GPU activity (:func:`checks`), for display."""
+    c = checks(s).loc[[d.has_gpu for d in s.diffs]]
     return c.assign(covered_text=c["covered"].map({True: "yes", False: "NO"}))
 
 
@@ -140,12 +158,12 @@ class Diffs(Renderer):
         for d in s.diffs:
             files += Diff().write(Report(d, out / _folder(d), options=report.options))
         return files + [write_atomic(out / "diffs.md", diffs_markdown(s)),
-                        write_atomic(out / "diffs.csv", s.checks().to_csv(index=False))]
+                        write_atomic(out / "diffs.csv", checks(s).to_csv(index=False))]
 
     def show(self, report: Report, console: Console) -> None:
         s, fit = report.data, Fit(report.options.get("wide", False))
-        if len(checks := _checks(s)):
-            fit.print(console, "every pair of modes, module by module", *headline(checks, CHECKS))
+        if len(pairs := _checks(s)):
+            fit.print(console, "every pair of modes, module by module", *headline(pairs, CHECKS))
         if cpu := _cpu_pairs(s):
             console.print(cpu, highlight=False)
 

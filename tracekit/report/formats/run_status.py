@@ -9,16 +9,17 @@ import math
 
 from rich.console import Console
 
-from tracekit.analysis.comparison.trust import TIMER_DISAGREEMENT, host_problems
+from tracekit.analysis.comparison.trust import TIMER_DISAGREEMENT
 from tracekit.manifest import Manifest
 from tracekit.report.base import Renderer, Report, register
+from tracekit.report.run_lines import host_problems
 
 
 def timing_problems(latency_median_ms: float, wall_median_ms: float, timer: str | None,
                     host_load: dict | None) -> list[str]:
     """What makes a run's timing doubtful, one sentence each: the two timers' medians (ms) more
     than ``TIMER_DISAGREEMENT`` apart (issue 17), then a busy host at the start or the end
-    (:func:`tracekit.analysis.comparison.trust.host_problems` of ``host_load``, run.json's
+    (:func:`tracekit.report.run_lines.host_problems` of ``host_load``, run.json's
     readings). NaN or None figures are not judged."""
     out = []
     if all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (latency_median_ms, wall_median_ms)):

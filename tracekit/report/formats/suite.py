@@ -15,6 +15,7 @@ from tracekit.manifest import Manifest
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.column_specs import IDLE, TIMING
 from tracekit.report.draw import headline, markdown_table
+from tracekit.report.findings import suite_findings
 from tracekit.report.run_lines import timer_gap_lines
 from tracekit.report.views import timing_view
 
@@ -98,7 +99,7 @@ def suite_report(t: SuiteTables) -> str:
     if len(t.claims):
         parts += ["## Published claims, checked\n", markdown_table(list(t.claims.columns), t.claims.values.tolist()),
                   ""]
-    parts += ["## What the traces show\n", *[f"- {line}" for line in t.findings], ""]
+    parts += ["## What the traces show\n", *[f"- {line}" for line in suite_findings(cmp)], ""]
     unfinished = [(name, manifests.get(name)) for name in t.cells]
     unfinished = [(n, m) for n, m in unfinished if m is None or m.status != "ok"]
     if unfinished:

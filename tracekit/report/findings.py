@@ -1,6 +1,7 @@
-"""A suite's findings, "what the traces show": sentences computed from the comparison's
-numbers, none hand-written (speedups and regressions, launches vs kernels, where the
-time went, achieved rates, memory, accuracy, failures)."""
+"""A suite's findings, "what the traces show" in its report.md: sentences computed from the
+comparison's numbers (:func:`tracekit.analysis.comparison.suite_comparison.comparison`), none
+hand-written (speedups and regressions, launches vs kernels, where the time went, achieved
+rates, memory, accuracy, failures)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import re
 import numpy as np
 import pandas as pd
 
-SLOWER = 0.98  # a speedup below this is reported as a regression (2% is beyond run-to-run noise of medians)
+from tracekit.analysis.comparison.suite_comparison import SLOWER
 
 
 def _span(values: pd.Series, spec: str = ".3g") -> str:
