@@ -161,8 +161,11 @@ def diff_pairs(path: Path | str, depth: int = DEFAULT_DEPTH, iterations: int | N
 
 def pattern(module: str) -> str:
     """A module path with its numeric parts as ``*`` (``blocks.3.mlp`` -> ``blocks.*.mlp``):
-    the repeated layers of a model as one kind."""
-    return ".".join("*" if part.isdigit() else part for part in module.split(".")) if module else module
+    the repeated layers of a model as one kind; the root module (``""``, or a missing value as
+    a table read back from CSV has it) is returned as it is."""
+    if not isinstance(module, str) or not module:
+        return module
+    return ".".join("*" if part.isdigit() else part for part in module.split("."))
 
 
 def versus_baseline(attribution: pd.DataFrame, comparison: pd.DataFrame, iterations: dict[str, float],
