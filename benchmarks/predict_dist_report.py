@@ -15,7 +15,9 @@ The prediction is ``tracekit.whatif(SOURCE_FOLDER, <what-if>=True)`` (the librar
 ``tracekit whatif``); nothing of the checked run goes into it. The error is predicted over the
 checked run's measured step (run.json ``latency_ms`` median: the slowest rank of each timed step)
 less 1; the sign of the gain is right where the predicted and the measured change from the source
-run agree, or where the measured change is inside the checked run's p10-p90 (no sign to get right).
+run agree (the predicted change: the prediction less the source run's calibrated model, so that a
+calibration's residual is no change), or where the measured change is inside the checked run's p10-p90
+(no sign to get right).
 Writes OUT_DIR/predictions.csv and OUT_DIR/predictions.md.
 """
 
@@ -84,6 +86,7 @@ def rows(traces: Path) -> pd.DataFrame:
         prediction = tracekit.whatif(p["source"], **{p["what_if"]: True})
         row.update(source_ms=src["median"], checked_ms=chk["median"], checked_p10_ms=chk["p10"],
                    checked_p90_ms=chk["p90"], predicted_ms=prediction.predicted_latency_ms,
+                   modelled_ms=prediction.modelled_latency_ms,
                    calibrated=prediction.calibrated, host_scale=prediction.host_scale,
                    gpu_scale=prediction.gpu_scale, notes="; ".join(prediction.notes + prediction.missing))
         out.append(row)
@@ -92,7 +95,7 @@ def rows(traces: Path) -> pd.DataFrame:
         return df
     df["error"] = df["predicted_ms"] / df["checked_ms"] - 1
     df["measured_change_ms"] = df["checked_ms"] - df["source_ms"]
-    df["predicted_change_ms"] = df["predicted_ms"] - df["source_ms"]
+    df["predicted_change_ms"] = df["predicted_ms"] - df["modelled_ms"]   # the edit's own change, on the model
     noise = (df["checked_p10_ms"] <= df["source_ms"]) & (df["source_ms"] <= df["checked_p90_ms"])
     df["sign_right"] = (df["measured_change_ms"] * df["predicted_change_ms"] > 0) | noise
     df["within_target"] = df["error"].abs() <= TARGET
