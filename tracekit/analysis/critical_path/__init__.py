@@ -82,10 +82,18 @@ def steady_latency_us(iterations: pd.DataFrame) -> float:
     there are three or more (it starts on an idle GPU: the profiler's warm-up step is
     synchronized); NaN without iterations. A job's iteration is its slowest rank's, iteration by
     iteration (what run.json's ``latency_ms`` of a job measures: the slowest rank of each timed
-    iteration)."""
+    iteration): the time from the last rank's finish of one iteration (or the first rank's start of
+    the next, where that is later) to the last rank's finish of the next (``finish_us``,
+    ``start_us``, where the table has them), so that a rank whose iteration starts early only to
+    wait for another's does not count its wait twice (the job's iterations add up to its window, as
+    a rank's do)."""
     if not len(iterations):
         return float("nan")
-    lat = iterations.groupby("step", sort=True)["latency_us"].max().to_numpy(float)
+    per_step = iterations.groupby("step", sort=True)
+    lat = per_step["latency_us"].max().to_numpy(float, copy=True)
+    if iterations["rank"].nunique() > 1 and "finish_us" in iterations:
+        finish, begin = per_step["finish_us"].max().to_numpy(float), per_step["start_us"].min().to_numpy(float)
+        lat[1:] = finish[1:] - np.maximum(finish[:-1], begin[1:])
     if len(lat) >= 3:
         lat = lat[1:]
     return float(np.median(lat)) if len(lat) else float("nan")

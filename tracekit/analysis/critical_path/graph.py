@@ -200,10 +200,38 @@ class _Builder(SyncEdges, GpuEdges):
                 first_other.append(others[0])
                 last_other.append(others[np.argmax(end[others])])
         self.add(a, b, np.where(handed, 0.0, gap), CPU)
+        fo = np.array(first_other, dtype=np.int64)
         if handed.any():
-            fo, lo_ = np.array(first_other), np.array(last_other)
+            lo_ = np.array(last_other)
             self.add(a[handed], fo, np.maximum(ts[fo] - end[a[handed]], 0), HANDOFF)
             self.add(lo_, b[handed], np.maximum(ts[b[handed]] - end[lo_], 0), HANDOFF)
+        self.thread_starts(order[np.r_[True, ~same]] if len(order) else order, fo, by_ts)
+
+    def thread_starts(self, firsts: np.ndarray, handed_to: np.ndarray, by_ts: np.ndarray) -> None:
+        """A ``handoff`` edge into each thread's first call that no handoff reaches (a thread that
+        starts in the window: autograd's, a communication hook's), from the call of another thread
+        of its process begun last before it: its lag the observed CPU time between them (from that
+        call's start where it had not returned yet), so that the thread starts where the trace
+        has it relative to the others and moves with them when host time is re-timed, instead of
+        staying at its traced timestamp."""
+        ts, end = self.host["ts"].to_numpy(float), self.host["end"].to_numpy(float)
+        firsts = firsts[~np.isin(firsts, handed_to)]
+        position = np.empty(len(by_ts), dtype=np.int64)
+        position[by_ts] = np.arange(len(by_ts))
+        src, dst = [], []
+        for f in firsts.tolist():
+            for k in range(position[f] - 1, -1, -1):
+                p = int(by_ts[k])
+                if self.thread[p] != self.thread[f] and self.process[p] == self.process[f]:
+                    src.append(p)
+                    dst.append(f)
+                    break
+        if not src:
+            return
+        src, dst = np.array(src), np.array(dst)
+        returned = end[src] <= ts[dst]
+        self.add(src[returned], dst[returned], ts[dst[returned]] - end[src[returned]], HANDOFF)
+        self.add(src[~returned], dst[~returned], ts[dst[~returned]] - ts[src[~returned]], HANDOFF, at_start=True)
 
 
 

@@ -40,8 +40,12 @@ class SyncEdges:
     def wait_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """(src, dst) GPU ops (local indices) of each cross-stream wait (module docstring)."""
         src, dst = [], []
+        unnamed = 0   # waits whose event record the trace does not name (an event recorded by NCCL)
         for corr, (name, dev, st, won_stream, won_corr) in self.sync_of.items():
-            if name != "Stream Wait Event" or won_corr < 0:
+            if name != "Stream Wait Event":
+                continue
+            if won_corr < 0:
+                unnamed += 1
                 continue
             wait_call, record_call = self.call_of.get(corr), self.call_of.get(won_corr)
             if wait_call is None or record_call is None:
@@ -56,18 +60,26 @@ class SyncEdges:
                 dst.append(int(waiting[1][k]))
         if not any(v[0] == "Stream Wait Event" for v in self.sync_of.values()):
             return self._inferred()
-        return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+        known = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+        if not unnamed:
+            return known
+        # the rest inferred from the ops' times, for the ops no named wait reaches
+        i_src, i_dst = self._inferred(f"{unnamed} cross-stream waits whose event record the trace does not name")
+        keep = ~np.isin(i_dst, known[1])
+        return np.r_[known[0], i_src[keep]], np.r_[known[1], i_dst[keep]]
 
-    def _inferred(self) -> tuple[np.ndarray, np.ndarray]:
+    def _inferred(self, why: str = "no cuda_sync events (the profiler's enable_cuda_sync_events)") \
+            -> tuple[np.ndarray, np.ndarray]:
         """The cross-stream waits inferred from the GPU ops' times, for a trace without cuda_sync
-        "Stream Wait Event" records (:mod:`tracekit.analysis.critical_path.inferred_waits`)."""
+        "Stream Wait Event" records, or with records that do not name the event they wait on (``why``
+        says which, in :attr:`Graph.missing`; :mod:`tracekit.analysis.critical_path.inferred_waits`)."""
         gpu, launch = self.gpu, self.launch_local
         call_end = np.where(launch >= 0, self.host["end"].to_numpy(float)[np.maximum(launch, 0)], np.nan)
         src, dst = inferred_waits(gpu["ts"].to_numpy(float), gpu["end"].to_numpy(float), self.stream,
                                   gpu["device"].astype(str).to_numpy(), call_end, self.gclass == COMM)
         if len(src):
             onto = int((self.gclass[src] == COMM).sum())
-            self.missing.append(f"no cuda_sync events (the profiler's enable_cuda_sync_events): {len(src)} "
+            self.missing.append(f"{why}: {len(src)} "
                                 f"cross-stream waits inferred from ops that started when an op of another stream "
                                 f"ended ({onto} of them after a collective)")
         return src, dst
