@@ -11,8 +11,10 @@ tables get here the columns that say them in words, where every report format
   ``timing_warning`` (the run's), ``timer_verdicts`` in place of the timers' verdicts, ``finding``
   and ``warning`` in place of the figures only they read, ``top_modules``
   (:mod:`tracekit.report.comparison_text`); its tables: the integrity checks' ``detail``, the
-  verdict evidence's ``rule``, launch_vs_fusion's ``finding``, the modules' ``ops``; its module
-  diffs' lists and ``change`` (:mod:`tracekit.report.module_text`);
+  verdict evidence's ``rule``, launch_vs_fusion's ``finding``, the modules' ``ops``, the jobs'
+  ``evidence``, ``no_straggler_because`` and ``finding`` and the ranks' ``evidence``
+  (:mod:`tracekit.report.job_text`); its module diffs' lists and ``change``
+  (:mod:`tracekit.report.module_text`);
 * a :class:`~tracekit.analysis.attribution.run_diff.RunDiff`'s (and a ``DiffSet``'s) module diffs;
 * a :class:`~tracekit.analysis.comparison.suite_comparison.SuiteTables`' results and ranking:
   ``speedup_text``, ``timing_warning``, ``regression``; its claims as report.md shows them.
@@ -31,6 +33,7 @@ from tracekit.analysis.attribution.run_diff import DiffSet, RunDiff
 from tracekit.analysis.comparison.suite_comparison import SuiteTables
 from tracekit.analysis.result import Result
 from tracekit.report import comparison_text as said
+from tracekit.report.job_text import worded_jobs
 from tracekit.report.module_text import module_ops_text, worded_diff
 from tracekit.report.run_lines import (EVIDENCE_RULES, evidence_text, integrity_detail, integrity_text, note,
                                        timing_warning)
@@ -79,6 +82,7 @@ def _result(r: Result) -> WordedResult:
         tables["launch_vs_fusion"] = control.assign(finding=findings)
     if "ops" in (modules := tables.get("attribution_modules", pd.DataFrame())):
         tables["attribution_modules"] = modules.assign(ops=modules["ops"].map(module_ops_text))
+    tables = worded_jobs(tables)
     runs = _runs(r.analysis.runs, checks)
     comparison = _comparison(r.comparison, runs, r.cpu_op_changes, r.modules)
     result = replace(r, analysis=replace(r.analysis, runs=runs, tables=tables), comparison=comparison,
