@@ -13,6 +13,7 @@ from tracekit.analysis.distributed.job import CLAIMED_TWICE, FAILED
 from tracekit.analysis.distributed.step_noise import WITHIN_NOISE
 from tracekit.analysis.distributed.stragglers import (IN_TURNS, NO_WAIT, SMALL_SHARE, STRAGGLER_IMBALANCE,
                                                       STRAGGLER_MIN_SHARE, STRAGGLER_WAIT_SHARE)
+from tracekit.report.path_text import path_notes
 
 # What a straggler within the noise changes in the step: the jobs row's figure it was judged by.
 EFFECTS = {"balance_could_save_ms": "what balancing it saves",
@@ -88,12 +89,13 @@ def _each(values: pd.Series, text) -> list:
 
 def worded_jobs(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """``tables`` with the texts of the ranks' evidence, and of the jobs' evidence,
-    no_straggler_because and finding."""
+    no_straggler_because, cp_note (:func:`tracekit.report.path_text.path_notes`) and finding."""
     out = dict(tables)
     if "evidence" in (ranks := tables.get("ranks", pd.DataFrame())):
         out["ranks"] = ranks.assign(evidence=_each(ranks["evidence"], evidence_text))
     jobs = tables.get("jobs", pd.DataFrame())
-    texts = {"evidence": evidence_text, "no_straggler_because": no_straggler_text, "finding": finding_text}
+    texts = {"evidence": evidence_text, "no_straggler_because": no_straggler_text, "cp_note": path_notes,
+             "finding": finding_text}
     if len(jobs) and isinstance(jobs["finding"].iloc[0], dict):
         out["jobs"] = jobs.assign(**{col: _each(jobs[col], text) for col, text in texts.items() if col in jobs})
     return out

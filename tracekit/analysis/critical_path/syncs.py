@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.inferred_waits import inferred_waits
 from tracekit.analysis.critical_path.kinds import COMM
 
@@ -67,9 +68,7 @@ class SyncEdges:
                                   gpu["device"].astype(str).to_numpy(), call_end, self.gclass == COMM)
         if len(src):
             onto = int((self.gclass[src] == COMM).sum())
-            self.missing.append(f"no cuda_sync events (the profiler's enable_cuda_sync_events): {len(src)} "
-                                f"cross-stream waits inferred from ops that started when an op of another stream "
-                                f"ended ({onto} of them after a collective)")
+            self.missing.append({"code": why.INFERRED_WAITS, "waits": len(src), "after_collective": onto})
         return src, dst
 
     def _last_launched_before(self, stream: int, t: float) -> int:
@@ -125,7 +124,6 @@ class SyncEdges:
                     src.append(a)
                     dst.append(i)
         if guessed:
-            self.missing.append(f"{guessed} stream or event syncs without their cuda_sync event: taken to wait "
-                                "for every stream")
+            self.missing.append({"code": why.GUESSED_SYNCS, "syncs": guessed})
         src, dst = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
         self.sync_src, self.sync_dst = src + n_host, dst

@@ -161,7 +161,7 @@ def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.D
     matched collectives, the straggler (or ``no_straggler_because``, None where there is one:
     :func:`stragglers.no_straggler_because`, or ``step_noise.WITHIN_NOISE``), the verdict of the
     mean rank and its evidence, the remedies, noise_ms, straggler_excess_ms, balance_could_save_ms,
-    the critical path's figures and the finding (``ONE_JOB``)
+    the critical path's figures (cp_note: a tuple of its reasons) and the finding (``ONE_JOB``)
     (see the module docstring; ``manifest``: the job's run.json; ``predicted``: the job's
     critical-path figures, :func:`tracekit.analysis.critical_path.job_figures.job_figures`' row)."""
     consistent = matched["consistent"].astype(bool) if len(matched) else pd.Series(dtype=bool)
@@ -186,7 +186,7 @@ def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.D
                cuda_graphs_could_save_us_per_iter=float(ranks["cuda_graphs_could_save_us_per_iter"].median()))
     row.update(noise_ms=step_noise.noise_ms(manifest),
                straggler_excess_ms=step_noise.excess_ms(ranks, straggle, manifest, info.get("backend")))
-    row.update({"cp_calibrated": False, "cp_note": "", **dict.fromkeys(PREDICTED, math.nan), **(predicted or {})})
+    row.update({"cp_calibrated": False, "cp_note": (), **dict.fromkeys(PREDICTED, math.nan), **(predicted or {})})
     step_noise.beyond_noise(row, "balance_could_save_ms" if math.isfinite(row["balance_could_save_ms"])
                             else "straggler_excess_ms")
     row["finding"] = {"code": ONE_JOB, **{k: row[k] for k in FINDING}}
