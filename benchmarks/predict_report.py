@@ -30,6 +30,7 @@ from tracekit.analysis.critical_path.predict import from_run
 from tracekit.analysis.critical_path.run_inputs import run_inputs
 from tracekit.analysis.runs import analyze
 from tracekit.manifest import Manifest
+from tracekit.report.path_text import path_note
 from tracekit.trace import TraceError
 
 TARGET = 0.10      # the issue's: within 10% of the measured cudagraphs latency
@@ -68,7 +69,7 @@ def rows(traces: Path) -> pd.DataFrame:
         result = from_run(ranks, manifest, [Edit("cuda-graphs")])
         cal = result.calibration
         row.update(predicted_ms=result.predicted_ms, calibrated=cal.calibrated, host_scale=cal.host_scale,
-                   gpu_scale=cal.gpu_scale, calibration_note=cal.note)
+                   gpu_scale=cal.gpu_scale, calibration_note=path_note(cal.note) if cal.note else "")
         for mode in ("cudagraphs", "reduce-overhead"):
             m = _measured(workload / mode)
             key = mode.replace("-", "_")

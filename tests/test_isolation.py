@@ -18,6 +18,7 @@ from tracekit.analysis.distributed import collectives, communication, job
 from tracekit.analysis.metrics import cpu_ops, idle, integrity, kernels, launches, summary, timeline, transfers, verdict
 from tracekit.cli import main
 from tracekit.errors import ExitCode
+from tracekit.report.job_text import finding_text
 from tracekit.report.run_lines import evidence_text, integrity_text
 from tracekit.trace import TraceError, load
 
@@ -162,7 +163,8 @@ def test_the_job_analysis_failing_keeps_the_ranks(tmp_path, monkeypatch):
     monkeypatch.setattr(job, "analyze_jobs", _boom)
     a = runs.analyze(folder)
     assert sorted(a.runs["rank"]) == [0, 1] and a.runs["kernels"].tolist() == [6, 6]
-    assert list(a.table("jobs")["finding"]) == ["distributed jobs: jobs failed: RuntimeError: boom"]
+    assert list(a.table("jobs")["finding"]) == [{"code": job.FAILED, "reason": "jobs failed: RuntimeError: boom"}]
+    assert finding_text(a.table("jobs")["finding"].iloc[0]) == "distributed jobs: jobs failed: RuntimeError: boom"
     assert [(p, name) for p, name, *_ in a.failures] == [("", "jobs")]
     r = _analyze(folder, tmp_path)
     assert r.exit_code == ExitCode.INTERNAL and "distributed jobs: jobs failed: RuntimeError: boom" in r.output

@@ -129,9 +129,9 @@ def whatif(path: Path | str, *, cuda_graphs: bool = False,
     Returns:
         A :class:`Prediction` (``print()`` gives what ``tracekit whatif`` prints,
         :class:`tracekit.report.shown.ShownPrediction`): predicted_latency_ms,
-        measured_latency_ms, modelled_latency_ms, calibrated, host_scale, gpu_scale, edits, notes,
-        missing, critical_path_before/critical_path_after (DataFrames, one row per iteration and
-        rank: latency_us and each part's µs), and ``to_dict()``, the object ``--json`` prints. A
+        measured_latency_ms, modelled_latency_ms, calibrated, host_scale, gpu_scale, edits, notes and
+        missing (in words), critical_path_before/critical_path_after (DataFrames, one row per iteration
+        and rank: latency_us and each part's µs), and ``to_dict()``, the object ``--json`` prints. A
         trace with no GPU op or no launch call, or with a single launch for ``cuda_graphs`` and
         ``host_faster``, gives one with ``cannot_predict`` saying so (and no figures). A job's also
         has ranks, world_size, host_scale_by_rank, rank_excess (``balance_ranks``: the work taken
@@ -268,14 +268,15 @@ def annotate(path: Path | str, out: Path | str | None = None) -> pd.DataFrame:
 
     Returns:
         One row per trace: trace, annotated (the copy's path, None where none was written),
-        tracks (names), notes (tracks left out and why).
+        tracks (names), notes (tracks left out and why, in words).
 
     Raises:
         tracekit.trace.TraceError: ``path`` does not exist.
     """
     from tracekit.analysis.annotation_tracks import annotate as annotate_path
+    from tracekit.report.annotation_text import worded_annotations
 
-    return annotate_path(path, out)
+    return worded_annotations(annotate_path(path, out))
 
 
 def diff(a: Path | str, b: Path | str | None = None, depth: int = 3, iterations: int | None = None):

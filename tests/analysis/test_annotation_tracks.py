@@ -20,9 +20,11 @@ from tests.chrome_trace import problems
 from tests.owndata import h100_trace
 from tests.tracebuilder import TraceBuilder, add_cpu_range, eager_trace
 from tracekit.analysis import critical_path
-from tracekit.analysis.annotation_tracks import annotate
+from tracekit.analysis.annotation_tracks import NO_TRACK, NOTHING, annotate
+from tracekit.analysis.critical_path import reasons
 from tracekit.analysis.trace_analysis import analyze_trace
 from tracekit.cli import main
+from tracekit.report.annotation_text import annotation_note
 from tracekit.trace import load
 from tracekit.trace.annotate import PID
 
@@ -145,11 +147,17 @@ def test_a_track_that_cannot_be_made_is_a_note_and_the_rest_stands(tmp_path):
     result = annotate(tmp_path).set_index("trace")
     gpu_row, cpu_row = result.loc[tmp_path / "gpu.json"], result.loc[tmp_path / "cpu.json"]
     assert gpu_row["tracks"] == ["GPU idle (device 0)", "modules (device 0, stream 7)"]
-    assert gpu_row["notes"] == ["no critical path track: no launch calls (CUDA runtime or driver events) in the trace: "
-                                "the host side of the path is unknown"]
+    assert gpu_row["notes"] == [{"code": NO_TRACK, "track": "critical path", "why": {"code": reasons.NO_LAUNCH_CALLS}}]
+    assert [annotation_note(n) for n in gpu_row["notes"]] == [
+        "no critical path track: no launch calls (CUDA runtime or driver events) in the trace: the host side of the "
+        "path is unknown"]
     tracks, _ = _ours(gpu_row["annotated"])
     assert _relative(tracks["GPU idle (device 0)"], t.base) == [("other", 15, 40)]
-    assert cpu_row["annotated"] is None and cpu_row["notes"] == ["no GPU ops in the trace: nothing to annotate"]
+    assert cpu_row["annotated"] is None and cpu_row["notes"] == [{"code": NOTHING}]
+    assert annotation_note(cpu_row["notes"][0]) == "no GPU ops in the trace: nothing to annotate"
+    worded = tracekit.annotate(tmp_path).set_index("trace")["notes"]   # the API's notes: in words
+    assert worded[tmp_path / "cpu.json"] == ["no GPU ops in the trace: nothing to annotate"]
+    assert worded[tmp_path / "gpu.json"][0].startswith("no critical path track: no launch calls")
 
 
 @pytest.mark.parametrize("run", ["vit16x6x384/eager", "vit16x6x384-b1/reduce-overhead"])

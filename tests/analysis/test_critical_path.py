@@ -13,7 +13,9 @@ from tracekit.analysis.critical_path.edits import Edit, EditError, Replay, faste
 from tracekit.analysis.critical_path.graph import build
 from tracekit.analysis.critical_path.kinds import CPU, HANDOFF
 from tracekit.analysis.critical_path.predict import predict
+from tracekit.analysis.critical_path import reasons
 from tracekit.analysis.critical_path.retime import retime, weights
+from tracekit.report.path_text import path_note, path_notes
 from tracekit.trace import load
 
 
@@ -80,7 +82,8 @@ def test_a_cross_stream_wait_puts_the_recorded_stream_on_the_path(tmp_path):
     t.events = [e for e in t.events if e.get("cat") != "cuda_sync"]
     blind = cp.analyze(_tables(t, tmp_path))
     assert _split(blind, 1) == _split(result, 1)
-    assert any("1 cross-stream waits inferred" in m for m in blind.missing)
+    assert {"code": reasons.INFERRED_WAITS, "waits": 1, "after_collective": 0} in blind.missing
+    assert any("1 cross-stream waits inferred" in path_note(m) for m in blind.missing)
 
 
 def test_a_thread_that_waits_for_another_hands_the_path_over(tmp_path):
@@ -144,7 +147,8 @@ def test_cuda_graphs_leave_the_gpu_work_or_the_graph_launch(tmp_path, launch_us,
     # GPU-bound: three 40 µs kernels and their 1 µs replay gaps; host-bound: one graph launch
     result = predict(_tables(_gpu_bound(), tmp_path), [Edit("cuda-graphs")], replay=Replay(launch_us, 1.0))
     assert result.predicted_ms * 1e3 == pytest.approx(expected)
-    assert not result.calibration.calibrated and "uncalibrated" in result.calibration.note
+    assert not result.calibration.calibrated and result.calibration.note == {"code": reasons.NO_LATENCY}
+    assert "uncalibrated" in path_note(result.calibration.note)
 
 
 def test_a_faster_kernel_class_is_a_faster_iteration(tmp_path):
@@ -173,7 +177,8 @@ def test_calibration_fits_the_host_time_to_the_unprofiled_latency(tmp_path):
     assert cal.modelled_ms == pytest.approx(0.05, rel=0.003) and cal.traced_ms == pytest.approx(0.1)
     # a measurement no host time can reach is said, not hidden
     slow = calibrate(traced.graph, traced.steps, traced.markers, 1.0)
-    assert slow.host_scale == 1.5 and "unreliable" in slow.note
+    assert slow.host_scale == 1.5 and slow.note["code"] == reasons.LATENCY_ABOVE
+    assert "unreliable" in path_note(slow.note)
     assert math.isnan(calibrate(traced.graph, traced.steps, traced.markers, None).measured_ms)
 
 
@@ -244,12 +249,14 @@ def test_a_real_two_rank_job_retimes_to_its_trace(fixtures):
 def test_a_gpu_bound_run_takes_its_host_factor_from_the_unprofiled_host_time(tmp_path):
     traced = cp.analyze(_tables(_gpu_bound(), tmp_path))   # 30 µs markers, 123 µs of GPU work a step
     cal = calibrate(traced.graph, traced.steps, traced.markers, 0.123, host_ms=0.015)
-    assert cal.host_scale == pytest.approx(0.5) and cal.gpu_scale == 1.0 and "host time per call" in cal.note
+    assert cal.host_scale == pytest.approx(0.5) and cal.gpu_scale == 1.0 and cal.note["host_ms"] == 0.015
+    assert "host time per call" in path_note(cal.note)
     # the GPU ran 10% longer profiled than not: its ops scaled to the measurement
     faster_gpu = calibrate(traced.graph, traced.steps, traced.markers, 0.123 * 0.9, host_ms=0.015)
     assert faster_gpu.gpu_scale == pytest.approx(0.9, rel=0.01) and faster_gpu.host_scale == pytest.approx(0.5)
     blind = calibrate(traced.graph, traced.steps, traced.markers, 0.123)
-    assert blind.host_scale == 0.25 and "says nothing of the host" in blind.note
+    assert blind.host_scale == 0.25 and blind.note["host_ms"] is None
+    assert "says nothing of the host" in path_note(blind.note)
 
 
 def test_analyze_with_the_critical_path_in_every_report(tmp_path):
@@ -349,11 +356,15 @@ def test_the_annotation_option_says_what_marks_an_iteration(tmp_path):
         a = analyze(tmp_path, AnalysisOptions(critical_path=True, annotation=annotation))
         return a.runs.iloc[0], a.table("critical_path")
     row, split = run("train_step")
-    assert split["step"].tolist() == [0, 1, 2, 3] and row["critical_path_note"] == ""
+    assert split["step"].tolist() == [0, 1, 2, 3] and row["critical_path_note"] == ()
     assert row["cp_latency_us"] == pytest.approx(50, rel=0.01)   # calibrated to the unprofiled 50 µs
     row, split = run(None)
-    assert len(split) == 1 and "no ProfilerStep markers" in row["critical_path_note"]
+    assert len(split) == 1 and {"code": reasons.NO_MARKERS} in row["critical_path_note"]
+    assert "no ProfilerStep markers" in path_notes(row["critical_path_note"])
     row, split = run("nope")
     assert split.empty and row["failed_analyses"] == ""
-    assert row["critical_path_note"] == "no critical path: no CPU op or annotation named 'nope' in the trace"
+    assert row["critical_path_note"] == ({"code": reasons.NO_PATH,
+                                          "why": {"code": reasons.NO_ANNOTATION, "annotation": "nope"}},)
+    assert path_notes(row["critical_path_note"]) == ("no critical path: no CPU op or annotation named 'nope' in "
+                                                     "the trace")
     assert math.isnan(row["cuda_graphs_predicted_ms"])

@@ -10,10 +10,11 @@ from click.testing import CliRunner
 from tracebuilder import TraceBuilder, add_gpu_sync, add_host_call, add_sync_call, write_run
 
 import tracekit
-from tracekit.analysis.critical_path import analyze
+from tracekit.analysis.critical_path import analyze, reasons
 from tracekit.analysis.critical_path.edits import Edit, Replay
 from tracekit.analysis.critical_path.predict import _per_iteration, predict
 from tracekit.cli import main
+from tracekit.report.path_text import path_note
 from tracekit.trace import load
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
@@ -84,9 +85,11 @@ def test_a_late_rank_is_rank_wait_on_the_path_with_or_without_cuda_sync_events(t
     # all_reduce's transfer and the optimizer; not 300 µs of launch latency for a kernel that waited
     assert _split(result, 1) == {"latency": 671.0, "cpu": 207.0, "launch": 8.0, "launch_latency": 2.0,
                                  "kernel": 350.0, "comm": 100.0, "sync": 2.0, "stream_wait": 2.0}
-    inferred = [m for m in result.missing if "inferred" in m]
-    assert len(inferred) == (0 if events else 2) and all("6 cross-stream waits" in m and "(3 of them after a "
-                                                         "collective)" in m for m in inferred)
+    inferred = [m for m in result.missing if m["code"] == reasons.INFERRED_WAITS]
+    assert len(inferred) == (0 if events else 2) and all(m["waits"] == 6 and m["after_collective"] == 3
+                                                         for m in inferred)
+    assert all(path_note(m).startswith(f"rank {m['rank']}: ") and "6 cross-stream waits" in path_note(m)
+               and "(3 of them after a collective)" in path_note(m) for m in inferred)
 
 
 def test_balancing_removes_a_host_stragglers_sleep(tmp_path):

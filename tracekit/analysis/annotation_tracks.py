@@ -46,6 +46,11 @@ from tracekit.trace.reader import ANNOTATED, EventTables
 
 MODEL = "(model)"   # the name of the module path "" (the model itself) on a module track
 COLUMNS = ["trace", "annotated", "tracks", "notes"]
+# The notes of a trace (reasons, worded by tracekit.report.annotation_text): an annotated copy itself; a trace
+# without GPU ops; one that cannot be read (its ``problem``); a ``track`` that could not be made (``why``: a
+# critical path's reason, an error's message or repr); a limit of the critical path (``note``: its reason).
+ANNOTATED_COPY, NOTHING, UNREADABLE, NO_TRACK, PATH_NOTE = ("annotated copy", "nothing to annotate", "unreadable",
+                                                            "no track", "critical path")
 
 
 def critical_path_tracks(cp: critical_path.CriticalPath) -> dict[str, pd.DataFrame]:
@@ -121,9 +126,10 @@ def module_tracks(att: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return out
 
 
-def tracks(tables: EventTables, record: Attribution | None = None) -> tuple[dict[str, pd.DataFrame], list[str]]:
-    """Every track of one trace (module docstring), and notes: one line per track that could
-    not be made (why) and per limit of the critical path (markers or edges the trace lacks).
+def tracks(tables: EventTables, record: Attribution | None = None) -> tuple[dict[str, pd.DataFrame], list[dict]]:
+    """Every track of one trace (module docstring), and notes: a reason per track that could
+    not be made (``NO_TRACK``) and per limit of the critical path (``PATH_NOTE``: markers or edges
+    the trace lacks, :mod:`~tracekit.analysis.critical_path.reasons`).
 
     Args:
         tables: the trace's event tables.
@@ -133,7 +139,7 @@ def tracks(tables: EventTables, record: Attribution | None = None) -> tuple[dict
 
     def path() -> dict:
         cp = critical_path.analyze(tables)
-        notes.extend(f"critical path: {p}" for p in [*cp.missing, *cp.problems])
+        notes.extend({"code": PATH_NOTE, "note": p} for p in [*cp.missing, *cp.problems])
         return critical_path_tracks(cp)
 
     for what, make in (("critical path", path), ("GPU idle", lambda: idle_tracks(idle.gaps(tables))),
@@ -141,7 +147,8 @@ def tracks(tables: EventTables, record: Attribution | None = None) -> tuple[dict
         try:
             made.update(make())
         except Exception as exc:  # noqa: BLE001 - a track that cannot be made is a note; the others stand
-            notes.append(f"no {what} track: {exc if isinstance(exc, ValueError) else repr(exc)}")
+            why = critical_path.cannot_reason(exc) if isinstance(exc, ValueError) else repr(exc)
+            notes.append({"code": NO_TRACK, "track": what, "why": why})
     return made, notes
 
 
@@ -157,7 +164,8 @@ def annotate(path: Path | str, out: Path | str | None = None) -> pd.DataFrame:
     Returns:
         One row per trace: trace (Path), annotated (the copy's Path, None where none was
         written: an unreadable trace, nothing to add), tracks (the names of the tracks
-        written), notes (one line each: tracks left out and why).
+        written), notes (reasons: tracks left out and why, see ``NOTHING``...; :func:`tracekit.annotate`
+        gives them in words).
 
     Raises:
         TraceError: ``path`` does not exist.
@@ -174,13 +182,13 @@ def annotate(path: Path | str, out: Path | str | None = None) -> pd.DataFrame:
 
 def _annotate_one(trace: Path, record: Attribution | None, out: Path | None) -> list:
     if trace.name.endswith((ANNOTATED, ANNOTATED + ".gz")):
-        return [trace, None, [], ["already an annotated copy"]]
+        return [trace, None, [], [{"code": ANNOTATED_COPY}]]
     try:
         tables = load(trace)
         if not tables.has_gpu:
-            return [trace, None, [], ["no GPU ops in the trace: nothing to annotate"]]
+            return [trace, None, [], [{"code": NOTHING}]]
         made, notes = tracks(tables, record)
         kept = [name for name, slices in made.items() if len(slices)]
         return [trace, write(trace, made, annotated_path(trace, out)) if kept else None, kept, notes]
     except TraceError as exc:
-        return [trace, None, [], [exc.problem]]
+        return [trace, None, [], [{"code": UNREADABLE, "problem": exc.problem}]]

@@ -278,7 +278,8 @@ def analyze(path: Path | str | list[Path | str], options: AnalysisOptions | None
     result.tables.update(across.run("jobs", lambda: job.analyze_jobs(
         result.runs, result.table("collectives"), result.table("collective_idle"), by_job, predicted), {}))
     if across.failed("jobs"):
-        result.tables["jobs"] = pd.DataFrame([{"job": "", "finding": f"distributed jobs: {across.reason('jobs')}"}])
+        failed = {"code": job.FAILED, "reason": across.reason("jobs")}
+        result.tables["jobs"] = pd.DataFrame([{"job": "", "finding": failed}])
     result.failures += [("", f["analysis"], f["reason"], f["traceback"]) for f in across.failures]
     return result
 

@@ -13,7 +13,6 @@ import math
 import pandas as pd
 
 from tracekit.analysis.comparison.trust import GPU_TAIL, TIMER_DISAGREEMENT, UNEXPLAINED, busy_host, numeric
-from tracekit.analysis.distributed.job import labelled
 from tracekit.analysis.metrics import verdict as rule
 from tracekit.analysis.metrics.integrity import DROPPED_MAX_SHARE, LAUNCHLESS_MAX_SHARE
 from tracekit.analysis.runs import Analysis
@@ -40,6 +39,13 @@ EVIDENCE_RULES = {
                                           "graph saves (the profiler stretches it; the calibrated prediction is the "
                                           "critical path's, cuda_graphs_saving_ms)",
 }
+
+
+def labelled(row: dict) -> str:
+    """How a line of text names a run row: its run, with ``(rank N)`` for a ranked trace
+    (the ranks of one job share a run name)."""
+    rank = row.get("rank")
+    return row["run"] + (f" (rank {int(rank)})" if rank is not None and rank == rank else "")
 
 
 def host_problems(host_load: dict | None) -> list[str]:

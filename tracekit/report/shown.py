@@ -22,7 +22,7 @@ from tracekit.report.column_specs import SPEEDUP
 from tracekit.report.draw import headline
 from tracekit.report.formats.whatif import prediction_text
 from tracekit.report.views import answers, comparison_view
-from tracekit.report.worded import WordedResult, worded
+from tracekit.report.worded import WordedPrediction, WordedResult, worded
 
 
 class ShownResult(WordedResult):
@@ -50,17 +50,19 @@ class ShownResult(WordedResult):
                 f"<code>{self.baseline}</code></p>{table}")
 
 
-class ShownPrediction(Prediction):
-    """A :class:`~tracekit.analysis.critical_path.predict.Prediction` whose repr is what
-    ``tracekit whatif`` prints (:func:`tracekit.report.formats.whatif.prediction_text`)."""
+class ShownPrediction(WordedPrediction):
+    """A :class:`~tracekit.analysis.critical_path.predict.Prediction` with its notes in words
+    (:func:`tracekit.report.worded.worded`), whose repr is what ``tracekit whatif`` prints
+    (:func:`tracekit.report.formats.whatif.prediction_text`)."""
 
     def __repr__(self) -> str:
         return prediction_text(self)
 
 
 def shown(record: Result | Prediction) -> ShownResult | ShownPrediction:
-    """``record`` as the class above that shows it: a result worded (:func:`tracekit.report.worded.worded`:
-    new tables with their texts), a prediction with the same fields (the same objects, not copies)."""
+    """``record`` as the class above that shows it, worded (:func:`tracekit.report.worded.worded`: a
+    result's new tables with their texts, a prediction's notes in words, its other fields the same
+    objects, not copies)."""
     cls = ShownResult if isinstance(record, Result) else ShownPrediction
     record = worded(record)
     return cls(**{f.name: getattr(record, f.name) for f in fields(record)})

@@ -7,15 +7,21 @@ tables get here the columns that say them in words, where every report format
 
 * a :class:`~tracekit.analysis.result.Result`'s runs: ``integrity_detail`` after ``integrity``,
   ``evidence`` in place of ``verdict_reason``, ``note`` with the trace's notes, ``timing_warning``
-  in place of ``host_cpus_end`` (:mod:`tracekit.report.run_lines`); its comparison:
+  in place of ``host_cpus_end`` (:mod:`tracekit.report.run_lines`), ``critical_path_note``
+  (:mod:`tracekit.report.path_text`); its comparison:
   ``timing_warning`` (the run's), ``timer_verdicts`` in place of the timers' verdicts, ``finding``
   and ``warning`` in place of the figures only they read, ``top_modules``
   (:mod:`tracekit.report.comparison_text`); its tables: the integrity checks' ``detail``, the
-  verdict evidence's ``rule``, launch_vs_fusion's ``finding``, the modules' ``ops``; its module
-  diffs' lists and ``change`` (:mod:`tracekit.report.module_text`);
+  verdict evidence's ``rule``, launch_vs_fusion's ``finding``, the modules' ``ops``, the jobs'
+  ``evidence``, ``no_straggler_because``, ``cp_note`` and ``finding`` and the ranks' ``evidence``
+  (:mod:`tracekit.report.job_text`); its module diffs' lists and ``change``
+  (:mod:`tracekit.report.module_text`);
 * a :class:`~tracekit.analysis.attribution.run_diff.RunDiff`'s (and a ``DiffSet``'s) module diffs;
 * a :class:`~tracekit.analysis.comparison.suite_comparison.SuiteTables`' results and ranking:
-  ``speedup_text``, ``timing_warning``, ``regression``; its claims as report.md shows them.
+  ``speedup_text``, ``timing_warning``, ``regression``; its claims as report.md shows them;
+* a :class:`~tracekit.analysis.critical_path.predict.Prediction`'s ``notes``, ``missing`` and
+  ``cannot_predict`` (:mod:`tracekit.report.path_text`; its ``to_dict()``, ``tracekit whatif
+  --json``, then holds them in words).
 
 Each column stands where it stood when the analysis wrote it, so every file and frame is as before.
 """
@@ -29,9 +35,12 @@ import pandas as pd
 
 from tracekit.analysis.attribution.run_diff import DiffSet, RunDiff
 from tracekit.analysis.comparison.suite_comparison import SuiteTables
+from tracekit.analysis.critical_path.predict import Prediction
 from tracekit.analysis.result import Result
 from tracekit.report import comparison_text as said
+from tracekit.report.job_text import worded_jobs
 from tracekit.report.module_text import module_ops_text, worded_diff
+from tracekit.report.path_text import path_note, path_notes
 from tracekit.report.run_lines import (EVIDENCE_RULES, evidence_text, integrity_detail, integrity_text, note,
                                        timing_warning)
 
@@ -49,6 +58,11 @@ class WordedResult(Result):
     """A :class:`~tracekit.analysis.result.Result` whose tables hold their texts (:func:`worded`)."""
 
 
+class WordedPrediction(Prediction):
+    """A :class:`~tracekit.analysis.critical_path.predict.Prediction` whose notes, missing and
+    cannot_predict are words (:func:`worded`)."""
+
+
 def worded(data):
     """``data`` with the texts of its tables (the module docstring); data of another kind, or
     worded already, as it is. The frames are new; the records they came from are left as they were."""
@@ -60,7 +74,17 @@ def worded(data):
         return replace(data, diffs=[worded(d) for d in data.diffs])
     if isinstance(data, SuiteTables) and "speedup_low_vs_eager" in data.results and "speedup_text" not in data.results:
         return _suite(data)
+    if isinstance(data, Prediction) and not isinstance(data, WordedPrediction):
+        return _prediction(data)
     return data
+
+
+def _prediction(p: Prediction) -> WordedPrediction:
+    """``p`` with its notes, missing and cannot_predict in words (:mod:`tracekit.report.path_text`),
+    its other fields the same objects."""
+    return WordedPrediction(**{**{f.name: getattr(p, f.name) for f in fields(p)},
+                               "notes": [path_note(n) for n in p.notes], "missing": [path_note(m) for m in p.missing],
+                               "cannot_predict": path_note(p.cannot_predict) if p.cannot_predict else ""})
 
 
 def _result(r: Result) -> WordedResult:
@@ -79,6 +103,7 @@ def _result(r: Result) -> WordedResult:
         tables["launch_vs_fusion"] = control.assign(finding=findings)
     if "ops" in (modules := tables.get("attribution_modules", pd.DataFrame())):
         tables["attribution_modules"] = modules.assign(ops=modules["ops"].map(module_ops_text))
+    tables = worded_jobs(tables)
     runs = _runs(r.analysis.runs, checks)
     comparison = _comparison(r.comparison, runs, r.cpu_op_changes, r.modules)
     result = replace(r, analysis=replace(r.analysis, runs=runs, tables=tables), comparison=comparison,
@@ -113,6 +138,8 @@ def _runs(runs: pd.DataFrame, checks: pd.DataFrame) -> pd.DataFrame:
                                                             else math.nan for r in rows], drop=("verdict_reason",))
     if "note" in out:
         out["note"] = [note(r, by_trace.get((r["run"], r["trace"]), none)) for r in rows]
+    if "critical_path_note" in out:
+        out["critical_path_note"] = out["critical_path_note"].map(path_notes)
     if "host_cpus_end" in out:   # processes: set in every row from a run.json (the host's readings are there)
         out = _in_place(out, "host_cpus_end", "timing_warning", [timing_warning(r) if pd.notna(r.get("processes"))
                                                                  else math.nan for r in rows], drop=("host_cpus_end",))

@@ -7,7 +7,10 @@ import pytest
 from tracebuilder import TraceBuilder, write_run
 
 from tracekit.analysis.distributed.job import rank_of
+from tracekit.analysis.distributed.job import CLAIMED_TWICE
+from tracekit.analysis.distributed.step_noise import WITHIN_NOISE
 from tracekit.analysis.runs import analyze
+from tracekit.report.job_text import finding_text, no_straggler_text
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 
@@ -56,7 +59,8 @@ def test_a_job_of_two_nccl_ranks(tmp_path):
     # issue 38: the profiled wait is no saving per iteration; without run.json (no unprofiled timing, no
     # calibration) balancing's saving is absent, and the straggler's effect on the step unknown
     assert math.isnan(job["balance_could_save_ms"]) and math.isnan(job["noise_ms"])
-    assert "its effect on the step time is unknown" in job["finding"]
+    assert job["finding"]["straggler"] == 1 and math.isnan(job["finding"]["noise_ms"])
+    assert "its effect on the step time is unknown" in finding_text(job["finding"])
     bal = a.table("job_balance").set_index("metric")
     assert bal.loc["computation", ["median_us", "max_us"]].tolist() == [700, 800]
     assert bal.loc["computation", "imbalance"] == pytest.approx(8 / 7)
@@ -108,7 +112,9 @@ def test_traces_that_repeat_a_rank_are_no_job(tmp_path):
         _nccl_rank(rank, 400).write(tmp_path / f"{name}.json")
     a = analyze(tmp_path)
     jobs = a.table("jobs")
-    assert len(jobs) == 1 and "several traces claim rank 0" in jobs["finding"].iloc[0]
+    finding = jobs["finding"].iloc[0]
+    assert len(jobs) == 1 and (finding["code"], finding["claimed"]) == (CLAIMED_TWICE, [0])
+    assert "several traces claim rank 0" in finding_text(finding)
     assert a.table("ranks").empty and len(a.runs) == 3
 
 
@@ -123,7 +129,9 @@ def test_a_run_folder_with_a_manifest_is_one_job(tmp_path):
     # rank 1 arrives last, but the 0.2 ms it made rank 0 wait in the one iteration is not beyond the run's
     # noise, p10-p90 of its step times 0.9-1.1 ms (issue 38): no straggler named
     assert a.table("stragglers").set_index("rank")["straggler"].to_dict() == {1: False, 0: False}
-    assert "within the run's noise of 0.200 ms" in a.table("jobs")["no_straggler_because"].iloc[0]
+    because = a.table("jobs")["no_straggler_because"].iloc[0]
+    assert (because["code"], because["rank"], because["noise_ms"]) == (WITHIN_NOISE, 1, pytest.approx(0.2))
+    assert "within the run's noise of 0.200 ms" in no_straggler_text(because)
     assert not math.isnan(a.table("jobs")["comm_comp_overlap_median"].iloc[0])
 
 
@@ -167,4 +175,4 @@ def test_per_rank_lines_carry_their_rank(tmp_path):
     assert lines(runs) == ["mlp/ddp (rank 0): integrity ok", "mlp/ddp (rank 1): integrity ok"]
     assert notes(runs) == ["mlp/ddp (rank 1): no GPU activity in this trace (CPU ops only)"]
     assert [e.split(": ")[0] for e in evidence(runs)] == ["mlp/ddp (rank 0)"]
-    assert "no straggler (no rank waited for another)" in a.table("jobs")["finding"].iloc[0]
+    assert "no straggler (no rank waited for another)" in worded(Result.of(a)).analysis.table("jobs")["finding"].iloc[0]

@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from tracekit.analysis.distributed import stragglers
+from tracekit.report.job_text import no_straggler_text
 
 
 def _calls(rows):
@@ -98,7 +99,9 @@ def test_two_ranks_that_waited_for_each_other_are_no_straggler_pair():
     s = stragglers.stragglers(per_call, matched, window_us=2_000_000)
     assert s.set_index("rank")["wait_caused_us"].to_dict() == {0: 866_000, 1: 784_000}
     assert not s["straggler"].any()
-    assert stragglers.no_straggler_because(s, 2_000_000) == (
+    because = stragglers.no_straggler_because(s, 2_000_000)
+    assert because == {"code": stragglers.IN_TURNS, "ranks": (0, 1), "caused_us": (866_000, 784_000)}
+    assert no_straggler_text(because) == (
         "rank 0 caused 866.000 ms of wait, rank 1 784.000 ms: 1.10x, within the 2x of noise between ranks "
         "(they waited for each other in turn)")
     # twice as much wait caused is beyond that: rank 0 is the straggler
@@ -106,7 +109,7 @@ def test_two_ranks_that_waited_for_each_other_are_no_straggler_pair():
     per_call, matched = stragglers.match(calls)
     s = stragglers.stragglers(per_call, matched, window_us=2_000_000)
     assert s.set_index("rank")["straggler"].to_dict() == {0: True, 1: False}
-    assert stragglers.no_straggler_because(s, 2_000_000) == ""
+    assert stragglers.no_straggler_because(s, 2_000_000) is None
 
 
 def test_collectives_on_one_rank_only_name_no_straggler():
@@ -116,7 +119,8 @@ def test_collectives_on_one_rank_only_name_no_straggler():
     assert matched.empty
     s = stragglers.stragglers(per_call, matched, window_us=1000)
     assert list(s["rank"]) == [0] and not s["straggler"].any()
-    assert stragglers.no_straggler_because(s, 1000) == "no rank waited for another"
+    assert stragglers.no_straggler_because(s, 1000) == {"code": stragglers.NO_WAIT}
+    assert no_straggler_text(stragglers.no_straggler_because(s, 1000)) == "no rank waited for another"
 
 
 def test_unsequenced_calls_line_up_where_one_rank_s_window_holds_one_call_more():

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.critical_path import path
+from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.graph import Graph, build
 from tracekit.analysis.critical_path.kinds import GPU
 from tracekit.analysis.critical_path.retime import Timing, retime, visit_order, weights
@@ -44,7 +45,27 @@ from tracekit.trace.reader import EventTables
 
 class AnnotationError(ValueError):
     """An iteration annotation (``annotation``, ``tracekit whatif --annotation``) that no CPU op
-    or user annotation of the trace is named."""
+    or user annotation of the trace is named; its message says so."""
+
+    def __init__(self, annotation: str):
+        super().__init__(annotation)
+        self.annotation = annotation
+
+    def __str__(self) -> str:
+        return f"no CPU op or annotation named {self.annotation!r} in the trace"
+
+
+class CannotAnalyze(ValueError):
+    """Traces of which no critical path can be made; ``reason`` says why (a reason of
+    :mod:`~tracekit.analysis.critical_path.reasons`: :func:`can_analyze`'s, or a job's too few
+    ranks), its ``code`` the message."""
+
+    def __init__(self, reason: dict):
+        super().__init__(reason)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason["code"]
 
 
 @dataclass
@@ -57,7 +78,8 @@ class CriticalPath:
     start_us, finish_us, latency_us (:func:`path.periods`). segments: the critical path of
     each iteration (:func:`path.segments`). split: per (rank, step) latency_us and the time
     of each part on its path (``<part>_us``; :data:`path.PARTS`). missing: what the trace
-    lacks for a complete graph; problems: what could not be computed, one sentence each.
+    lacks for a complete graph (the graph's); problems: what could not be computed; each a
+    reason (:mod:`~tracekit.analysis.critical_path.reasons`).
     """
 
     graph: Graph
@@ -69,8 +91,8 @@ class CriticalPath:
     split: pd.DataFrame
     host_scale: float = 1.0
     gpu_scale: float = 1.0
-    missing: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    missing: list[dict] = field(default_factory=list)
+    problems: list[dict] = field(default_factory=list)
 
     def latency_us(self) -> float:
         """The iteration latency the path gives (:func:`steady_latency_us`)."""
@@ -110,23 +132,34 @@ def steady_rows(split: pd.DataFrame) -> pd.DataFrame:
     return split[(nth > 0) | (split.groupby(keys)["step"].transform("size") < 3)]
 
 
-def can_analyze(ranks: list[tuple[int, EventTables]]) -> str | None:
-    """Why no critical path can be made of these traces (one sentence), or None."""
+def cannot_reason(exc: ValueError) -> dict | str:
+    """The reason a path could not be made, of the error that said so: a :class:`CannotAnalyze`'s,
+    ``NO_ANNOTATION`` for an :class:`AnnotationError`; another error's message as it is."""
+    if isinstance(exc, CannotAnalyze):
+        return exc.reason
+    if isinstance(exc, AnnotationError):
+        return {"code": why.NO_ANNOTATION, "annotation": exc.annotation}
+    return str(exc)
+
+
+def can_analyze(ranks: list[tuple[int, EventTables]]) -> dict | None:
+    """Why no critical path can be made of these traces (a reason: no GPU op, or no host call,
+    :mod:`~tracekit.analysis.critical_path.reasons`), or None."""
     if not any(len(t.gpu_ops) for _, t in ranks):
-        return "no GPU ops in the trace: there is no host-GPU critical path to find"
+        return {"code": why.NO_GPU}
     if not any(len(t.host_calls) for _, t in ranks):
-        return "no launch calls (CUDA runtime or driver events) in the trace: the host side of the path is unknown"
+        return {"code": why.NO_LAUNCH_CALLS}
     return None
 
 
-def cannot_retime_launches(ranks: list[tuple[int, EventTables]]) -> str | None:
-    """Why launch removal (``cuda-graphs``, ``host-faster``) cannot be predicted for these traces
-    (one sentence): fewer than two launches (:func:`tracekit.analysis.metrics.summary.launch_count`)
-    leave no launch overhead to remove or re-time; None otherwise."""
+def cannot_retime_launches(ranks: list[tuple[int, EventTables]]) -> dict | None:
+    """Why launch removal (``cuda-graphs``, ``host-faster``) cannot be predicted for these traces:
+    fewer than two launches (:func:`tracekit.analysis.metrics.summary.launch_count`) leave no launch
+    overhead to remove or re-time (``ONE_LAUNCH``, with the ``launches``); None otherwise."""
     from tracekit.analysis.metrics.summary import launch_count
 
     n = sum(launch_count(t.gpu_ops["correlation"].to_numpy()) for _, t in ranks)
-    return f"{n} launch in the trace: no launch overhead to remove or re-time" if n < 2 else None
+    return {"code": why.ONE_LAUNCH, "launches": n} if n < 2 else None
 
 
 def analyze(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str | None = None,
@@ -145,7 +178,7 @@ def analyze(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str 
         A :class:`CriticalPath`.
 
     Raises:
-        ValueError: the traces hold no GPU op or no host call (:func:`can_analyze` says why).
+        CannotAnalyze: the traces hold no GPU op or no host call (:func:`can_analyze` says why).
         AnnotationError: ``annotation`` given, and no CPU op or annotation of the traces is named so.
     """
     g, step, markers, problems = prepare(ranks, annotation, graph)
@@ -153,25 +186,25 @@ def analyze(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str 
 
 
 def prepare(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str | None = None,
-            graph: Graph | None = None) -> tuple[Graph, np.ndarray, dict, list[str]]:
+            graph: Graph | None = None) -> tuple[Graph, np.ndarray, dict, list[dict]]:
     """(graph, each node's step, rank -> iteration markers, problems): what :func:`analyze` and a
-    prediction re-time. Raises ValueError and AnnotationError as :func:`analyze` does."""
+    prediction re-time. Raises CannotAnalyze and AnnotationError as :func:`analyze` does."""
     if isinstance(ranks, EventTables):
         ranks = [(0, ranks)]
-    if (why := can_analyze(ranks)) is not None:
-        raise ValueError(why)
+    if (cannot := can_analyze(ranks)) is not None:
+        raise CannotAnalyze(cannot)
     g = graph if graph is not None else build(ranks)
     markers = {rank: path.marker_table(t, annotation) for rank, t in ranks}
     problems = []
     if annotation is not None and all(m.empty for m in markers.values()):
-        raise AnnotationError(f"no CPU op or annotation named {annotation!r} in the trace")
+        raise AnnotationError(annotation)
     if all(m.empty for m in markers.values()):
-        problems.append("no ProfilerStep markers: the whole trace is taken as one iteration")
+        problems.append({"code": why.NO_MARKERS})
     return g, path.steps(g, markers), markers, problems
 
 
 def _retimed(g: Graph, step: np.ndarray, markers: dict, host_scale: float, gpu_scale: float,
-             problems: list[str], edited=None) -> CriticalPath:
+             problems: list[dict], edited=None) -> CriticalPath:
     """The critical path of ``g`` re-timed with the calibration's factors, or with ``edited``
     weights (:class:`tracekit.analysis.critical_path.edits.Edited`)."""
     if edited is None:
@@ -184,7 +217,7 @@ def _retimed(g: Graph, step: np.ndarray, markers: dict, host_scale: float, gpu_s
     segs = path.segments(g, tm, per)
     problems = list(problems)
     if tm.skipped:
-        problems.append(f"{tm.skipped} edges met a source not yet timed (clock skew, a guessed sync): left out")
+        problems.append({"code": why.SKIPPED_EDGES, "edges": tm.skipped})
     return CriticalPath(g, tm, step, markers, per, segs, path.split(per, segs), host_scale, gpu_scale,
                         list(g.missing), problems)
 

@@ -31,6 +31,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.graph import Graph
 from tracekit.analysis.critical_path.path import periods
 from tracekit.analysis.critical_path.retime import Scale, retime, visit_order, weights
@@ -48,8 +49,9 @@ class Calibration:
     factor, :func:`calibrate_job`); traced_ms: the modelled iteration as traced (both 1);
     modelled_ms: with the factors; measured_ms: the unprofiled latency it was fitted to (NaN when
     unknown); calibrated: whether the model was fitted to a measurement (False: the traced graph,
-    or the factors that could be fitted, an uncalibrated bound); note: what limited the fit (""
-    when it met the measurement)."""
+    or the factors that could be fitted, an uncalibrated bound); note: what limited the fit, or how
+    it was met where that was a choice (a reason: :mod:`~tracekit.analysis.critical_path.reasons`;
+    None when the host's factor alone met the measurement)."""
 
     host_scale: Scale
     gpu_scale: float
@@ -57,7 +59,7 @@ class Calibration:
     modelled_ms: float
     measured_ms: float
     calibrated: bool
-    note: str = ""
+    note: dict | None = None
 
 
 def modelled_ms(g: Graph, step, markers: dict, host_scale: Scale, gpu_scale: float, order=None) -> float:
@@ -104,33 +106,28 @@ def calibrate(g: Graph, step, markers: dict, measured_ms: float | None, host_ms:
         return modelled_ms(g, step, markers, h, k, order)
 
     if measured_ms is None or not math.isfinite(measured_ms) or measured_ms <= 0:
-        return Calibration(1.0, 1.0, math.nan, math.nan, math.nan, False,
-                           "no unprofiled latency (run.json): modelled as traced, uncalibrated")
+        return Calibration(1.0, 1.0, math.nan, math.nan, math.nan, False, {"code": why.NO_LATENCY})
     traced = model(1.0)
     if not math.isfinite(traced):
-        return Calibration(1.0, 1.0, traced, traced, math.nan, False,
-                           "no unprofiled latency (run.json): modelled as traced, uncalibrated")
+        return Calibration(1.0, 1.0, traced, traced, math.nan, False, {"code": why.NO_LATENCY})
     if (high := model(HOST_SCALE_MAX)) < measured_ms:
-        return Calibration(HOST_SCALE_MAX, 1.0, traced, high, measured_ms, True,
-                           f"the unprofiled latency ({measured_ms:.3f} ms) is above the traced iteration with "
-                           f"{HOST_SCALE_MAX}x its host time ({high:.3f} ms): an unreliable unprofiled timing?")
-    if (low := model(HOST_SCALE_MIN)) < measured_ms * (1 - GPU_BOUND_MARGIN):
+        return Calibration(HOST_SCALE_MAX, 1.0, traced, high, measured_ms, True, {
+            "code": why.LATENCY_ABOVE, "measured_ms": measured_ms, "modelled_ms": high, "host_scale": HOST_SCALE_MAX})
+    if model(HOST_SCALE_MIN) < measured_ms * (1 - GPU_BOUND_MARGIN):
         h = _bisect(model, HOST_SCALE_MIN, HOST_SCALE_MAX, measured_ms)
         return Calibration(h, 1.0, traced, model(h), measured_ms, True)
     # GPU-bound: the host's factor from its own time; the GPU ops ran longer under the profiler
     own = host_scale_of(markers, host_ms)
     h = own if own is not None else HOST_SCALE_MIN
-    how = (f"host time x{h:.2f} from the unprofiled host time per call ({host_ms:.3f} ms)" if own is not None
-           else f"host time x{h:.2f}, the least allowed: no host_ms in run.json, and a GPU-bound latency says "
-                "nothing of the host")
+    host = {"host_scale": h, "host_ms": host_ms if own is not None else None}
     if model(h, GPU_SCALE_MIN) > measured_ms:
         value = model(h, GPU_SCALE_MIN)
-        return Calibration(h, GPU_SCALE_MIN, traced, value, measured_ms, True,
-                           f"even at {GPU_SCALE_MIN}x its GPU time the traced iteration ({value:.3f} ms) is "
-                           f"longer than the unprofiled latency ({measured_ms:.3f} ms); {how}")
+        return Calibration(h, GPU_SCALE_MIN, traced, value, measured_ms, True, {
+            "code": why.GPU_BEYOND, "gpu_scale": GPU_SCALE_MIN, "modelled_ms": value, "measured_ms": measured_ms,
+            **host})
     k = _bisect(lambda x: model(h, x), GPU_SCALE_MIN, 1.0, measured_ms) if model(h, 1.0) > measured_ms else 1.0
-    return Calibration(h, k, traced, model(h, k), measured_ms, True,
-                       f"GPU-bound: GPU ops {1 - k:.0%} faster unprofiled than traced; {how}")
+    return Calibration(h, k, traced, model(h, k), measured_ms, True, {"code": why.GPU_BOUND, "gpu_faster": 1 - k,
+                                                                      **host})
 
 
 def calibrate_job(g: Graph, step, markers: dict, measured_ms: float | None,
@@ -168,41 +165,30 @@ def calibrate_job(g: Graph, step, markers: dict, measured_ms: float | None,
 
     traced = model(dict.fromkeys(ranks, 1.0))
     if measured_ms is None or not math.isfinite(measured_ms) or measured_ms <= 0 or not math.isfinite(traced):
-        return Calibration(dict.fromkeys(ranks, 1.0), 1.0, traced, traced, math.nan, False,
-                           "no unprofiled latency (run.json): modelled as traced, uncalibrated")
+        return Calibration(dict.fromkeys(ranks, 1.0), 1.0, traced, traced, math.nan, False, {"code": why.NO_LATENCY})
     own = {r: host_scale_of({r: markers.get(r, pd.DataFrame())}, host_ms.get(r)) for r in ranks}
     lacking = [r for r in ranks if own[r] is None]
     h = dict.fromkeys(ranks, 1.0) if lacking else own
     lo, hi = HOST_SCALE_MIN / min(h.values()), HOST_SCALE_MAX / max(h.values())
-    why = (f"no unprofiled host time per call for rank {', '.join(map(str, lacking))} (run.json "
-           "distributed.ranks[i].host_ms): the ranks keep their traced relative host speeds; " if lacking else "")
     if model(times(h, lo)) < measured_ms * (1 - GPU_BOUND_MARGIN):
         if (high := model(times(h, hi))) < measured_ms:
-            return Calibration(times(h, hi), 1.0, traced, high, measured_ms, True,
-                               why + f"the unprofiled step ({measured_ms:.3f} ms) is above the model with every "
-                               f"host at its most ({high:.3f} ms): an unreliable unprofiled timing?")
+            return Calibration(times(h, hi), 1.0, traced, high, measured_ms, True, {
+                "code": why.STEP_ABOVE, "measured_ms": measured_ms, "modelled_ms": high, "lacking": lacking})
         at_own = model(h)
         c = 1.0 if abs(at_own - measured_ms) <= TOLERANCE * measured_ms else \
             _bisect(lambda x: model(times(h, x)), lo, hi, measured_ms)
-        return Calibration(times(h, c), 1.0, traced, model(times(h, c)), measured_ms, True,
-                           why + f"host-bound: each rank's host time x{c:.2f} beyond its own measured factor"
-                           if not lacking else why + "host-bound: one host factor fitted to the step")
+        return Calibration(times(h, c), 1.0, traced, model(times(h, c)), measured_ms, True, {
+            "code": why.HOST_BOUND, "factor": None if lacking else c, "lacking": lacking})
     if lacking:
-        return Calibration(h, 1.0, traced, traced, measured_ms, False,
-                           why + "a GPU-bound step says nothing of the hosts: modelled as traced, an uncalibrated "
-                                 "bound")
+        return Calibration(h, 1.0, traced, traced, measured_ms, False, {"code": why.HOSTS_UNKNOWN, "lacking": lacking})
     if (value := model(h)) <= measured_ms * (1 + TOLERANCE):
-        return Calibration(h, 1.0, traced, value, measured_ms, True,
-                           "GPU-bound: each rank's host time from its own unprofiled host time per call" + (
-                               f"; the model is {1 - value / measured_ms:.0%} shorter than the step: waits the "
-                               "trace does not show" if value < measured_ms * (1 - GPU_BOUND_MARGIN) else ""))
+        return Calibration(h, 1.0, traced, value, measured_ms, True, {
+            "code": why.GPU_BOUND_JOB, "gpu_faster": None,
+            "short": 1 - value / measured_ms if value < measured_ms * (1 - GPU_BOUND_MARGIN) else None})
     if (least := model(h, GPU_SCALE_MIN)) > measured_ms:
-        return Calibration(h, 1.0, traced, value, measured_ms, False,
-                           f"not calibrated: with each rank's host from its unprofiled host time, the model "
-                           f"({value:.3f} ms) is longer than the step ({measured_ms:.3f} ms) even with GPU ops at "
-                           f"{GPU_SCALE_MIN}x ({least:.3f} ms): the rest is host time or waiting the fit cannot "
-                           "scale, and no kernel is shrunk for it; an uncalibrated bound")
+        return Calibration(h, 1.0, traced, value, measured_ms, False, {
+            "code": why.JOB_BEYOND, "modelled_ms": value, "measured_ms": measured_ms, "gpu_scale": GPU_SCALE_MIN,
+            "least_ms": least})
     k = _bisect(lambda x: model(h, x), GPU_SCALE_MIN, 1.0, measured_ms)
     return Calibration(h, k, traced, model(h, k), measured_ms, True,
-                       f"GPU-bound: GPU ops {1 - k:.0%} faster unprofiled than traced; each rank's host time from "
-                       "its own unprofiled host time per call")
+                       {"code": why.GPU_BOUND_JOB, "gpu_faster": 1 - k, "short": None})

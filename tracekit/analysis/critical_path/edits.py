@@ -161,12 +161,14 @@ def matches(g: Graph, names: Names, pattern: str) -> np.ndarray:
 class Replay:
     """The costs of a CUDA graph replay: graph_launch_us + per_kernel_us x kernels (the host's
     time per replay, µs), replay_gap_us (the GPU's gap between consecutive kernels of a replay),
-    and where they came from."""
+    and where they came from: the device they are for (None: unknown) and whether they were
+    measured on it (False: the largest known, ``REPLAY_COSTS``)."""
 
     graph_launch_us: float
     replay_gap_us: float
-    source: str = ""
+    device: str | None = None
     per_kernel_us: float = 0.0
+    measured: bool = False
 
 
 @dataclass
@@ -270,6 +272,6 @@ def default_replay(ranks, manifest=None) -> Replay:
     names = [str(t.devices["name"].iloc[0]) for _, t in ranks if len(t.devices)]
     name = names[0] if names else (manifest.ran_on_name if manifest is not None else None)
     if name in REPLAY_COSTS:
-        return Replay(source=f"{name}: measured replay costs", **REPLAY_COSTS[name])
+        return Replay(device=name, measured=True, **REPLAY_COSTS[name])
     worst = {k: max(c[k] for c in REPLAY_COSTS.values()) for k in ("graph_launch_us", "per_kernel_us", "replay_gap_us")}
-    return Replay(source=f"no replay costs measured for {name}: the largest known", **worst)
+    return Replay(device=name, **worst)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.kinds import LAUNCH, STREAM, WAIT
 
 # An op starting this long before its launch call returns started during the call (more than
@@ -70,6 +71,4 @@ class GpuEdges:
         self.add(prev[has_prev] + n_host, ops[has_prev], lag_s[has_prev], STREAM)
         self.add(w_src + n_host, w_dst + n_host, np.where(w_binding, w_obs, np.minimum(gap, w_obs)), WAIT)
         if (~known).any():
-            self.missing.append(f"{int((~known).sum())} of {len(gpu)} GPU ops have no launch call in the "
-                                "trace (launched before the profiler started, or not recorded): they keep their "
-                                "observed start")
+            self.missing.append({"code": why.LAUNCHLESS_OPS, "ops": int((~known).sum()), "of": len(gpu)})

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.collective_edges import collective_edges, rank_collectives
 from tracekit.analysis.critical_path.gpu_edges import GpuEdges, median_finite
 from tracekit.analysis.critical_path.kinds import COMM, CPU, GPU, HANDOFF, HOST, SYNC
@@ -72,7 +73,8 @@ class Graph:
     for a sync call that waited). Edges (``src``, ``dst``, ``lag`` µs, ``edge_kind``,
     ``at_start``: an end edge from the source's start) as arrays. ``launch_lag_us``,
     ``stream_gap_us`` (NaN where no op queued behind another), ``sync_lag_us``: the typical lags.
-    ``missing``: what the trace lacks for a complete graph, one sentence each. ``collective``:
+    ``missing``: what the trace lacks for a complete graph, a reason each
+    (:mod:`~tracekit.analysis.critical_path.reasons`; ``rank``: its rank's, on a job). ``collective``:
     per node, the collective a collective kernel runs (``all_reduce``...:
     :func:`tracekit.analysis.distributed.collectives.collective_name`), "" for the others.
     """
@@ -97,7 +99,7 @@ class Graph:
     launch_lag_us: float = 0.0
     stream_gap_us: float = 0.0
     sync_lag_us: float = 0.0
-    missing: list[str] = field(default_factory=list)
+    missing: list[dict] = field(default_factory=list)
     collective: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -110,7 +112,7 @@ class _Builder(SyncEdges, GpuEdges):
     def __init__(self, tables: EventTables, rank: int, offset: int, threads: int, streams: int):
         self.t, self.rank, self.offset = tables, rank, offset
         self.edges: list[tuple[np.ndarray, ...]] = []
-        self.missing: list[str] = []
+        self.missing: list[dict] = []
         host = tables.host_calls
         host = host[np.isfinite(host["ts"].to_numpy())]
         pid, tid = host["pid"].astype(str).to_numpy(), host["tid"].astype(str).to_numpy()
@@ -258,7 +260,7 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
         b.host_syncs()
         parts.append(nodes)
         edges.extend(b.edges)
-        missing.extend(f"rank {rank}: {m}" if len(ranks) > 1 else m for m in b.missing)
+        missing.extend({**m, "rank": rank} if len(ranks) > 1 else m for m in b.missing)
         syncs.append((b.sync_src + offset, b.sync_dst + offset))
         lags["launch"].append(b.launch_lag_us)
         lags["stream"].append(b.stream_gap_us)
@@ -288,8 +290,7 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     if len(ranks) > 1:
         edges.append(collective_edges(calls, node, base))
         if not calls:
-            missing.append("no collective kernels (gloo runs collectives on the host): the ranks are not joined "
-                           "at their collectives, and a rank's wait in one is its host's time")
+            missing.append({"code": why.NO_COLLECTIVES})
     collective = np.full(n, "", dtype=object)
     for c in calls:
         collective[c["node"].to_numpy(np.int64)] = c["collective"].to_numpy(dtype=object)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from tracekit.analysis.critical_path import CannotAnalyze, cannot_reason
+from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.edits import Edit
 from tracekit.analysis.critical_path.path import PARTS
 from tracekit.analysis.critical_path.predict import _per_iteration, from_run
@@ -40,12 +42,15 @@ def job_figures(paths: list[Path], manifest: Manifest | None, annotation: str | 
         ms); balance_predicted_ms (after ``balance-ranks``, ms); balance_could_save_ms (their
         difference, ms a step; NaN where the model is not calibrated: no unprofiled figure to
         give); cp_rank_wait_share and cp_comm_share (of the ranks' critical paths, per iteration:
-        waiting for another rank, and collectives' transfer); cp_note (the calibration's note).
+        waiting for another rank, and collectives' transfer); cp_note (the calibration's note and
+        what the traces lack: a tuple of reasons, :mod:`~tracekit.analysis.critical_path.reasons`).
         Split: per (rank, step), latency_us and each ``<part>_us`` of its critical path through
         the job (:data:`~tracekit.analysis.critical_path.path.PARTS`).
 
     Raises:
-        ValueError: fewer than two ranks could be read, or they hold no GPU op or no host call.
+        CannotAnalyze: fewer than two ranks could be read (``FEW_RANKS``), or they hold no GPU op or no
+            host call.
+        AnnotationError: ``annotation`` is not in the traces.
     """
     from tracekit.analysis.distributed.job import rank_of
     from tracekit.trace import TraceError, load
@@ -58,7 +63,7 @@ def job_figures(paths: list[Path], manifest: Manifest | None, annotation: str | 
             continue
         ranks.append((rank_of(tables.meta, p), tables))
     if len(ranks) < 2 or any(r is None for r, _ in ranks):
-        raise ValueError(f"{len(ranks)} ranked traces readable: a job's critical path needs two or more")
+        raise CannotAnalyze({"code": why.FEW_RANKS, "ranks": len(ranks)})
     result = from_run(sorted(ranks, key=lambda rt: rt[0]), manifest, [Edit("balance-ranks")], annotation)
     cal = result.calibration
     mean = _per_iteration(result.before.split)
@@ -68,7 +73,7 @@ def job_figures(paths: list[Path], manifest: Manifest | None, annotation: str | 
            "balance_could_save_ms": result.modelled_ms - result.predicted_ms if cal.calibrated else NAN,
            "cp_rank_wait_share": mean.get("rank_wait_us", NAN) / total,
            "cp_comm_share": mean.get("comm_us", NAN) / total,
-           "cp_note": "; ".join([cal.note] * bool(cal.note) + result.before.missing)}
+           "cp_note": tuple(([cal.note] if cal.note else []) + result.before.missing)}
     return row, result.before.split[["rank", "step", "latency_us", *[f"{p}_us" for p in PARTS]]]
 
 
@@ -76,8 +81,8 @@ def all_jobs(runs: pd.DataFrame, root: Path, manifests: dict[str, Manifest], ann
              ) -> tuple[dict[str, dict], pd.DataFrame]:
     """:func:`job_figures` of every job among analyzed runs (``runs``: Analysis.runs, with job, rank,
     trace relative to ``root`` and has_gpu; ``manifests``: job -> its run.json) of two ranks or more
-    with GPU activity: (job -> its row, or {"cp_note": why there is none}; the ``job_critical_path``
-    table: job, rank, step, latency_us and each part, µs)."""
+    with GPU activity: (job -> its row, or {"cp_note": (a ``NO_JOB_PATH`` reason: why there is
+    none,)}; the ``job_critical_path`` table: job, rank, step, latency_us and each part, µs)."""
     if "job" not in runs:
         return {}, pd.DataFrame()
     rows, splits = {}, []
@@ -87,8 +92,8 @@ def all_jobs(runs: pd.DataFrame, root: Path, manifests: dict[str, Manifest], ann
             continue
         try:
             rows[name], split = job_figures([root / t for t in mine["trace"]], manifests.get(name), annotation)
-        except ValueError as exc:
-            rows[name] = {"cp_note": f"no critical path of the job: {exc}"}
+        except ValueError as exc:   # CannotAnalyze, an annotation not in the traces, or another's message
+            rows[name] = {"cp_note": ({"code": why.NO_JOB_PATH, "why": cannot_reason(exc)},)}
             continue
         splits.append(split.assign(job=name))
     table = pd.concat(splits, ignore_index=True) if splits else pd.DataFrame()

@@ -23,6 +23,7 @@ from tracekit.analysis.critical_path import (
     prepare,
     steady_rows,
 )
+from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.calibrate import Calibration, calibrate, calibrate_job
 from tracekit.analysis.critical_path.edits import Edit, Replay, apply, gpu_names
 from tracekit.analysis.critical_path.run_inputs import run_inputs
@@ -38,7 +39,8 @@ class WhatIf:
     """calibration (:class:`Calibration`); before, after: the calibrated critical path without
     and with the edits; edits: their text; predicted_ms, modelled_ms: the steady-state
     iteration after and before the edits (ms; a job's: its slowest rank's); notes: what limits
-    the prediction; balanced: the work ``balance-ranks`` took from each rank
+    the prediction (reasons: :mod:`~tracekit.analysis.critical_path.reasons`); balanced: the work
+    ``balance-ranks`` took from each rank
     (:func:`tracekit.analysis.critical_path.balance.balance`; None without that edit)."""
 
     calibration: Calibration
@@ -47,7 +49,7 @@ class WhatIf:
     edits: list[str]
     predicted_ms: float
     modelled_ms: float
-    notes: list[str] = field(default_factory=list)
+    notes: list[dict] = field(default_factory=list)
     balanced: pd.DataFrame | None = None
 
 
@@ -75,7 +77,7 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
         the re-timed iterations' bounds make it longer, the model before is kept and a note says so).
 
     Raises:
-        ValueError: the traces hold no GPU op or no host call.
+        tracekit.analysis.critical_path.CannotAnalyze: the traces hold no GPU op or no host call.
         tracekit.analysis.critical_path.edits.EditError: an edit that matches nothing.
     """
     if isinstance(ranks, EventTables):
@@ -97,8 +99,7 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
     notes = [cal.note] if cal.note else []
     predicted, modelled = after.latency_us() / 1e3, before.latency_us() / 1e3
     if all(e.kind in REMOVALS for e in edits) and predicted > modelled:
-        notes.append(f"re-timed, the iterations came out {predicted - modelled:.4f} ms longer than before, which "
-                     "an edit that only takes work away cannot make: the model before is kept")
+        notes.append({"code": why.KEPT_MODEL, "longer_ms": predicted - modelled})
         predicted = modelled
     return WhatIf(cal, before, after, [str(e) for e in edits], predicted, modelled, notes, edited.balanced)
 
@@ -165,7 +166,7 @@ class Prediction:
     notes:                what limits the prediction (the calibration's note, problems of the trace).
     missing:              what the trace lacks for a complete graph.
     cannot_predict:       why there is no prediction (no GPU op, no launch call, or a single launch for
-                          ``cuda-graphs`` and ``host-faster``); "" where there is one. Without one the
+                          ``cuda-graphs`` and ``host-faster``); None where there is one. Without one the
                           figures are None and the tables empty.
     ranks:                the ranks predicted (a single run: [0]).
     world_size:           the ranks the job should have (run.json, else the traces' distributedInfo;
@@ -177,7 +178,9 @@ class Prediction:
     rank_excess:          ``balance-ranks``: per rank, the host and GPU work taken away (host_excess_us,
                           gpu_excess_us, µs per iteration); empty without the edit.
 
-    Values are as computed; :meth:`to_dict` rounds them.
+    Values are as computed; :meth:`to_dict` rounds them. The notes, missing and cannot_predict are
+    reasons (:mod:`~tracekit.analysis.critical_path.reasons`), which the report words
+    (:func:`tracekit.report.worded.worded`: what :func:`tracekit.whatif` returns holds their words).
     """
 
     path: str
@@ -190,9 +193,9 @@ class Prediction:
     gpu_scale: float | None = None
     critical_path_before: pd.DataFrame = field(default_factory=pd.DataFrame)
     critical_path_after: pd.DataFrame = field(default_factory=pd.DataFrame)
-    notes: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-    cannot_predict: str = ""
+    notes: list[dict] = field(default_factory=list)
+    missing: list[dict] = field(default_factory=list)
+    cannot_predict: dict | None = None
     ranks: list[int] = field(default_factory=lambda: [0])
     world_size: int | None = None
     ranks_missing: list[int] = field(default_factory=list)
@@ -277,8 +280,8 @@ def predict_run(path, edits: list[Edit], annotation: str | None = None) -> Predi
     found = run_inputs(path)
     job = {"world_size": found.world_size, "ranks_missing": found.missing, "unreadable": found.unreadable}
     retimes_launches = any(e.kind in ("cuda-graphs", "host-faster") for e in edits)
-    why = can_analyze(found.ranks) or (cannot_retime_launches(found.ranks) if retimes_launches else None)
-    if why:
-        return Prediction(str(path), [str(e) for e in edits], cannot_predict=why,
+    cannot = can_analyze(found.ranks) or (cannot_retime_launches(found.ranks) if retimes_launches else None)
+    if cannot:
+        return Prediction(str(path), [str(e) for e in edits], cannot_predict=cannot,
                           ranks=sorted(r for r, _ in found.ranks), **job)
     return Prediction.of(from_run(found.ranks, found.manifest, edits, annotation), path, **job)

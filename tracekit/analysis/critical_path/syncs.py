@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.inferred_waits import inferred_waits
 from tracekit.analysis.critical_path.kinds import COMM
 
@@ -64,24 +65,22 @@ class SyncEdges:
         if not unnamed:
             return known
         # the rest inferred from the ops' times, for the ops no named wait reaches
-        i_src, i_dst = self._inferred(f"{unnamed} cross-stream waits whose event record the trace does not name")
+        i_src, i_dst = self._inferred(unnamed)
         keep = ~np.isin(i_dst, known[1])
         return np.r_[known[0], i_src[keep]], np.r_[known[1], i_dst[keep]]
 
-    def _inferred(self, why: str = "no cuda_sync events (the profiler's enable_cuda_sync_events)") \
-            -> tuple[np.ndarray, np.ndarray]:
+    def _inferred(self, unnamed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The cross-stream waits inferred from the GPU ops' times, for a trace without cuda_sync
-        "Stream Wait Event" records, or with records that do not name the event they wait on (``why``
-        says which, in :attr:`Graph.missing`; :mod:`tracekit.analysis.critical_path.inferred_waits`)."""
+        "Stream Wait Event" records, or with ``unnamed`` records that do not name the event they wait
+        on (NCCL's: said in :attr:`Graph.missing`; :mod:`tracekit.analysis.critical_path.inferred_waits`)."""
         gpu, launch = self.gpu, self.launch_local
         call_end = np.where(launch >= 0, self.host["end"].to_numpy(float)[np.maximum(launch, 0)], np.nan)
         src, dst = inferred_waits(gpu["ts"].to_numpy(float), gpu["end"].to_numpy(float), self.stream,
                                   gpu["device"].astype(str).to_numpy(), call_end, self.gclass == COMM)
         if len(src):
             onto = int((self.gclass[src] == COMM).sum())
-            self.missing.append(f"{why}: {len(src)} "
-                                f"cross-stream waits inferred from ops that started when an op of another stream "
-                                f"ended ({onto} of them after a collective)")
+            self.missing.append({"code": why.INFERRED_WAITS, "waits": len(src), "after_collective": onto,
+                                 "unnamed": unnamed})
         return src, dst
 
     def _last_launched_before(self, stream: int, t: float) -> int:
@@ -137,7 +136,6 @@ class SyncEdges:
                     src.append(a)
                     dst.append(i)
         if guessed:
-            self.missing.append(f"{guessed} stream or event syncs without their cuda_sync event: taken to wait "
-                                "for every stream")
+            self.missing.append({"code": why.GUESSED_SYNCS, "syncs": guessed})
         src, dst = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
         self.sync_src, self.sync_dst = src + n_host, dst

@@ -23,6 +23,7 @@ from tracekit.analysis.critical_path import (
     steady_rows,
     top,
 )
+from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.edits import Edit, default_replay
 from tracekit.analysis.critical_path.path import PARTS, marker_table
 from tracekit.analysis.critical_path.predict import predict
@@ -54,20 +55,22 @@ def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
         the trace lacks), cuda_graphs_saving_ms (the unprofiled latency less it, ms per
         iteration), cp_calibrated, cp_host_scale, cp_gpu_scale; with ``critical_path``:
         cp_latency_us (the modelled steady-state iteration, µs), ``cp_<part>_share`` (each part's
-        share of the critical path, :data:`PARTS`) and critical_path_note (what the trace lacks,
-        or why there is no path: "" when nothing). Tables (``critical_path``): critical_path (per
-        iteration: step, latency_us and ``<part>_us``), critical_path_top (what has the most time
-        on the path, by name, op and module: :func:`tracekit.analysis.critical_path.top`).
+        share of the critical path, :data:`PARTS`) and critical_path_note (a tuple of reasons,
+        :mod:`~tracekit.analysis.critical_path.reasons`: uncalibrated, what the trace lacks, what
+        could not be computed; or why there is no path; () when nothing). Tables
+        (``critical_path``): critical_path (per iteration: step, latency_us and ``<part>_us``),
+        critical_path_top (what has the most time on the path, by name, op and module:
+        :func:`tracekit.analysis.critical_path.top`).
     """
     row, out = dict(EMPTY), {}
     latency_ms, annotation = run.latency_ms, options.annotation
-    why = can_analyze([(0, tables)]) or cannot_retime_launches([(0, tables)])
-    if why is None and annotation is not None and marker_table(tables, annotation).empty:
-        why = f"no CPU op or annotation named {annotation!r} in the trace"
+    cannot = can_analyze([(0, tables)]) or cannot_retime_launches([(0, tables)])
+    if cannot is None and annotation is not None and marker_table(tables, annotation).empty:
+        cannot = {"code": why.NO_ANNOTATION, "annotation": annotation}
     calibratable = latency_ms is not None and math.isfinite(latency_ms) and latency_ms > 0
-    if why is not None or not (calibratable or options.critical_path):
+    if cannot is not None or not (calibratable or options.critical_path):
         if options.critical_path:
-            row["critical_path_note"] = f"no critical path: {why}" if why else ""
+            row["critical_path_note"] = ({"code": why.NO_PATH, "why": cannot},) if cannot else ()
         return row, out
     if calibratable:
         result = predict(tables, [Edit("cuda-graphs")], latency_ms, annotation=annotation,
@@ -78,7 +81,7 @@ def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
         notes = []
     else:   # the profiled window as traced: one re-timing, no prediction
         path = analyze(tables, annotation)
-        notes = ["uncalibrated: the profiled window as traced (no unprofiled latency)"]
+        notes = [{"code": why.UNCALIBRATED}]
     if options.critical_path:
         split = path.split
         rows = steady_rows(split)
@@ -86,7 +89,7 @@ def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
         total = mean.get("latency_us", NAN)
         row["cp_latency_us"] = path.latency_us()
         row.update({f"cp_{p}_share": mean.get(f"{p}_us", NAN) / total if total else NAN for p in PARTS})
-        row["critical_path_note"] = "; ".join(notes + path.missing + path.problems)
+        row["critical_path_note"] = tuple(notes + path.missing + path.problems)
         out["critical_path"] = split.drop(columns=["rank"])
         if gpu_attribution is not None:
             name_segments(path, {0: gpu_attribution})

@@ -11,8 +11,10 @@ ranked traces of one folder. Per-rank figures are the per-trace analyses
   cause the trace alone gave it, :func:`tracekit.analysis.distributed.stragglers.rank_wait_idle`),
   computation, communication, overlap, exposed communication, the time its collectives
   waited for later ranks, a verdict and what each remedy could save;
-* ``jobs``: per job, its ranks (and those it lacks), the straggler, the job's verdict and
-  remedies, and a ``finding`` sentence;
+* ``jobs``: per job, its ranks (and those it lacks), the straggler (or why there is none:
+  ``no_straggler_because``, a reason with its figures), the job's verdict, its evidence and
+  remedies, and its ``finding``: the figures the report says the job with
+  (:func:`tracekit.report.job_text.finding_text`), or why the traces are not one job;
   ``job_balance``: per job and rank figure (span, busy, idle and each idle cause,
   computation, communication, exposed communication, rank wait), the median and
   maximum over the ranks and their imbalance (max / median);
@@ -53,6 +55,13 @@ JOB_METRICS = ["active_span_us", "gpu_busy_us", "idle_us", *[f"idle_{c}_us" for 
 PREDICTED = ("cp_step_ms", "balance_predicted_ms", "balance_could_save_ms", "cp_rank_wait_share", "cp_comm_share")
 VERDICTS = {"computation_us": "compute-bound", "exposed_communication_us": "communication-bound",
             "idle_host_wait_us": "launch-bound"}
+# A jobs row's finding: a job (ONE_JOB, with FINDING, the figures its sentence reads, as the row had them before
+# the rows of several jobs made one table); traces that are no job, several claiming a rank (CLAIMED_TWICE, with
+# the ranks claimed); or the job analysis failed (FAILED: tracekit.analysis.runs.analyze's one row, with the reason).
+ONE_JOB, CLAIMED_TWICE, FAILED = "job", "ranks claimed twice", "failed"
+FINDING = ("job", "ranks", "backend", "verdict", "evidence", "ranks_missing", "world_size", "straggler",
+           "straggler_times_last", "collectives_matched", "collectives_inconsistent", "straggler_wait_caused_us",
+           "balance_could_save_ms", "noise_ms", "no_straggler_because")
 
 
 def rank_of(meta: dict, path: PurePath | str) -> int | None:
@@ -76,13 +85,6 @@ def rank_ranges(ranks: list[int]) -> str:
         else:
             spans.append([r, r])
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
-
-
-def labelled(row: dict) -> str:
-    """How a line of text names a run row: its run, with ``(rank N)`` for a ranked trace
-    (the ranks of one job share a run name)."""
-    rank = row.get("rank")
-    return row["run"] + (f" (rank {int(rank)})" if rank is not None and rank == rank else "")
 
 
 def job_name(run: str, trace: str, has_manifest: bool, root: Path) -> str:
@@ -126,14 +128,15 @@ def rank_table(rows: pd.DataFrame, per_call: pd.DataFrame, idle_waits: pd.DataFr
 
 
 def _judge(out: pd.DataFrame) -> pd.DataFrame:
-    """Verdict and remedy savings of each row (rank, or a job's mean rank)."""
+    """Verdict, evidence and remedy savings of each row (rank, or a job's mean rank). The evidence:
+    ((verdict, share of the profiled window), ...) of each part the verdict weighs that is known
+    (computation, exposed communication, host wait); None without a window."""
     parts = out[list(VERDICTS)].fillna(0)
     out["verdict"] = parts.idxmax(axis=1).map(VERDICTS).where(parts.sum(axis=1) > 0, "undetermined")
     base = out["window_us"].where(out["window_us"] > 0)
     shown = out[list(VERDICTS)].to_numpy(dtype=float)
-    out["evidence"] = [
-        ", ".join(f"{VERDICTS[k].split('-')[0]} {v / w:.0%}" for k, v in zip(VERDICTS, vals) if v == v)
-        + " of the profiled window" if w == w else "" for vals, w in zip(shown, base)]
+    out["evidence"] = [tuple((VERDICTS[k], float(v / w)) for k, v in zip(VERDICTS, vals) if v == v) if w == w
+                       else None for vals, w in zip(shown, base)]
     iters = out["iterations"]
     out["overlap_could_save_us_per_iter"] = [
         _per_iter(max(e - w, 0.0), n) for e, w, n in zip(out["exposed_communication_us"].fillna(0),
@@ -155,11 +158,12 @@ def balance(job: str, ranks: pd.DataFrame) -> pd.DataFrame:
 def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.DataFrame, info: dict,
             manifest: Manifest | None = None, predicted: dict | None = None) -> dict:
     """One row of the ``jobs`` table: ranks (present, ``world_size``, ``ranks_missing``), backend,
-    matched collectives, the straggler (or ``no_straggler_because``:
-    :func:`stragglers.no_straggler_because`, or within the noise), the verdict of the mean rank,
-    the remedies, noise_ms, straggler_excess_ms and balance_could_save_ms (see the module
-    docstring; ``manifest``: the job's run.json; ``predicted``: the job's critical-path figures,
-    :func:`tracekit.analysis.critical_path.job_figures.job_figures`' row)."""
+    matched collectives, the straggler (or ``no_straggler_because``, None where there is one:
+    :func:`stragglers.no_straggler_because`, or ``step_noise.WITHIN_NOISE``), the verdict of the
+    mean rank and its evidence, the remedies, noise_ms, straggler_excess_ms, balance_could_save_ms,
+    the critical path's figures (cp_note: a tuple of its reasons) and the finding (``ONE_JOB``)
+    (see the module docstring; ``manifest``: the job's run.json; ``predicted``: the job's
+    critical-path figures, :func:`tracekit.analysis.critical_path.job_figures.job_figures`' row)."""
     consistent = matched["consistent"].astype(bool) if len(matched) else pd.Series(dtype=bool)
     world = info.get("world_size")
     present = set(ranks["rank"].astype(int))
@@ -171,7 +175,7 @@ def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.D
            "comm_comp_overlap_median": float(ranks["comm_comp_overlap"].median())}
     flagged = straggle[straggle["straggler"].astype(bool)]
     row["straggler"] = int(flagged["rank"].iloc[0]) if len(flagged) else None
-    row["no_straggler_because"] = "" if len(flagged) else stragglers.no_straggler_because(
+    row["no_straggler_because"] = None if len(flagged) else stragglers.no_straggler_because(
         straggle, float(ranks["window_us"].median()))
     row["straggler_times_last"] = int(flagged["times_last"].iloc[0]) if len(flagged) else 0
     row["straggler_wait_caused_us"] = float(flagged["wait_caused_us"].iloc[0]) if len(flagged) else 0.0
@@ -182,36 +186,11 @@ def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.D
                cuda_graphs_could_save_us_per_iter=float(ranks["cuda_graphs_could_save_us_per_iter"].median()))
     row.update(noise_ms=step_noise.noise_ms(manifest),
                straggler_excess_ms=step_noise.excess_ms(ranks, straggle, manifest, info.get("backend")))
-    row.update({"cp_calibrated": False, "cp_note": "", **dict.fromkeys(PREDICTED, math.nan), **(predicted or {})})
-    if math.isfinite(row["balance_could_save_ms"]):
-        step_noise.beyond_noise(row, row["balance_could_save_ms"], "what balancing it saves")
-    else:
-        step_noise.beyond_noise(row, row["straggler_excess_ms"], "its work beyond the other ranks'")
-    row["finding"] = finding(row)
+    row.update({"cp_calibrated": False, "cp_note": (), **dict.fromkeys(PREDICTED, math.nan), **(predicted or {})})
+    step_noise.beyond_noise(row, "balance_could_save_ms" if math.isfinite(row["balance_could_save_ms"])
+                            else "straggler_excess_ms")
+    row["finding"] = {"code": ONE_JOB, **{k: row[k] for k in FINDING}}
     return row
-
-
-def finding(row: dict) -> str:
-    """The job in a sentence: ranks, verdict, straggler, impossible matches (a ``jobs`` row)."""
-    text = (f"{row['job']}: {row['ranks']} ranks ({row['backend'] or 'backend unknown'}), {row['verdict']} "
-            f"({row['evidence']})")
-    if row.get("ranks_missing"):
-        text += f"; lacks rank {row['ranks_missing']} of {row['world_size']}"
-    if row["straggler"] is not None:
-        text += (f"; straggler rank {row['straggler']}: last at {row['straggler_times_last']} of "
-                 f"{row['collectives_matched'] - row['collectives_inconsistent']} collectives, the others waited "
-                 f"{row['straggler_wait_caused_us'] / 1e3:.3f} ms for it in the profiled window")
-        if math.isfinite(row.get("balance_could_save_ms", math.nan)):
-            text += f"; balancing could save {row['balance_could_save_ms']:.3f} ms a step (predicted)"
-        if not math.isfinite(row.get("noise_ms", math.nan)):
-            text += " (no unprofiled timing: its effect on the step time is unknown)"
-    else:
-        text += f"; no straggler ({row['no_straggler_because']})"
-    if row["collectives_inconsistent"]:
-        text += (f"; {row['collectives_inconsistent']} of {row['collectives_matched']} collectives matched across "
-                 "ranks are impossible as matches (a rank finished before another arrived, or sizes differ) and "
-                 "count for no wait")
-    return text
 
 
 def analyze_jobs(runs: pd.DataFrame, calls: pd.DataFrame, pieces: pd.DataFrame,
@@ -239,9 +218,8 @@ def analyze_jobs(runs: pd.DataFrame, calls: pd.DataFrame, pieces: pd.DataFrame,
             continue
         if rows["rank"].duplicated().any():   # two traces claim a rank: not one job's ranks
             again = sorted(int(r) for r in rows.loc[rows["rank"].duplicated(), "rank"].unique())
-            out["jobs"].append(pd.DataFrame([{"job": job, "ranks": rows["rank"].nunique(), "finding": (
-                f"{job}: not analyzed as one job: several traces claim rank {', '.join(map(str, again))} "
-                "(traces of several runs in one folder?)")}]))
+            out["jobs"].append(pd.DataFrame([{"job": job, "ranks": rows["rank"].nunique(),
+                                              "finding": {"code": CLAIMED_TWICE, "job": job, "claimed": again}}]))
             continue
         traces = set(rows["trace"])
         own = calls[calls["trace"].isin(traces)] if len(calls) else calls

@@ -32,6 +32,8 @@ import pandas as pd
 
 from tracekit.manifest import Manifest
 
+WITHIN_NOISE = "within noise"   # no_straggler_because: the straggler's effect on the step is within the noise
+
 
 def noise_ms(manifest: Manifest | None) -> float:
     """The run-to-run noise measured in a job's run (ms): p90 - p10 of its step times; NaN without
@@ -64,13 +66,14 @@ def excess_ms(ranks: pd.DataFrame, straggle: pd.DataFrame, manifest: Manifest | 
     return max(host, 0.0) + (max(gpu, 0.0) if math.isfinite(gpu) else 0.0)
 
 
-def beyond_noise(row: dict, effect: float, what: str) -> None:
-    """Unname the straggler of a ``jobs`` row when what it changes in the step (``effect``, ms) is
-    within the row's ``noise_ms``, saying why in no_straggler_because."""
-    noise = row["noise_ms"]
-    if row["straggler"] is None or not (math.isfinite(effect) and math.isfinite(noise)) or effect > noise:
+def beyond_noise(row: dict, effect: str) -> None:
+    """Unname the straggler of a ``jobs`` row when what it changes in the step (the row's figure
+    ``effect``, ms: ``balance_could_save_ms`` or ``straggler_excess_ms``) is within the row's
+    ``noise_ms``, saying why in no_straggler_because (``WITHIN_NOISE``, the rank, the figure
+    and both values)."""
+    noise, value = row["noise_ms"], row[effect]
+    if row["straggler"] is None or not (math.isfinite(value) and math.isfinite(noise)) or value > noise:
         return
-    row["no_straggler_because"] = (f"rank {row['straggler']} caused most of the waiting, but {what} is "
-                                   f"{effect:.3f} ms a step, within the run's noise of {noise:.3f} ms (p10-p90 of "
-                                   "the job's step times)")
+    row["no_straggler_because"] = {"code": WITHIN_NOISE, "rank": row["straggler"], "effect": effect,
+                                   "effect_ms": value, "noise_ms": noise}
     row.update(straggler=None, straggler_times_last=0, straggler_wait_caused_us=0.0)

@@ -55,6 +55,10 @@ STRAGGLER_IMBALANCE = 2.0
 MATCH_SLACK_US = 100.0
 MATCH_COLUMNS = ["process_group", "collective", "seq", "ordinal", "ranks", "message_bytes", "consistent",
                  "first_arrival", "last_arrival", "skew_us", "last_rank", "wait_caused_us", "iteration"]
+# Why no rank is the straggler (no_straggler_because): no rank waited; the top two caused wait within
+# STRAGGLER_IMBALANCE of each other; the top's under STRAGGLER_WAIT_SHARE of the job's wait; or under
+# STRAGGLER_MIN_SHARE of the window per other rank.
+NO_WAIT, IN_TURNS, SMALL_SHARE, SHORT = "no wait", "in turns", "small share", "short"
 STRAGGLER_COLUMNS = ["rank", "calls", "times_last", "last_share", "wait_caused_us", "mean_lateness_us",
                      "rank_wait_us", "straggler"]
 
@@ -192,13 +196,16 @@ def stragglers(per_call: pd.DataFrame, matched: pd.DataFrame, window_us: float) 
     out = out.reset_index().astype({"calls": np.int64, "times_last": np.int64})
     out["last_share"] = out["times_last"] / out["calls"].where(out["calls"] > 0)
     out = out.sort_values(["wait_caused_us", "rank"], ascending=[False, True]).reset_index(drop=True)
-    flagged = not no_straggler_because(out, window_us)
+    flagged = no_straggler_because(out, window_us) is None
     out["straggler"] = [flagged and i == 0 for i in range(len(out))]
     return out[STRAGGLER_COLUMNS]
 
 
-def no_straggler_because(table: pd.DataFrame, window_us: float) -> str:
-    """Why no rank is the straggler, with the figures ("" when the top rank is one).
+def no_straggler_because(table: pd.DataFrame, window_us: float) -> dict | None:
+    """Why no rank is the straggler (None when the top rank is one): the rule it fails, a reason
+    (``code``: ``NO_WAIT``, ``IN_TURNS``, ``SMALL_SHARE`` or ``SHORT``) with the figures of the two
+    ranks that caused most wait (``ranks``, ``caused_us``) and the rule's own (``share`` of the job's
+    wait; ``window_share``: of the profiled window per other rank).
 
     Args:
         table: :func:`stragglers`' table (rank, wait_caused_us; sorted by wait caused,
@@ -208,16 +215,14 @@ def no_straggler_because(table: pd.DataFrame, window_us: float) -> str:
     waits = table["wait_caused_us"].to_numpy(dtype=float)
     total = float(waits.sum()) if len(waits) else 0.0
     if len(waits) < 2 or total <= 0:
-        return "no rank waited for another"
+        return {"code": NO_WAIT}
     top, second = waits[0], waits[1]
     ranks = table["rank"].to_numpy()
-    figures = f"rank {ranks[0]} caused {top / 1e3:.3f} ms of wait, rank {ranks[1]} {second / 1e3:.3f} ms"
+    figures = {"ranks": (int(ranks[0]), int(ranks[1])), "caused_us": (float(top), float(second))}
     if top < STRAGGLER_IMBALANCE * second:
-        return (f"{figures}: {top / second:.2f}x, within the {STRAGGLER_IMBALANCE:g}x of noise between ranks "
-                "(they waited for each other in turn)")
+        return {"code": IN_TURNS, **figures}
     if top < STRAGGLER_WAIT_SHARE * total:
-        return f"{figures}: {top / total:.0%} of the job's wait, under {STRAGGLER_WAIT_SHARE:.0%}"
+        return {"code": SMALL_SHARE, **figures, "share": top / total}
     if top / (len(waits) - 1) < STRAGGLER_MIN_SHARE * window_us:
-        return (f"{figures}: {top / (len(waits) - 1) / window_us:.1%} of the profiled window per other rank, "
-                f"under {STRAGGLER_MIN_SHARE:.0%}")
-    return ""
+        return {"code": SHORT, **figures, "window_share": top / (len(waits) - 1) / window_us}
+    return None

@@ -1,0 +1,42 @@
+"""The reasons a critical path and a prediction give, each a dict: ``code`` (one of the names below)
+and the figures it is said with (:mod:`tracekit.report.path_text` words them).
+
+Why there is no critical path (:func:`tracekit.analysis.critical_path.can_analyze`,
+``cannot_retime_launches``; ``CannotAnalyze.reason``), and a trace's or a job's note that says so:
+
+* ``NO_GPU``, ``NO_LAUNCH_CALLS``; ``ONE_LAUNCH`` (``launches``: fewer than two);
+  ``NO_ANNOTATION`` (``annotation``: no CPU op or annotation of the trace is named so);
+  ``FEW_RANKS`` (``ranks``: the ranked traces of a job that could be read);
+* ``NO_PATH`` and ``NO_JOB_PATH`` (``why``: one of those, or an exception's message).
+
+What limits a path or a prediction (``CriticalPath.problems``, the notes of
+:class:`~tracekit.analysis.critical_path.predict.Prediction`): ``UNCALIBRATED`` (the profiled
+window as traced), ``NO_MARKERS`` (the whole trace one iteration), ``SKIPPED_EDGES`` (``edges``
+left out), ``KEPT_MODEL`` (``longer_ms``: a removal re-timed longer, the model before kept).
+
+What a trace lacks for a complete graph (``Graph.missing``; ``rank`` added on a job's graph):
+``INFERRED_WAITS`` (``waits`` inferred without cuda_sync events, or without the ``unnamed`` wait
+events' records, ``after_collective`` of them),
+``GUESSED_SYNCS`` (``syncs`` without their cuda_sync event), ``LAUNCHLESS_OPS`` (``ops`` of
+``of`` GPU ops without a launch call), ``NO_COLLECTIVES`` (a job's ranks not joined).
+
+What limited a calibration (``Calibration.note``: :mod:`tracekit.analysis.critical_path.calibrate`),
+``measured_ms`` and ``modelled_ms`` where it has them: ``NO_LATENCY``; a run's ``LATENCY_ABOVE``
+(at ``host_scale``, the most), ``GPU_BEYOND`` (even at ``gpu_scale``, the least) and ``GPU_BOUND``
+(``gpu_faster``: the GPU ops' share faster unprofiled), both with the host's ``host_scale`` and
+``host_ms`` (its unprofiled time per call it came from; None: the least allowed); a job's
+``STEP_ABOVE``, ``HOST_BOUND`` (``factor`` beyond each rank's own; None: one factor fitted),
+``HOSTS_UNKNOWN`` (a GPU-bound step), each with ``lacking`` (the ranks without a host time),
+``JOB_BEYOND`` (``least_ms`` at ``gpu_scale``) and ``GPU_BOUND_JOB`` (``gpu_faster``, None where
+the GPU kept its time; ``short``: the model's share shorter than the step, None within the fit).
+"""
+
+NO_GPU, NO_LAUNCH_CALLS, ONE_LAUNCH = "no GPU ops", "no launch calls", "one launch"
+NO_ANNOTATION, FEW_RANKS = "no annotation", "few ranks"
+NO_PATH, NO_JOB_PATH = "no critical path", "no critical path of the job"
+UNCALIBRATED, NO_MARKERS, SKIPPED_EDGES, KEPT_MODEL = "uncalibrated", "no markers", "skipped edges", "kept model"
+INFERRED_WAITS, GUESSED_SYNCS = "inferred waits", "guessed syncs"
+LAUNCHLESS_OPS, NO_COLLECTIVES = "launchless ops", "no collectives"
+NO_LATENCY, LATENCY_ABOVE, GPU_BEYOND, GPU_BOUND = "no latency", "latency above", "GPU beyond", "GPU-bound"
+STEP_ABOVE, HOST_BOUND, HOSTS_UNKNOWN = "step above", "host-bound", "hosts unknown"
+JOB_BEYOND, GPU_BOUND_JOB = "job beyond", "GPU-bound job"
