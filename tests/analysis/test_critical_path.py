@@ -84,6 +84,14 @@ def test_a_cross_stream_wait_puts_the_recorded_stream_on_the_path(tmp_path):
     assert _split(blind, 1) == _split(result, 1)
     assert {"code": reasons.INFERRED_WAITS, "waits": 1, "after_collective": 0} in blind.missing
     assert any("1 cross-stream waits inferred" in path_note(m) for m in blind.missing)
+    # a wait event that does not name its record (NCCL's events, recorded outside the profiler's view:
+    # wait_on_cuda_event_record_corr_id -1 in the H200 jobs' traces) is inferred the same way
+    add_gpu_sync(t, start=7, dur=1, stream=8, correlation=wait, wait_on_stream=-1, wait_on_cuda_event_record_corr_id=-1)
+    unnamed = cp.analyze(_tables(t, tmp_path))
+    assert _split(unnamed, 1) == _split(result, 1)
+    assert {"code": reasons.INFERRED_WAITS, "waits": 1, "after_collective": 0, "unnamed": 1} in unnamed.missing
+    assert any(path_note(m).startswith("1 cross-stream waits whose event record the trace does not name: 1 "
+                                       "cross-stream waits inferred") for m in unnamed.missing)
 
 
 def test_a_thread_that_waits_for_another_hands_the_path_over(tmp_path):

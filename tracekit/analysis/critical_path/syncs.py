@@ -80,7 +80,7 @@ class SyncEdges:
         if len(src):
             onto = int((self.gclass[src] == COMM).sum())
             self.missing.append({"code": why.INFERRED_WAITS, "waits": len(src), "after_collective": onto,
-                                 "unnamed": unnamed})
+                                 **({"unnamed": unnamed} if unnamed else {})})
         return src, dst
 
     def _last_launched_before(self, stream: int, t: float) -> int:
