@@ -20,6 +20,7 @@ from tracekit.errors import ExitCode
 from tracekit.io import records
 from tracekit.manifest import Distributed, Manifest
 from tracekit.trace import Run, TraceError, discover
+from tracekit.trace.file_kinds import size_or_zero
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -184,7 +185,7 @@ def _analyze_files(runs: list[Run], manifests: list[Manifest | None], options: A
         from functools import partial
 
         flat = on_dask(dask, partial(analyze_file, workers=1), jobs)
-    elif workers > 1 and sum(job.path.stat().st_size for job in jobs) > PARALLEL_FILES_MIN_BYTES:
+    elif workers > 1 and sum(size_or_zero(job.path) for job in jobs) > PARALLEL_FILES_MIN_BYTES:
         import multiprocessing  # here, not at start-up: a single trace never needs it
         from concurrent.futures import ProcessPoolExecutor
 
@@ -292,7 +293,7 @@ def _discover_all(paths: list[Path]) -> tuple[list[Run], Path]:
         for r in discover(p):
             # a folder that is itself a run is named by its own name in discover()
             own = p.is_dir() and r.name == p.name and (p / "run.json").is_file()
-            found.append((r, (p if own or p.is_file() else p / r.name).absolute()))
+            found.append((r, (p if own or not p.is_dir() else p / r.name).absolute()))
     base = Path(os.path.commonpath([loc.parent for _, loc in found])) if found else Path(".").absolute()
     return [replace(r, name=str(loc.relative_to(base))) for r, loc in found], base
 

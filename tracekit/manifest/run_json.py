@@ -328,6 +328,8 @@ class Manifest:
         missing, unreadable or not an object."""
         path = Path(folder)
         path = path / FILENAME if path.is_dir() else path
+        if not path.is_file():   # missing, or a FIFO or device: never opened (it could block)
+            return None
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):

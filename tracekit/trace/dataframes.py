@@ -47,6 +47,7 @@ class TableBuilder:
         self.chunks: list[Chunk] = []
         self.problems: Counter[str] = Counter()
         self.categories: Counter[str] = Counter()
+        self.unknown_device: Counter[str] = Counter()
         self.events = 0
         self._window: tuple[float, float] | None = None
 
@@ -56,6 +57,7 @@ class TableBuilder:
         self.events += chunk.events
         self.problems += chunk.problems
         self.categories += chunk.categories
+        self.unknown_device += chunk.unknown_device
 
     def window(self) -> tuple[float, float]:
         """(lo, hi) µs: events starting before lo or ending after hi are outliers, far outside
@@ -230,11 +232,20 @@ def depth(cpu: dict) -> tuple[np.ndarray, np.ndarray]:
     return out, order.astype(np.int32)
 
 
-def markers(cpu: pd.DataFrame) -> pd.DataFrame:
+STEP_PAST_INT64 = "ProfilerStep markers numbered past int64 (not taken as iterations)"
+
+
+def markers(cpu: pd.DataFrame, problems: Counter | None = None) -> pd.DataFrame:
     """Iteration markers (``ProfilerStep#N`` CPU ops): step, ts, dur, end, one row per
-    step (nested ranges of the same step, cpu_op and user_annotation, collapse to the first)."""
+    step (nested ranges of the same step, cpu_op and user_annotation, collapse to the first).
+    A marker whose N does not fit a step (int64) is not one; such CPU ops are counted in
+    ``problems`` (``STEP_PAST_INT64``)."""
     names = cpu["name"].cat.categories
-    steps = {i: int(m.group(1)) for i, n in enumerate(names) if (m := ITERATION_MARKER.match(str(n)))}
+    found = {i: int(m.group(1)) for i, n in enumerate(names) if (m := ITERATION_MARKER.match(str(n)))}
+    steps = {i: n for i, n in found.items() if n < 2**63}
+    if len(steps) < len(found) and problems is not None:
+        past = [i for i in found if i not in steps]
+        problems[STEP_PAST_INT64] += int(np.isin(cpu["name"].cat.codes.to_numpy(), past).sum())
     if not steps:
         return pd.DataFrame({c: pd.Series(dtype=_DTYPES[c]) for c in MARKER_COLUMNS + ["end"]})
     codes = cpu["name"].cat.codes.to_numpy()

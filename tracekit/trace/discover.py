@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracekit.errors import ExitCode
+from tracekit.trace.file_kinds import unreadable_file
 from tracekit.trace.reader import TraceError, is_trace_file, trace_files
 
 MANIFEST = "run.json"
@@ -29,6 +30,8 @@ class Run:
 
 
 def _read_manifest(path: Path) -> tuple[dict | None, str | None]:
+    if (problem := unreadable_file(path)) is not None:   # a FIFO is never opened: it would block
+        return None, f"unreadable run manifest ({problem})"
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -53,15 +56,18 @@ def discover(path: Path | str, unreadable: list | None = None) -> list[Run]:
     A folder with a ``run.json`` is one run holding every trace file in it; any
     other trace file is a run of its own, named by its path. Runs come sorted
     by name. Subfolders that cannot be listed (permission denied) are appended to
-    ``unreadable`` as (path, problem) when it is given.
+    ``unreadable`` as (path, problem) when it is given. A name of a trace file that is no
+    regular file (a broken link, a FIFO) is a run all the same: its reader says what it is
+    (:func:`tracekit.trace.file_kinds.unreadable_file`); folders named like trace files are searched.
 
     Raises:
-        TraceError: ``path`` does not exist (code NOT_FOUND).
+        TraceError: ``path`` does not exist, or is a link that cannot be followed (code NOT_FOUND).
     """
     path = Path(path)
     if not path.exists():
-        raise TraceError(path, "no such file or folder", ExitCode.NOT_FOUND)
-    if path.is_file():
+        problem = unreadable_file(path)
+        raise TraceError(path, "no such file or folder" if problem == "no such file" else problem, ExitCode.NOT_FOUND)
+    if not path.is_dir():   # a file, or a FIFO or device given by name: its reader says which
         return [Run(name=path.name, traces=[path], manifest=None)]
     files = _files(path, unreadable)
     runs = []

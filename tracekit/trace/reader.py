@@ -6,6 +6,7 @@ float µs as Kineto writes them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from tracekit.errors import ExitCode
 from tracekit.trace import decode, ort, stream
 from tracekit.trace.chunks import BadCut, Chunks, read_parallel, read_serial, workers_for
 from tracekit.trace.decode import StreamError
+from tracekit.trace.file_kinds import unreadable_file
 from tracekit.trace.malloc import MMAP_AFTER_READING, MMAP_WHILE_READING, mmap_threshold, release_freed
 from tracekit.trace.schema import Trace
 
@@ -73,6 +75,8 @@ class EventTables:
                 out_msg_nelems, group_size, dtype, pg_name, pg_desc, pg_ranks, seq (NaN or
                 None where the event has no such arg); sorted by ts.
     meta:       trace_name, source, versions, events, categories (events per ``cat``),
+                unknown_device_events (events of categories Kineto does not write that name a device
+                or stream, by category: left out of every table),
                 problems and problem_counts (damage mended or dropped), and ``distributed``
                 (Kineto's distributedInfo: rank, world_size, backend, ...; {} if absent).
     """
@@ -116,12 +120,19 @@ def is_trace_file(path: Path) -> bool:
 
 def trace_files(folder: Path) -> list[Path]:
     """The trace files directly in ``folder`` (:func:`is_trace_file`), sorted by name."""
-    return sorted(p for p in folder.iterdir() if p.is_file() and is_trace_file(p))
+    return sorted(p for p in folder.iterdir() if not p.is_dir() and is_trace_file(p))
+
+
+def _in_file(msg: str, base: int) -> str:
+    """msgspec's message with its "(byte N)", counted from the text it decoded, counted from the
+    start of the file's text instead (``base``: where that text starts)."""
+    return re.sub(r"\(byte (\d+)\)", lambda m: f"(byte {int(m.group(1)) + base:,} of the file's text)", msg)
 
 
 def _error(path: Path, exc: StreamError) -> TraceError:
-    """The user-facing error for a decode failure (msgspec's message in brackets)."""
-    msg = str(exc.__cause__ or exc)
+    """The user-facing error for a decode failure (msgspec's message in brackets, with the offset
+    in the file where it names one)."""
+    msg = _in_file(str(exc.__cause__ or exc), exc.base)
     low = msg.lower()
     if exc.problem == stream.EMPTY:
         return TraceError(path, "empty file (no JSON in it)", ExitCode.NOT_JSON)
@@ -138,7 +149,9 @@ def _error(path: Path, exc: StreamError) -> TraceError:
     if "truncated" in low:
         return TraceError(path, "truncated JSON (was the trace cut off mid-write?)", ExitCode.TRUNCATED)
     if isinstance(exc.__cause__, UnicodeDecodeError):
-        return TraceError(path, f"not valid UTF-8 JSON ({msg})", ExitCode.NOT_JSON)
+        found = stream.bad_utf8_at(path)
+        where = f"byte 0x{found[1]:02x} at offset {found[0]:,} of the file's text" if found else msg
+        return TraceError(path, f"not valid UTF-8 JSON ({where})", ExitCode.NOT_JSON)
     if isinstance(exc.__cause__, msgspec.ValidationError):
         return TraceError(path, f"unexpected trace content ({msg})", ExitCode.BAD_CONTENT)
     return TraceError(path, f"not valid JSON ({msg})", ExitCode.NOT_JSON)
@@ -153,15 +166,16 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
     core (``workers`` overrides the count; 1 decodes here).
 
     Raises:
-        TraceError: the file is missing, unreadable, empty, not gzip/JSON,
-            truncated, or not a Chrome trace object with ``traceEvents``
-            (:class:`NotATrace` for the last).
+        TraceError: the file is missing, not a regular file (a broken or looping link, a FIFO, a
+            device, a folder: :func:`tracekit.trace.file_kinds.unreadable_file`, never opened),
+            unreadable, empty, not gzip/JSON, truncated, or not a Chrome trace object with
+            ``traceEvents`` (:class:`NotATrace` for the last); every event damaged and dropped.
     """
     path = Path(path)
+    if (problem := unreadable_file(path)) is not None:
+        raise TraceError(path, problem, ExitCode.NOT_FOUND)
     try:
-        if path.is_dir():
-            raise TraceError(path, "is a directory, not a trace file", ExitCode.NOT_FOUND)
-        if path.stat().st_size == 0:
+        if path.stat().st_size == 0 and _empty(path):
             raise TraceError(path, "empty file", ExitCode.NOT_JSON)
         workers = workers_for(path) if workers is None else workers
         if workers > 1:
@@ -175,6 +189,8 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
         raise TraceError(path, "no such file", ExitCode.NOT_FOUND) from None
     except PermissionError:
         raise TraceError(path, "permission denied", ExitCode.NOT_FOUND) from None
+    except OSError as exc:   # an I/O error, a file of /proc that cannot be read...
+        raise TraceError(path, f"cannot be read ({(exc.strerror or str(exc)).lower()})", ExitCode.NOT_FOUND) from None
     except StreamError as exc:
         error = _error(path, exc)
         if not (isinstance(error, NotATrace) and "JSON array" in error.problem):
@@ -195,9 +211,19 @@ def load(path: Path | str, workers: int | None = None) -> EventTables:
     if workers > 1:
         release_freed()
     if tables.gpu_ops.empty and tables.host_calls.empty and tables.cpu_ops.empty:
+        if any("dropped" in p for p in tables.meta["problems"]):
+            raise TraceError(path, f"all its PyTorch profiler events were damaged and dropped ("
+                                   f"{'; '.join(tables.meta['problems'])})", ExitCode.BAD_CONTENT)
         raise NotATrace(path, f"none of its {tables.meta['events']} events is a PyTorch profiler event "
                               "(cpu_op, kernel, cuda_runtime...): a trace from another tool?")
     return tables
+
+
+def _empty(path: Path) -> bool:
+    """Whether a file of size 0 holds nothing: some (of /proc) have a size of 0 but text to read,
+    or fail when read (OSError)."""
+    with open(path, "rb") as f:
+        return not f.read(1)
 
 
 def _tables(path: Path, read: Chunks) -> EventTables:
@@ -223,12 +249,13 @@ def _tables(path: Path, read: Chunks) -> EventTables:
             "cuda_runtime_version": header.cuda_runtime_version,
             "cuda_driver_version": header.cuda_driver_version, "events": builder.events,
             "categories": dict(builder.categories.most_common()),
+            "unknown_device_events": dict(builder.unknown_device.most_common()),
             "distributed": header.distributedInfo if isinstance(header.distributedInfo, dict) else {}}
     syncs = builder.table("syncs")
     if "mtia_ccp_events" in builder.categories:
         gpu_ops, syncs = mtia_ops(gpu_ops, syncs)
     tables = EventTables(path=path, gpu_ops=gpu_ops, host_calls=host_calls, cpu_ops=cpu_ops,
-                         syncs=syncs, markers=markers(cpu_ops),
+                         syncs=syncs, markers=markers(cpu_ops, builder.problems),
                          devices=pd.DataFrame([msgspec.structs.asdict(d) for d in header.deviceProperties]),
                          meta=meta, comms=builder.table("comms"))
     if nest_order:  # the CPU ops by (thread, start, longer first), for the nest (tracekit.analysis.metrics.nest)

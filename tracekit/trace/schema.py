@@ -143,3 +143,11 @@ class LeanEvent(StrictEvent, frozen=True, gc=False):
     :class:`StrictEvent` (:func:`tracekit.trace.event_columns.build_chunk`)."""
 
     args: LeanArgs = NO_LEAN_ARGS
+
+
+class RawTrace(Trace, frozen=True):
+    """A :class:`Trace` whose events are left undecoded (each one's JSON text), for a trace some of
+    whose events have fields of the wrong types: each is then decoded on its own
+    (:func:`tracekit.trace.decode.lenient_event`)."""
+
+    traceEvents: list[msgspec.Raw]

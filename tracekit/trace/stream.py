@@ -16,6 +16,7 @@ the file, so the error reported is the real one (truncation, bad JSON).
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import mmap
 import re
@@ -42,10 +43,28 @@ def _open(path: Path) -> BinaryIO:
 
 
 def _read(stream: BinaryIO, n: int) -> bytes:
+    """The next ``n`` bytes (of the gunzipped text for a .gz). A gzip that cannot be read is a
+    StreamError; another OSError (an I/O error of the disk) is raised as it is."""
     try:
         return stream.read(n)
-    except (OSError, EOFError, zlib.error) as exc:
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise StreamError(f"corrupt or truncated gzip ({exc})") from None
+
+
+def bad_utf8_at(path: Path) -> tuple[int, int] | None:
+    """(offset, byte) of the first byte of the file's text (gunzipped) that is not UTF-8, or None
+    where it all decodes: where msgspec's error, relative to the string it decoded, does not say."""
+    decoder, at = codecs.getincrementaldecoder("utf-8")(), 0
+    with _open(path) as stream:
+        while block := _read(stream, CHUNK_BYTES):
+            pending = len(decoder.getstate()[0])   # an incomplete character kept from the block before
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as exc:
+                where = at - pending + exc.start
+                return where, (exc.object[exc.start])
+            at += len(block)
+    return None
 
 
 def _last_boundary(buf: bytearray, end: int) -> tuple[int, int] | None:
@@ -95,14 +114,14 @@ def iter_events(path: Path, chunk_bytes: int | None = None,
     chunk_bytes = chunk_bytes or CHUNK_BYTES
     with no_gc(), _open(path) as stream:
         buf = bytearray(_read(stream, chunk_bytes))
-        if buf.startswith(_BOM):
-            del buf[:len(_BOM)]
+        base = len(_BOM) if buf.startswith(_BOM) else 0   # where buf[0] is in the file's text
+        del buf[:base]
         while (i := buf.find(_KEY)) < 0 or (j := _array_at(buf, i + len(_KEY))) is None:
             block = _read(stream, chunk_bytes)
             if not block:  # no traceEvents array: decode as is, for the real error
                 if not buf.strip():
                     raise StreamError(EMPTY)
-                trace = decode_whole(bytes(buf))
+                trace = decode_whole(bytes(buf), base)
                 yield trace.traceEvents
                 yield trace
                 return
@@ -110,26 +129,30 @@ def iter_events(path: Path, chunk_bytes: int | None = None,
         if j < 0:  # "traceEvents" holds no array (or the key was inside a string): decode it all
             while block := _read(stream, chunk_bytes):
                 buf += block
-            trace = decode_whole(bytes(buf))
+            trace = decode_whole(bytes(buf), base)
             yield trace.traceEvents
             yield trace
             return
         prefix = bytes(buf[:i])
         rest = buf
         del rest[:j]  # keep the array's '[' at the front (front deletion is O(1))
+        at = base + j   # where rest[0] is in the file's text
         cut = _cut_raw if raw else _cut
         while block := _read(stream, chunk_bytes):
             rest += block
             if len(rest) < chunk_bytes:
                 continue
+            before = len(rest)
             events, rest = cut(rest)
+            at += before - len(rest)
             if events is not None:
                 yield events
         # What is left: the last events, ']' and the keys after the array.
-        tail = decode_whole(b'{"traceEvents":' + rest)
+        key = b'{"traceEvents":'
+        tail = decode_whole(key + rest, at - len(key))
         yield tail.traceEvents
         del rest
-        head = decode_whole(prefix + b'"traceEvents":[]}')
+        head = decode_whole(prefix + b'"traceEvents":[]}', base)
         yield merge_header(head, tail)
 
 
