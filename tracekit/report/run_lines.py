@@ -86,9 +86,10 @@ def evidence_text(row: dict) -> str:
     if reason:
         return f"not judged: {reason}"
     util = row["utilization"] if row["active_span_us"] > 0 else 1.0
+    short = row.get("short_kernel_share", math.nan)
     text = (f"host wait {row['host_wait_share']:.0%} of the GPU's active span, utilization {util:.0%}, "
             f"feed ratio {row.get('feed_ratio', math.nan):.2f} (GPU µs per launch / µs between launches), "
-            f"{row.get('short_kernel_share', math.nan):.0%} of kernels < 10 µs")
+            + (f"{short:.0%} of kernels < 10 µs" if _known(short) else "no kernel (copies and sets only)"))
     unprofiled = row.get("unprofiled_utilization", math.nan)
     if _known(unprofiled):
         text += (f"; unprofiled: GPU busy {rule.busy_per_iteration(row) / 1e3:.2f} ms of a "
@@ -116,6 +117,20 @@ def integrity_text(check: dict) -> str:
                 + (f"; over {LAUNCHLESS_MAX_SHARE:.0%}: host wait is unmeasured" if failed else ""))
     if name == "GPU activity":
         return f"{n} launch calls but no GPU op: GPU activity was not recorded; profile with {ENABLE_GPU}"
+    if name == "launches without GPU op":
+        return (f"{n} of {total} kernel launch calls have no GPU op with their correlation id: their kernels are not "
+                "in the trace (filtered out, or recorded under another category)"
+                + (f"; over {LAUNCHLESS_MAX_SHARE:.0%}: the GPU's figures leave out most of its work"
+                   if failed else ""))
+    if name == "unknown device events":
+        return (f"{n} device events (a device or stream arg) under categories Kineto does not write ({what}): GPU "
+                "activity left out of every figure" + (f"; over {DROPPED_MAX_SHARE:.0%} of the device's events"
+                                                        if failed else ""))
+    if name == "0 µs GPU ops":
+        return (f"{n} of {total} GPU ops are 0 µs long" + (": busy time and idle gaps say nothing" if failed else ""))
+    if name == "timestamps":
+        return (f"timestamps so large that float64 holds them only to {float(what):g} µs: shorter intervals are lost "
+                "(were they shifted, or written in another unit?)")
     if name == "integrity":
         return f"the integrity checks failed ({what})"
     return str(what)
@@ -143,6 +158,26 @@ def note(row: dict, checks: pd.DataFrame) -> str:
     return "; ".join(p for p in parts if isinstance(p, str) and p)
 
 
+def _status_line(label: str, status: str, detail: str) -> str:
+    """``label: integrity ok``, ``label: integrity warning: detail`` or ``label: integrity FAILED: detail``."""
+    return f"{label}: integrity {status.upper() if status == 'failed' else status}" + (f": {detail}" if detail else "")
+
+
+def checks_lines(checks: pd.DataFrame, label=lambda trace, rows: trace, by="trace") -> list[str]:
+    """One line per trace of an integrity table of several traces (``trace`` and the columns of
+    :func:`tracekit.analysis.metrics.integrity.checks`, or their ``detail`` already worded): its status
+    line (as :func:`integrity_lines` says a run's), ``label(key, its rows)`` naming it (default: the
+    trace's path; ``by``: the column or columns that tell the traces apart, the key's)."""
+    from tracekit.analysis.metrics.integrity import summary
+
+    out = []
+    for trace, rows in checks.groupby(by, sort=False):
+        if "detail" not in rows:
+            rows = rows.assign(detail=[integrity_text(c) for c in rows.to_dict("records")])
+        out.append(_status_line(label(trace, rows), summary(rows)["integrity"], integrity_detail(rows)))
+    return out
+
+
 def integrity_lines(runs: pd.DataFrame) -> list[str]:
     """One line per analyzed trace of ``runs`` (the run table of :mod:`tracekit.analysis.runs`):
     ``run: integrity ok`` (``run (rank N): ...`` for a rank of a job), or its warnings / FAILED
@@ -154,9 +189,7 @@ def integrity_lines(runs: pd.DataFrame) -> list[str]:
     for r in records(runs):
         status = r.get("integrity")
         if isinstance(status, str):
-            detail = r.get("integrity_detail") or ""
-            out.append(f"{labelled(r)}: integrity {status.upper() if status == 'failed' else status}"
-                       + (f": {detail}" if detail else ""))
+            out.append(_status_line(labelled(r), status, r.get("integrity_detail") or ""))
         if isinstance(failed := r.get("failed_analyses"), str) and failed:   # NaN: a run without a trace
             out.append(f"{labelled(r)}: {failed} (a bug in tracekit; the other figures stand)")
     return out

@@ -18,11 +18,22 @@ each check (:func:`tracekit.report.run_lines.integrity_text`). Checks:
   the figure the verdict rests on, is then unmeasured for most of the GPU's gaps);
 * launch calls with no GPU op at all: the profiler did not record GPU
   activity (failed; the report says how to enable it);
+* kernel launch calls whose correlation id no GPU op has, in a trace with GPU ops: their kernels
+  are not in the trace (relabelled, filtered out); failed past ``LAUNCHLESS_MAX_SHARE`` of them
+  (every real trace we have: none);
+* device events under a category Kineto does not write (a ``device`` or ``stream`` arg, no
+  ``kernel`` category: the reader's ``unknown_device_events``): GPU activity left out of every
+  figure; failed past ``DROPPED_MAX_SHARE`` of the device's events;
+* GPU ops 0 µs long (none in any real trace we have): failed past half of them (busy time and
+  every gap then say nothing);
+* timestamps so large that float64 holds them to more than ``TS_RESOLUTION_US`` (past 2**53 ns
+  worth of µs, about 285 years of µs since the epoch): intervals shorter than that are lost (failed);
 * the accelerator the trace's device ops come from (CUDA, ROCm/HIP, XPU, MTIA).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from tracekit.analysis.metrics.idle import launch_index
@@ -35,7 +46,13 @@ LAUNCHLESS_MAX_SHARE = 0.5  # ours: past half the GPU ops without their launch c
 LAUNCH_PREFIXES = ("cudaLaunch", "cuLaunch", "cudaGraphLaunch", "cudaMemcpy", "cudaMemset", "hipLaunch",
                    "hipExtLaunch", "hipGraphLaunch", "hipMemcpy", "hipMemset", "zeCommandListAppend",
                    "urEnqueue", "mtia")
+# Host APIs that launch kernels (a cudaGraphLaunch: a replay's kernels share its correlation id); not
+# cudaLaunchHostFunc, which enqueues no GPU op.
+KERNEL_LAUNCHES = ("cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cuLaunchKernel", "cuLaunchCooperativeKernel",
+                   "cudaGraphLaunch", "cuGraphLaunch", "hipLaunchKernel", "hipExtLaunchKernel",
+                   "hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipGraphLaunch")
 COLUMNS = ["check", "status", "count", "total", "what"]
+TS_RESOLUTION_US = 1.0  # ours: a coarser step between representable timestamps loses whole kernels
 
 
 def accelerator(tables: EventTables) -> str:
@@ -88,9 +105,67 @@ def checks(tables: EventTables) -> pd.DataFrame:
     launch_calls = int(calls["name"].astype(str).str.startswith(LAUNCH_PREFIXES).sum()) if ops.empty else 0
     if launch_calls:
         rows.append({"check": "GPU activity", "status": "failed", "count": launch_calls, "total": 0, "what": ""})
+    rows += _unmatched_launches(tables) + _unknown_device(tables) + _degenerate_times(tables)
     rows.append({"check": "accelerator", "status": "ok", "count": len(ops), "total": len(ops),
                  "what": accelerator(tables)})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _unmatched_launches(tables: EventTables) -> list[dict]:
+    """The check of kernel launch calls (``KERNEL_LAUNCHES``) whose correlation id no GPU op has, in
+    a trace with GPU ops (without any, the ``GPU activity`` check says it); none where every one has."""
+    ops, calls = tables.gpu_ops, tables.host_calls
+    if ops.empty or calls.empty:
+        return []
+    launches = calls[calls["name"].astype(str).str.startswith(KERNEL_LAUNCHES).to_numpy()]
+    alone = int((~launches["correlation"].isin(ops["correlation"])).sum())
+    if not alone:
+        return []
+    status = "failed" if alone > LAUNCHLESS_MAX_SHARE * len(launches) else "warning"
+    return [{"check": "launches without GPU op", "status": status, "count": alone, "total": len(launches), "what": ""}]
+
+
+def _unknown_device(tables: EventTables) -> list[dict]:
+    """The check of device events under categories Kineto does not write (the reader's
+    ``unknown_device_events``; ``what``: those categories), out of them and the GPU ops."""
+    found = tables.meta.get("unknown_device_events") or {}
+    n = sum(found.values())
+    if not n:
+        return []
+    status = "failed" if n > DROPPED_MAX_SHARE * (n + len(tables.gpu_ops)) else "warning"
+    return [{"check": "unknown device events", "status": status, "count": n, "total": n + len(tables.gpu_ops),
+             "what": ", ".join(found)}]
+
+
+def _degenerate_times(tables: EventTables) -> list[dict]:
+    """The checks of GPU ops 0 µs long and of timestamps too large to hold µs (``what``: the float64
+    step between timestamps there, in µs)."""
+    rows, ops = [], tables.gpu_ops
+    zero = int((ops["dur"] == 0).sum())
+    if zero:
+        status = "failed" if zero > LAUNCHLESS_MAX_SHARE * len(ops) else "warning"
+        rows.append({"check": "0 µs GPU ops", "status": status, "count": zero, "total": len(ops), "what": ""})
+    largest = max((float(t["ts"].abs().max()) for t in (ops, tables.host_calls, tables.cpu_ops) if len(t)), default=0.0)
+    step = float(np.spacing(largest))
+    if step > TS_RESOLUTION_US:
+        rows.append({"check": "timestamps", "status": "failed", "count": 0, "total": 0, "what": f"{step:g}"})
+    return rows
+
+
+def checked(tables: EventTables) -> pd.DataFrame:
+    """:func:`checks`, or where they raise (a bug, on damaged input) one failed ``integrity`` row
+    whose ``what`` is the reason: what the verbs that read traces without ``analyze_trace``
+    (``tracekit whatif``) show of each input."""
+    try:
+        return checks(tables)
+    except Exception as exc:  # noqa: BLE001 - unchecked is a failed check, never a crash
+        return _unchecked_table(f"{type(exc).__name__}: {exc}")
+
+
+def damaged(table: pd.DataFrame) -> bool:
+    """Whether an integrity table (of one trace or several) has damage the reader mended or dropped
+    (an ``events`` check): the inputs for which a verb exits PARTIAL (10), as ``tracekit analyze``."""
+    return bool(len(table)) and bool((table["check"] == "events").any())
 
 
 def _checked(table: pd.DataFrame) -> Output:
@@ -98,9 +173,15 @@ def _checked(table: pd.DataFrame) -> Output:
     return Output(row=summary(table), tables={"integrity": table})
 
 
+def _unchecked_table(why: str) -> pd.DataFrame:
+    """The table where the checks failed: the figures are not vouched for (``what``: why)."""
+    return pd.DataFrame([{"check": "integrity", "status": "failed", "count": 0, "total": 0, "what": why}],
+                        columns=COLUMNS)
+
+
 def _unchecked(x: Inputs, why: str) -> Output:
-    """Where the checks failed: the figures are not vouched for (``what``: why)."""
-    return _checked(pd.DataFrame([{"check": "integrity", "status": "failed", "count": 0, "total": 0, "what": why}]))
+    """Where the checks failed (the analysis raised): :func:`_unchecked_table`."""
+    return _checked(_unchecked_table(why))
 
 
 @register("integrity", reads=("gpu_ops", "host_calls", "meta"), order=10, tables=("integrity",), default=_unchecked,
