@@ -45,12 +45,14 @@ from tracekit.trace.annotate import annotated_path, write
 from tracekit.trace.reader import ANNOTATED, EventTables
 
 MODEL = "(model)"   # the name of the module path "" (the model itself) on a module track
-COLUMNS = ["trace", "annotated", "tracks", "notes"]
+COLUMNS = ["trace", "annotated", "tracks", "notes", "failed"]
 # The notes of a trace (reasons, worded by tracekit.report.annotation_text): an annotated copy itself; a trace
 # without GPU ops; one that cannot be read (its ``problem``); a ``track`` that could not be made (``why``: a
-# critical path's reason, an error's message or repr); a limit of the critical path (``note``: its reason).
-ANNOTATED_COPY, NOTHING, UNREADABLE, NO_TRACK, PATH_NOTE = ("annotated copy", "nothing to annotate", "unreadable",
-                                                            "no track", "critical path")
+# critical path's reason, an error's message or repr); a limit of the critical path (``note``: its reason); a
+# trace tracekit failed on (``error``: the exception's type and message; a bug).
+ANNOTATED_COPY, NOTHING, UNREADABLE, NO_TRACK, PATH_NOTE, FAILED = ("annotated copy", "nothing to annotate",
+                                                                    "unreadable", "no track", "critical path",
+                                                                    "internal error")
 
 
 def critical_path_tracks(cp: critical_path.CriticalPath) -> dict[str, pd.DataFrame]:
@@ -165,7 +167,8 @@ def annotate(path: Path | str, out: Path | str | None = None) -> pd.DataFrame:
         One row per trace: trace (Path), annotated (the copy's Path, None where none was
         written: an unreadable trace, nothing to add), tracks (the names of the tracks
         written), notes (reasons: tracks left out and why, see ``NOTHING``...; :func:`tracekit.annotate`
-        gives them in words).
+        gives them in words), failed (True where tracekit failed on the trace, a bug: its note is
+        ``FAILED``; the others are written).
 
     Raises:
         TraceError: ``path`` does not exist.
@@ -182,13 +185,15 @@ def annotate(path: Path | str, out: Path | str | None = None) -> pd.DataFrame:
 
 def _annotate_one(trace: Path, record: Attribution | None, out: Path | None) -> list:
     if trace.name.endswith((ANNOTATED, ANNOTATED + ".gz")):
-        return [trace, None, [], [{"code": ANNOTATED_COPY}]]
+        return [trace, None, [], [{"code": ANNOTATED_COPY}], False]
     try:
         tables = load(trace)
         if not tables.has_gpu:
-            return [trace, None, [], [{"code": NOTHING}]]
+            return [trace, None, [], [{"code": NOTHING}], False]
         made, notes = tracks(tables, record)
         kept = [name for name, slices in made.items() if len(slices)]
-        return [trace, write(trace, made, annotated_path(trace, out)) if kept else None, kept, notes]
+        return [trace, write(trace, made, annotated_path(trace, out)) if kept else None, kept, notes, False]
     except TraceError as exc:
-        return [trace, None, [], [{"code": UNREADABLE, "problem": exc.problem}]]
+        return [trace, None, [], [{"code": UNREADABLE, "problem": exc.problem}], False]
+    except Exception as exc:  # noqa: BLE001 - a bug on one trace loses that trace's copy only
+        return [trace, None, [], [{"code": FAILED, "error": f"{type(exc).__name__}: {exc}"}], True]

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
-from tracekit.cli.group import OutFolder, UserError, main, report_options, wide_option
+from tracekit.cli.group import (OutFolder, UserError, exit_if_partial, main, report_options, show_tracebacks,
+                                wide_option)
 from tracekit.errors import ExitCode
 
 
@@ -66,13 +66,15 @@ def analyze(path, out, as_json, iterations, baseline, dask_address, annotate, cr
         print_reports(result, wide=wide)
         click.echo(f"wrote {out}/: " + ", ".join(p.name for p in written if p.suffix != ".png")
                    + f"; plots/: {sum(p.suffix == '.png' for p in written)} PNG", err=True)
+    failed = 0
     if annotate:
         from tracekit.api import annotate as annotate_traces
 
         for r in annotate_traces(path).itertuples():
             click.echo((f"annotated {r.annotated}" if r.annotated else f"{r.trace}: no annotated copy")
                        + "".join(f"; {n}" for n in r.notes), err=True)
-    _exit_if_partial(result)
+            failed += r.failed
+    exit_if_partial([result], failed)
 
 
 @main.command()
@@ -104,7 +106,7 @@ def compare(paths, baseline, out, html_plots, link_traces, wide) -> None:
         write_reports(result, out, source=" ".join(str(p) for p in paths), html_plots=html_plots,
                       link_traces=link_traces)
         click.echo(f"report in {out}/", err=True)
-    _exit_if_partial(result)
+    exit_if_partial([result])
 
 
 def _analyze(path, baseline: str, iterations=None, dask=None, as_json: bool = False, critical_path: bool = False):
@@ -125,7 +127,7 @@ def _analyze(path, baseline: str, iterations=None, dask=None, as_json: bool = Fa
         return api.analyze(path, baseline, iterations, dask=dask, critical_path=critical_path)
     except NothingAnalyzed as exc:   # nothing analyzed: no report written over an old one
         fail(exc.errors)
-        _show_tracebacks(exc.failures)
+        show_tracebacks(exc.failures)
         raise UserError(str(exc), exc.code) from None
     except TraceError as exc:
         fail([(str(exc.path), exc.problem, int(exc.code))])
@@ -133,30 +135,3 @@ def _analyze(path, baseline: str, iterations=None, dask=None, as_json: bool = Fa
     except ClusterError as exc:
         fail([(str(path), str(exc), int(ExitCode.USAGE))])
         raise UserError(str(exc), ExitCode.USAGE) from None
-
-
-def _show_tracebacks(failures: list[tuple[str, str, str, str]]) -> None:
-    """Under ``--debug``, the traceback of each analysis that raised (``failures``: as
-    :attr:`tracekit.analysis.runs.Analysis.failures`), on stderr."""
-    if (click.get_current_context().obj or {}).get("debug"):
-        for path, analysis, _, trace in failures:
-            click.echo(f"--debug: {analysis} of {path or 'the runs'}:\n{trace}", err=True)
-
-
-def _exit_if_partial(result) -> None:
-    """Exit INTERNAL (70) when an analysis raised (the report holds everything else), PARTIAL
-    (10) when some files were unreadable or damaged, else return (exit 0)."""
-    import pandas as pd
-
-    _show_tracebacks(result.failures)
-    damaged = result.runs.get("trace_problems", pd.Series(dtype=float)).fillna(0).sum()
-    if result.failures:
-        for path, analysis, reason, _ in result.failures:
-            click.echo(f"tracekit: internal error: {path or 'the runs'}: {analysis} failed: {reason}", err=True)
-        click.echo(f"tracekit: {len(result.failures)} analysis failure(s), a bug in tracekit: the report holds "
-                   "everything else (rerun with --debug for the tracebacks)", err=True)
-        sys.exit(ExitCode.INTERNAL)
-    if result.errors or damaged:
-        click.echo(f"warning: {len(result.errors)} unreadable file(s), {int(damaged)} damaged trace(s) "
-                   "(listed above and in the report)", err=True)
-        sys.exit(ExitCode.PARTIAL)

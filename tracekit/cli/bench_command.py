@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from tracekit.cli.group import OutFolder, UserError, main, report_options, wide_option
+from tracekit.cli.group import OutFolder, UserError, exit_if_partial, main, report_options, wide_option
 
 
 @main.command()
@@ -76,3 +76,4 @@ def bench(suite_files, traces, reports, only, force, timeout_s, max_minutes, set
         print_reports(result.tables, wide=wide)
         click.echo(f"{result.suite.name}: {len(result.ran)} cells run in {result.elapsed_s:.0f} s; "
                    f"report in {result.report_dir}/report.md", err=True)
+    exit_if_partial([result.tables for result in results])

@@ -8,6 +8,7 @@ The verb modules of :mod:`tracekit.cli` import it and add their commands to
 from __future__ import annotations
 
 import signal
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -130,6 +131,36 @@ def main(ctx: click.Context, debug: bool, verbose: bool) -> None:
     """
     ctx.ensure_object(dict).update(debug=debug, command=ctx.invoked_subcommand)
     ctx.with_resource(quiet.third_party_warnings(show=verbose))
+
+
+def show_tracebacks(failures: list[tuple[str, str, str, str]]) -> None:
+    """Under ``--debug``, the traceback of each analysis that raised (``failures``: as
+    :attr:`tracekit.analysis.runs.Analysis.failures`), on stderr."""
+    if (click.get_current_context().obj or {}).get("debug"):
+        for path, analysis, _, trace in failures:
+            click.echo(f"--debug: {analysis} of {path or 'the runs'}:\n{trace}", err=True)
+
+
+def exit_if_partial(results: list, failed_annotations: int = 0) -> None:
+    """The end of a verb that analyzed and reported (``analyze``, ``compare``, ``bench``): exit PARTIAL
+    (10) when an analysis raised (a bug in tracekit: its line on stderr, the report holding everything
+    else; the tracebacks under ``--debug``), some files were unreadable or damaged, or
+    ``failed_annotations`` traces got no annotated copy for an internal error; else return (exit 0).
+    ``results``: the :class:`tracekit.analysis.result.Result` of each analysis reported."""
+    failures = [f for r in results for f in r.failures]
+    show_tracebacks(failures)
+    for path, analysis, reason, _ in failures:
+        click.echo(f"tracekit: internal error: {path or 'the runs'}: {analysis} failed: {reason}", err=True)
+    if failures:
+        click.echo(f"tracekit: {len(failures)} analysis failure(s), a bug in tracekit: the report holds everything "
+                   "else (rerun with --debug for the tracebacks)", err=True)
+    errors = sum(len(r.errors) for r in results)
+    damaged = sum(int((r.runs["trace_problems"].fillna(0) > 0).sum()) for r in results if "trace_problems" in r.runs)
+    if errors or damaged:
+        click.echo(f"warning: {errors} unreadable file(s), {damaged} damaged trace(s) (listed above and in the report)",
+                   err=True)
+    if failures or errors or damaged or failed_annotations:
+        sys.exit(ExitCode.PARTIAL)
 
 
 def report_options(command):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tracekit.analysis.annotation_tracks import ANNOTATED_COPY, NO_TRACK, NOTHING, PATH_NOTE, UNREADABLE
+from tracekit.analysis.annotation_tracks import ANNOTATED_COPY, FAILED, NO_TRACK, NOTHING, PATH_NOTE, UNREADABLE
 from tracekit.report.path_text import path_note
 
 # Each reason's words, by its code.
@@ -16,6 +16,7 @@ TEXTS = {
     UNREADABLE: lambda r: r["problem"],
     NO_TRACK: lambda r: f"no {r['track']} track: {path_note(r['why'])}",
     PATH_NOTE: lambda r: f"critical path: {path_note(r['note'])}",
+    FAILED: lambda r: f"internal error: {r['error']}",
 }
 
 
