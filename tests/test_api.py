@@ -149,13 +149,15 @@ def test_whatif_predicts_a_run_from_python_as_tracekit_whatif_does():
     d = p.to_dict()
     assert list(d) == ["path", "edits", "predicted_latency_ms", "measured_latency_ms", "modelled_latency_ms",
                        "calibrated", "host_scale", "gpu_scale", "critical_path_before", "critical_path_after",
-                       "notes", "missing"]
+                       "notes", "missing", "unreadable", "integrity"]   # issue 40: each input's integrity
+    assert [(c["check"], c["status"]) for c in d["integrity"]] == [("accelerator", "ok")]
     assert d["critical_path_before"]["cpu_us"] == 190.58 and d["critical_path_after"]["gpu_gap_us"] == 3.38
     assert str(p).splitlines()[1:] == [
         "  predicted iteration 0.053 ms, from 0.231 ms modelled (calibrated to the unprofiled 0.231 ms (host time "
         "x0.39, GPU time x1.00))",
         "  critical path before: cpu 191 µs (85%), launch 33 µs (15%)",
-        "  critical path after:  kernel 50 µs (94%), gpu_gap 3 µs (6%)"]
+        "  critical path after:  kernel 50 µs (94%), gpu_gap 3 µs (6%)",
+        f"  {p.integrity['trace'].iloc[0]}: integrity ok"]
 
 
 def test_whatif_takes_faster_as_a_mapping_or_as_strings(tmp_path):
@@ -203,9 +205,12 @@ def test_whatif_says_what_cannot_be_predicted(tmp_path):
     p = tracekit.whatif(write_run(tmp_path / "cpu", cpu, device_type="cpu"), cuda_graphs=True)
     assert p.cannot_predict == "no GPU ops in the trace: there is no host-GPU critical path to find"
     assert p.predicted_latency_ms is None and p.critical_path_before.empty
+    trace = p.integrity["trace"].iloc[0]   # issue 40: each input's integrity, as tracekit analyze checks it
     assert p.to_dict() == {"path": str(tmp_path / "cpu"), "predicted_latency_ms": None,
-                           "cannot_predict": p.cannot_predict}
-    assert str(p) == f"{tmp_path / 'cpu'}: cannot predict: {p.cannot_predict}"
+                           "cannot_predict": p.cannot_predict, "unreadable": [], "integrity": [
+                               {"trace": trace, "rank": 0, "check": "accelerator", "status": "ok", "count": 0,
+                                "detail": "none"}]}
+    assert str(p) == f"{tmp_path / 'cpu'}: cannot predict: {p.cannot_predict}\n  {trace}: integrity ok"
     one = TraceBuilder()
     one.step(1, 0, 100)
     one.kernel("gemm", start=15, dur=10, launch_at=10)

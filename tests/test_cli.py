@@ -286,7 +286,8 @@ def test_whatif_prints_the_prediction_or_its_json(tmp_path):
         "  predicted iteration 0.053 ms, from 0.231 ms modelled (calibrated to the unprofiled 0.231 ms (host time "
         "x0.39, GPU time x1.00))",
         "  critical path before: cpu 191 µs (85%), launch 33 µs (15%)",
-        "  critical path after:  kernel 50 µs (94%), gpu_gap 3 µs (6%)"]
+        "  critical path after:  kernel 50 µs (94%), gpu_gap 3 µs (6%)",
+        f"  {next(run.glob('*.pt.trace.json.gz'))}: integrity ok"]   # issue 40: each input's integrity
     host = write_run(tmp_path / "w" / "eager", eager_trace(), latency_ms=(0.05, 0.045, 0.055))
     r = CliRunner().invoke(main, ["whatif", str(host), "--faster", "gemm=2", "--host-faster", "2", "--json"])
     out = json.loads(r.output)
@@ -301,9 +302,12 @@ def test_whatif_prints_the_prediction_or_its_json(tmp_path):
     cpu.cpu_op("aten::mm", 0, 10)
     write_run(tmp_path / "cpu", cpu, device_type="cpu")
     r = CliRunner().invoke(main, ["whatif", str(tmp_path / "cpu"), "--cuda-graphs", "--json"])
-    assert r.exit_code == 0 and json.loads(r.output) == {
+    out = json.loads(r.output)
+    assert r.exit_code == 0 and out == {
         "path": str(tmp_path / "cpu"), "predicted_latency_ms": None,
-        "cannot_predict": "no GPU ops in the trace: there is no host-GPU critical path to find"}
+        "cannot_predict": "no GPU ops in the trace: there is no host-GPU critical path to find", "unreadable": [],
+        "integrity": out["integrity"]}   # issue 40: each input's integrity
+    assert [(c["check"], c["status"], c["detail"]) for c in out["integrity"]] == [("accelerator", "ok", "none")]
 
 
 @pytest.mark.parametrize("args, code, message", [

@@ -18,6 +18,7 @@ class ExitCode(IntEnum):
     PARTIAL = 10        # analyzed, but some files were unreadable or some events were dropped (listed)
     PROFILER = 11       # `tracekit counters`: ncu (Nsight Compute) missing, or it could not profile
     NO_TORCH = 12       # a command that runs workloads (trace, bench, counters, models, backends) without PyTorch
+    CANNOT_MODEL = 13   # `tracekit whatif`: the trace's dependency graph could not be modelled (the reason printed)
     INTERNAL = 70       # a bug in tracekit: rerun with --debug for the traceback
     INTERRUPTED = 130   # Ctrl-C or SIGTERM (128 + SIGINT, as shells report it): run.json says "interrupted"
 

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from tracekit.cli.group import UserError, main
+from tracekit.cli.group import UserError, main, show_tracebacks
 from tracekit.errors import ExitCode
 
 
@@ -39,15 +39,20 @@ def whatif(path, cuda_graphs, faster, host_faster, overlap_comm, balance_ranks, 
       tracekit whatif traces/vit16x6x384/eager --faster 'blocks.*.mlp=2' --json
 
     Without run.json the trace is modelled as profiled (uncalibrated) and the output says
-    so. A trace with no GPU ops or launch calls, or a single launch, gets one line saying
-    what cannot be predicted (exit 0); a --faster pattern that matches nothing is a usage
-    error (exit 2). A job folder lacking a rank's trace, or with one that cannot be read, is
-    predicted from the ranks it has, names the others, and exits 10.
+    so. Each trace's integrity is printed as tracekit analyze checks it. A trace with no GPU ops
+    or launch calls, or a single launch, gets one line saying what cannot be predicted (exit 0);
+    a --faster pattern that matches nothing, or an --annotation not in the trace, is a usage
+    error (exit 2); a trace the model fails on says why (exit 13). A folder with a trace that
+    cannot be read, a job lacking a rank's trace, or a trace whose events were damaged (mended or
+    dropped), is predicted from what it has, names the rest, and exits 10.
     """
     from tracekit import api
     from tracekit.analysis.critical_path import AnnotationError
     from tracekit.analysis.critical_path.edits import EditError
+    from tracekit.analysis.metrics.integrity import damaged
+    from tracekit.io import jsonable
     from tracekit.report import print_reports
+    from tracekit.report.worded import worded
     from tracekit.trace import TraceError
 
     if not (cuda_graphs or faster or host_faster or overlap_comm or balance_ranks):
@@ -63,8 +68,11 @@ def whatif(path, cuda_graphs, faster, host_faster, overlap_comm, balance_ranks, 
     except TraceError as exc:
         raise UserError(str(exc), exc.code) from None
     if as_json:
-        click.echo(json.dumps(prediction.to_dict()))
+        click.echo(json.dumps(jsonable(worded(prediction).to_dict())))
     else:
         print_reports(prediction)
-    if prediction.ranks_missing or prediction.unreadable:
+    if prediction.failure:
+        show_tracebacks([(path, "whatif", prediction.failure, prediction.failure_traceback)])
+        sys.exit(ExitCode.CANNOT_MODEL)
+    if prediction.ranks_missing or prediction.unreadable or damaged(prediction.integrity):
         sys.exit(ExitCode.PARTIAL)

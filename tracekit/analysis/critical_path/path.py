@@ -177,8 +177,10 @@ def segments(g: Graph, tm: Timing, per: pd.DataFrame) -> pd.DataFrame:
         cols["rank"].extend([r.rank] * len(found))
         cols["step"].extend([r.step] * len(found))
         last[r.rank] = r.finish_us
-    out = pd.DataFrame(cols)
-    node = out["node"].to_numpy(dtype=np.int64)
+    # typed, so that an iteration with no segment (every op of it 0 µs long) still merges by rank and step
+    out = pd.DataFrame({c: np.asarray(v, dtype=np.int64 if c in ("rank", "step", "node") else
+                                      np.float64 if c.endswith("_us") else object) for c, v in cols.items()})
+    node = out["node"].to_numpy()
     out["name"] = g.name[node]
     out["node_rank"] = g.rank[node]
     out["dur_us"] = out["end_us"] - out["start_us"]

@@ -177,6 +177,13 @@ class Prediction:
     host_scale_by_rank:   a job's host factor per rank ({} for a single run).
     rank_excess:          ``balance-ranks``: per rank, the host and GPU work taken away (host_excess_us,
                           gpu_excess_us, µs per iteration); empty without the edit.
+    integrity:            each readable trace's integrity checks (trace, rank, then the columns of
+                          :func:`tracekit.analysis.metrics.integrity.checks`), as ``tracekit analyze``
+                          checks them.
+    failure, failure_traceback: why the traces could not be modelled ("" where they were): the model
+                          raised (its type and message; a bug in tracekit, or input it cannot model)
+                          or gave no iteration a length; the figures are then None (``tracekit whatif``
+                          exits CANNOT_MODEL, 13).
 
     Values are as computed; :meth:`to_dict` rounds them. The notes, missing and cannot_predict are
     reasons (:mod:`~tracekit.analysis.critical_path.reasons`), which the report words
@@ -202,6 +209,9 @@ class Prediction:
     unreadable: list[tuple[str, str, int]] = field(default_factory=list)
     host_scale_by_rank: dict[int, float] = field(default_factory=dict)
     rank_excess: pd.DataFrame = field(default_factory=pd.DataFrame)
+    integrity: pd.DataFrame = field(default_factory=pd.DataFrame)
+    failure: str = ""
+    failure_traceback: str = ""
 
     @classmethod
     def of(cls, result: WhatIf, path, **job) -> "Prediction":
@@ -230,19 +240,22 @@ class Prediction:
         world_size, ranks_missing, unreadable ({path, problem, code}), host_scale_by_rank (rank as
         text -> factor, 4 decimals) and, with ``balance-ranks``, rank_excess ({rank, host_excess_us,
         gpu_excess_us} per rank, 2 decimals). Where there is no prediction: path,
-        predicted_latency_ms (None) and cannot_predict (and a job's ranks_missing, unreadable)."""
-        job = {"ranks": self.ranks, "world_size": self.world_size, "ranks_missing": self.ranks_missing,
-               "unreadable": [{"path": p, "problem": e, "code": c} for p, e, c in self.unreadable]}
-        if self.cannot_predict:
-            return {"path": self.path, "predicted_latency_ms": None, "cannot_predict": self.cannot_predict,
-                    **({k: job[k] for k in ("ranks_missing", "unreadable")} if self.is_job else {})}
+        predicted_latency_ms (None) and cannot_predict or failure (and a job's ranks_missing). Always
+        unreadable and integrity (its rows as records)."""
+        job = {"ranks": self.ranks, "world_size": self.world_size, "ranks_missing": self.ranks_missing}
+        inputs = {"unreadable": [{"path": p, "problem": e, "code": c} for p, e, c in self.unreadable],
+                  "integrity": self.integrity.to_dict("records")}
+        if self.cannot_predict or self.failure:
+            why = {"cannot_predict": self.cannot_predict} if self.cannot_predict else {"failure": self.failure}
+            return {"path": self.path, "predicted_latency_ms": None, **why,
+                    **({"ranks_missing": self.ranks_missing} if self.is_job else {}), **inputs}
         out = {"path": self.path, "edits": self.edits, "predicted_latency_ms": _known(self.predicted_latency_ms, 4),
                "measured_latency_ms": _known(self.measured_latency_ms, 4),
                "modelled_latency_ms": _known(self.modelled_latency_ms, 4), "calibrated": self.calibrated,
                "host_scale": round(self.host_scale, 4), "gpu_scale": round(self.gpu_scale, 4),
                "critical_path_before": _per_iteration(self.critical_path_before),
                "critical_path_after": _per_iteration(self.critical_path_after),
-               "notes": self.notes, "missing": self.missing}
+               "notes": self.notes, "missing": self.missing, **inputs}
         if self.is_job:
             out.update(job, host_scale_by_rank={str(r): round(f, 4) for r, f in self.host_scale_by_rank.items()})
             if len(self.rank_excess):
@@ -261,10 +274,11 @@ def predict_run(path, edits: list[Edit], annotation: str | None = None) -> Predi
         annotation: the CPU op or annotation that marks an iteration (default ``ProfilerStep#N``).
 
     Returns:
-        A :class:`Prediction`; where the traces hold no GPU op or no launch call, or (for
-        ``cuda-graphs`` and ``host-faster``) fewer than two launches
+        A :class:`Prediction`, with each trace's integrity checks; where the traces hold no GPU op or
+        no launch call, or (for ``cuda-graphs`` and ``host-faster``) fewer than two launches
         (:func:`tracekit.analysis.critical_path.cannot_retime_launches`), one whose
-        ``cannot_predict`` says so.
+        ``cannot_predict`` says so; where the model raises or gives no iteration a length, one whose
+        ``failure`` says why (the traces' damage, or a bug in tracekit: it never raises for them).
 
         A job folder with a rank's trace missing or unreadable is predicted from the ranks it
         has; the record names the others (``ranks_missing``, ``unreadable``; ``tracekit whatif``
@@ -277,11 +291,29 @@ def predict_run(path, edits: list[Edit], annotation: str | None = None) -> Predi
             (the message names it).
         tracekit.analysis.critical_path.AnnotationError: ``annotation`` is not in the traces.
     """
+    import traceback
+
+    from tracekit.analysis.critical_path import AnnotationError
+    from tracekit.analysis.critical_path.edits import EditError
+    from tracekit.analysis.metrics.integrity import checked
+
     found = run_inputs(path)
-    job = {"world_size": found.world_size, "ranks_missing": found.missing, "unreadable": found.unreadable}
+    job = {"world_size": found.world_size, "ranks_missing": found.missing, "unreadable": found.unreadable,
+           "integrity": pd.concat([checked(t).assign(trace=str(t.path), rank=r) for r, t in found.ranks],
+                                  ignore_index=True)[["trace", "rank", "check", "status", "count", "total", "what"]]}
     retimes_launches = any(e.kind in ("cuda-graphs", "host-faster") for e in edits)
-    cannot = can_analyze(found.ranks) or (cannot_retime_launches(found.ranks) if retimes_launches else None)
-    if cannot:
-        return Prediction(str(path), [str(e) for e in edits], cannot_predict=cannot,
-                          ranks=sorted(r for r, _ in found.ranks), **job)
-    return Prediction.of(from_run(found.ranks, found.manifest, edits, annotation), path, **job)
+    ranks, texts = sorted(r for r, _ in found.ranks), [str(e) for e in edits]
+    try:
+        cannot = can_analyze(found.ranks) or (cannot_retime_launches(found.ranks) if retimes_launches else None)
+        if cannot:
+            return Prediction(str(path), texts, cannot_predict=cannot, ranks=ranks, **job)
+        result = from_run(found.ranks, found.manifest, edits, annotation)
+    except (EditError, AnnotationError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - a trace the model fails on is this prediction's failure
+        return Prediction(str(path), texts, ranks=ranks, failure=f"{type(exc).__name__}: {exc}",
+                          failure_traceback="".join(traceback.format_exception(exc)), **job)
+    if _known(result.modelled_ms) is None or result.modelled_ms <= 0:
+        return Prediction(str(path), texts, ranks=ranks, failure="no iteration of the model is longer than 0 µs "
+                          "(every duration 0, or no op inside an iteration)", **job)
+    return Prediction.of(result, path, **job)

@@ -29,7 +29,8 @@ class RunInputs:
 def run_inputs(path) -> RunInputs:
     """The traces of a run folder (one per rank) or a trace file, and the run's manifest (the
     folder's or the file's folder's ``run.json``; None without one). A trace that cannot be read
-    is listed in ``unreadable`` and its rank in ``missing``; the others are read all the same.
+    is listed in ``unreadable`` and its rank in ``missing`` (one tracekit fails on too: its problem
+    "internal error: ...", code INTERNAL); the others are read all the same.
 
     Raises:
         tracekit.trace.TraceError: the path does not exist (``code`` 3), holds no trace (4), or
@@ -38,28 +39,33 @@ def run_inputs(path) -> RunInputs:
     from tracekit.analysis.distributed import job
     from tracekit.errors import ExitCode
     from tracekit.trace import TraceError, load
+    from tracekit.trace.file_kinds import unreadable_file
     from tracekit.trace.reader import trace_files
 
     path = Path(path)
     if not path.exists():
-        raise TraceError(path, "no such file or folder", ExitCode.NOT_FOUND)
-    files = [path] if path.is_file() else trace_files(path)
+        raise TraceError(path, unreadable_file(path).replace("no such file", "no such file or folder"),
+                         ExitCode.NOT_FOUND)
+    folder = path.is_dir()
+    files = trace_files(path) if folder else [path]
     if not files:
         raise TraceError(path, "no trace files (*.pt.trace.json[.gz]) in this folder", ExitCode.NO_TRACES)
     ranks, unreadable, failed, first = [], [], [], None
     for i, f in enumerate(files):
         try:
             tables = load(f)
-        except TraceError as exc:
-            first = first or exc
-            unreadable.append((str(f), exc.problem, int(exc.code)))
+        except Exception as exc:  # noqa: BLE001 - a file tracekit fails on is that file's problem only
+            bad = exc if isinstance(exc, TraceError) else TraceError(
+                f, f"internal error: {type(exc).__name__}: {exc}", ExitCode.INTERNAL)
+            first = first or bad
+            unreadable.append((str(f), bad.problem, int(bad.code)))
             failed.append(job.rank_of({}, f))
             continue
         rank = job.rank_of(tables.meta, f)
         ranks.append((i if rank is None else rank, tables))
     if not ranks:
         raise first
-    manifest = Manifest.read(path.parent if path.is_file() else path)
+    manifest = Manifest.read(path if folder else path.parent)
     sizes = [(t.meta.get("distributed") or {}).get("world_size") for _, t in ranks]
     world = (manifest.distributed.world_size if manifest is not None and manifest.distributed else None) or \
         max((int(s) for s in sizes if isinstance(s, (int, float))), default=None)

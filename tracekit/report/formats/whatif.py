@@ -11,6 +11,7 @@ from tracekit.analysis.critical_path.path import PARTS
 from tracekit.analysis.critical_path.predict import Prediction
 from tracekit.analysis.distributed.job import rank_ranges
 from tracekit.report.base import Renderer, Report, register
+from tracekit.report.run_lines import checks_lines
 
 
 def split_text(split: dict) -> str:
@@ -54,7 +55,6 @@ def _job_lines(record: dict) -> list[str]:
         many = "s" if len(record["ranks_missing"]) > 1 else ""
         lines.append(f"  lacks rank{many} {rank_ranges(record['ranks_missing'])}{world}: predicted from the others, "
                      "whose collectives wait for no missing rank")
-    lines += [f"  unreadable: {u['path']}: {u['problem']}" for u in record.get("unreadable", [])]
     for r in record.get("rank_excess", []):
         if r["host_excess_us"] or r["gpu_excess_us"]:
             lines.append(f"  balancing takes from rank {int(r['rank'])} {r['host_excess_us'] / 1e3:.3f} ms of host "
@@ -62,22 +62,35 @@ def _job_lines(record: dict) -> list[str]:
     return lines
 
 
+def _input_lines(prediction: Prediction) -> list[str]:
+    """The integrity line of each trace read (``trace (rank N)`` for a job's), then a line per trace
+    that could not be read."""
+    job = prediction.is_job
+    lines = [f"  {line}" for line in checks_lines(prediction.integrity, lambda trace, rows: trace + (
+        f" (rank {int(rows['rank'].iloc[0])})" if job else ""))] if len(prediction.integrity) else []
+    return lines + [f"  unreadable: {p}: {problem}" for p, problem, _ in prediction.unreadable]
+
+
 def prediction_text(prediction: Prediction) -> str:
     """A few lines: ``path: edits``, a job's ranks (those it lacks, what balancing takes from each),
-    the predicted iteration (ms) from the modelled one and how it was calibrated (or UNCALIBRATED,
-    an uncalibrated bound), the critical path before and after (:func:`split_text`), then a line per
-    note and per thing missing; or ``path: cannot predict: why`` (and the ranks a job lacks). The
-    figures are those of :meth:`Prediction.to_dict` (rounded as ``--json`` prints them)."""
+    the predicted iteration (ms) from the modelled one and how it was calibrated (or UNCALIBRATED, an
+    uncalibrated bound), the critical path before and after (:func:`split_text`), then a line per note
+    and per thing missing, and last each trace's integrity and those that could not be read; or ``path:
+    cannot predict: why`` or ``path: cannot model the trace: why`` (and the ranks a job lacks, the
+    traces' integrity). The figures are those of :meth:`Prediction.to_dict` (rounded as ``--json``
+    prints them)."""
     record = prediction.to_dict()
-    if prediction.cannot_predict:
-        return "\n".join([f"{record['path']}: cannot predict: {record['cannot_predict']}", *_job_lines(record)])
+    if prediction.cannot_predict or prediction.failure:
+        head = (f"cannot predict: {prediction.cannot_predict}" if prediction.cannot_predict else
+                f"cannot model the trace: {prediction.failure}")
+        return "\n".join([f"{record['path']}: {head}", *_job_lines(record), *_input_lines(prediction)])
     lines = [f"{record['path']}: {', '.join(record['edits'])}", *_job_lines(record)]
     lines.append(f"  predicted iteration {record['predicted_latency_ms']:.3f} ms, from "
                  f"{record['modelled_latency_ms']:.3f} ms modelled ({_calibration_text(record)})")
     lines.append(f"  critical path before: {split_text(record['critical_path_before'])}")
     lines.append(f"  critical path after:  {split_text(record['critical_path_after'])}")
     lines += [f"  note: {n}" for n in record["notes"]] + [f"  missing: {m}" for m in record["missing"]]
-    return "\n".join(lines)
+    return "\n".join(lines + _input_lines(prediction))
 
 
 @register
