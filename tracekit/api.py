@@ -301,6 +301,6 @@ def diff(a: Path | str, b: Path | str | None = None, depth: int = 3, iterations:
     from tracekit.report.worded import worded
 
     if b is None:
-        return [worded(d) for d in diff_pairs(a, depth, iterations)]
+        return [worded(d) for d in diff_pairs(a, depth, iterations).diffs]
     return worded(diff_runs(a, b, depth, iterations))
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
 
-from tracekit.cli.group import OutFolder, UserError, main, wide_option
+from tracekit.cli.group import OutFolder, UserError, main, show_tracebacks, wide_option
 from tracekit.errors import ExitCode
 
 
@@ -44,6 +45,7 @@ def diff(paths, depth, top, out, as_json, iterations, min_coverage, wide) -> Non
               tracekit diff traces/ --out reports/diff
     """
     from tracekit.analysis.attribution.run_diff import DiffSet, diff_pairs, diff_runs
+    from tracekit.analysis.metrics.integrity import damaged
     from tracekit.io import jsonable
     from tracekit.report import print_reports, write_reports
     from tracekit.report.formats.diff import diff_dict
@@ -53,13 +55,12 @@ def diff(paths, depth, top, out, as_json, iterations, min_coverage, wide) -> Non
         raise UserError(f"give two runs or one folder, not {len(paths)} paths")
     try:
         result = (diff_runs(*paths, depth, iterations) if len(paths) == 2 else
-                  DiffSet(diff_pairs(paths[0], depth, iterations), min_coverage))
+                  diff_pairs(paths[0], depth, iterations, min_coverage=min_coverage))
     except TraceError as exc:
         raise UserError(str(exc), exc.code) from None
-    except ValueError as exc:
-        raise UserError(str(exc), ExitCode.USAGE) from None
     if isinstance(result, DiffSet) and not result.diffs:
-        raise UserError(f"{paths[0]}: no workload with two ok runs to diff", ExitCode.NO_TRACES)
+        raise UserError(f"{paths[0]}: no workload with two ok runs to diff" + "".join(
+            f"; {p}: {problem}" for p, problem, _ in result.errors), ExitCode.NO_TRACES)
     if as_json:
         data = diff_dict(result) if len(paths) == 2 else jsonable([diff_dict(d) for d in result.diffs])
         click.echo(json.dumps(data))
@@ -68,3 +69,12 @@ def diff(paths, depth, top, out, as_json, iterations, min_coverage, wide) -> Non
     if out is not None:
         written = write_reports(result, out, top=top)
         click.echo(f"wrote {len(written)} files under {out}/", err=True)
+    diffs = result.diffs if isinstance(result, DiffSet) else [result]
+    failures = result.failures if isinstance(result, DiffSet) else result.failures
+    show_tracebacks(failures)
+    errors = result.errors if isinstance(result, DiffSet) else []
+    if as_json:   # stdout holds the JSON: what else went wrong is said on stderr
+        for path, problem, _ in errors:
+            click.echo(f"tracekit diff: unreadable: {path}: {problem}", err=True)
+    if failures or errors or any(damaged(d.integrity) for d in diffs):
+        sys.exit(ExitCode.PARTIAL)

@@ -16,12 +16,13 @@ tables get here the columns that say them in words, where every report format
   ``evidence``, ``no_straggler_because``, ``cp_note`` and ``finding`` and the ranks' ``evidence``
   (:mod:`tracekit.report.job_text`); its module diffs' lists and ``change``
   (:mod:`tracekit.report.module_text`);
-* a :class:`~tracekit.analysis.attribution.run_diff.RunDiff`'s (and a ``DiffSet``'s) module diffs;
+* a :class:`~tracekit.analysis.attribution.run_diff.RunDiff`'s (and a ``DiffSet``'s) module diffs and
+  its inputs' integrity checks' ``detail``;
 * a :class:`~tracekit.analysis.comparison.suite_comparison.SuiteTables`' results and ranking:
   ``speedup_text``, ``timing_warning``, ``regression``; its claims as report.md shows them;
 * a :class:`~tracekit.analysis.critical_path.predict.Prediction`'s ``notes``, ``missing`` and
   ``cannot_predict`` (:mod:`tracekit.report.path_text`; its ``to_dict()``, ``tracekit whatif
-  --json``, then holds them in words).
+  --json``, then holds them in words), and its integrity checks' ``detail``.
 
 Each column stands where it stood when the analysis wrote it, so every file and frame is as before.
 """
@@ -69,7 +70,8 @@ def worded(data):
     if isinstance(data, Result) and not isinstance(data, WordedResult):
         return _result(data)
     if isinstance(data, RunDiff):
-        return replace(data, modules=worded_diff(data.modules), ops=worded_diff(data.ops))
+        return replace(data, modules=worded_diff(data.modules), ops=worded_diff(data.ops),
+                       integrity=_checks(data.integrity))
     if isinstance(data, DiffSet):
         return replace(data, diffs=[worded(d) for d in data.diffs])
     if isinstance(data, SuiteTables) and "speedup_low_vs_eager" in data.results and "speedup_text" not in data.results:
@@ -80,11 +82,22 @@ def worded(data):
 
 
 def _prediction(p: Prediction) -> WordedPrediction:
-    """``p`` with its notes, missing and cannot_predict in words (:mod:`tracekit.report.path_text`),
-    its other fields the same objects."""
+    """``p`` with its notes, missing and cannot_predict in words (:mod:`tracekit.report.path_text`)
+    and its integrity checks' ``detail``, its other fields the same objects."""
     return WordedPrediction(**{**{f.name: getattr(p, f.name) for f in fields(p)},
                                "notes": [path_note(n) for n in p.notes], "missing": [path_note(m) for m in p.missing],
-                               "cannot_predict": path_note(p.cannot_predict) if p.cannot_predict else ""})
+                               "cannot_predict": path_note(p.cannot_predict) if p.cannot_predict else "",
+                               "integrity": _checks(p.integrity)})
+
+
+def _checks(checks: pd.DataFrame) -> pd.DataFrame:
+    """Integrity checks (:func:`tracekit.analysis.metrics.integrity.checks`, of one trace or tagged with
+    several) with their ``detail`` (:func:`tracekit.report.run_lines.integrity_text`) in place of
+    ``total`` and ``what``; worded already, as they are."""
+    if "what" not in checks:
+        return checks
+    return _in_place(checks, "total", "detail", [integrity_text(c) for c in checks.to_dict("records")],
+                     drop=("total", "what"))
 
 
 def _result(r: Result) -> WordedResult:
@@ -92,9 +105,7 @@ def _result(r: Result) -> WordedResult:
     tables = dict(r.analysis.tables)
     checks = tables.get("integrity", pd.DataFrame(columns=["run", "trace", "check", "status", "count", "detail"]))
     if "what" in checks:
-        checks = _in_place(checks, "total", "detail", [integrity_text(c) for c in checks.to_dict("records")],
-                           drop=("total", "what"))
-        tables["integrity"] = checks
+        checks = tables["integrity"] = _checks(checks)
     if "supports" in (evidence := tables.get("verdict_evidence", pd.DataFrame())):
         rules = [EVIDENCE_RULES[e] for e in evidence["evidence"]]
         tables["verdict_evidence"] = _in_place(evidence, "supports", "rule", rules, drop=())

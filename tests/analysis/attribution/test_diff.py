@@ -120,8 +120,9 @@ def test_cpu_traces_say_there_is_no_gpu_op_to_attribute(tmp_path):
     assert "no GPU activity: diff attributes GPU ops" in md and "nan" not in md and "|" not in md
     res = CliRunner().invoke(main, ["diff", str(CPU_RUNS), "--out", str(tmp_path / "all")])
     assert res.exit_code == 0, res.output
-    assert " ".join(res.stdout.split()) == ("no GPU activity: diff attributes GPU ops: 3 pair(s) of CPU-only runs left out "
-                                  "(vit16x6x384 b8 fp32 cpu)")
+    assert " ".join(res.stdout.split()) == (
+        "no GPU activity: diff attributes GPU ops: 3 pair(s) of CPU-only runs left out (vit16x6x384 b8 fp32 cpu) "
+        "vit16x6x384/eager: integrity ok vit16x6x384/default: integrity ok vit16x6x384/onnx: integrity ok")  # issue 40
 
 
 @pytest.mark.parametrize("b, warning", [

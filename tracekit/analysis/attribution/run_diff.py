@@ -15,6 +15,7 @@ import pandas as pd
 from tracekit.analysis.attribution.gpu_ops import UNATTRIBUTED
 from tracekit.analysis.attribution.module_diff import diff, totals
 from tracekit.analysis.attribution.modules import DEFAULT_DEPTH, KEYS, SUMS, cut
+from tracekit.analysis.metrics.integrity import COLUMNS as INTEGRITY
 from tracekit.trace import TraceError
 
 CHECKED = ("d_busy_us", "d_kernels", "d_launches", "d_idle_us")
@@ -45,7 +46,11 @@ class RunDiff:
     rows - the runs' total| (0 up to float rounding: the rows split the runs exactly);
     has_gpu: either trace holds GPU ops (else there is nothing to attribute);
     mismatch: the run.json fields the two runs differ in (:func:`mismatch`), () if none; the
-    report says so (:mod:`tracekit.report.formats.diff`).
+    report says so (:mod:`tracekit.report.formats.diff`);
+    integrity: each run's integrity checks (side "A" or "B", trace: the run as named in ``a``/``b``,
+    then the columns of :func:`tracekit.analysis.metrics.integrity.checks`), as ``tracekit analyze``
+    checks them; failures: (path, analysis, reason, traceback) of each analysis of either run that
+    raised (a bug in tracekit: the figures it gives stand empty).
     """
 
     a: str
@@ -62,19 +67,26 @@ class RunDiff:
     sum_error: dict = field(default_factory=dict)
     has_gpu: bool = True
     mismatch: tuple = ()
+    integrity: pd.DataFrame = field(default_factory=pd.DataFrame)
+    failures: list = field(default_factory=list)
 
     @classmethod
     def of(cls, a: str, b: str, long_a: pd.DataFrame, long_b: pd.DataFrame, row_a: dict, row_b: dict,
-           depth: int = DEFAULT_DEPTH, workload: str = "") -> "RunDiff":
+           depth: int = DEFAULT_DEPTH, workload: str = "", checks: tuple[pd.DataFrame, pd.DataFrame] = (),
+           failures: list | None = None) -> "RunDiff":
         """The diff of two runs from their attribution rows and run rows (iterations,
-        attributed_busy_share, has_gpu, and the :data:`IDENTITY` fields)."""
+        attributed_busy_share, has_gpu, and the :data:`IDENTITY` fields); ``checks``: each run's
+        integrity checks (A's, B's), ``failures``: their analyses that raised."""
         na, nb = float(row_a.get("iterations", float("nan"))), float(row_b.get("iterations", float("nan")))
         modules, total = diff(long_a, long_b, na, nb, depth), totals(long_a, long_b, na, nb)
+        integrity = pd.concat([c.assign(side=side, trace=name) for side, name, c in zip("AB", (a, b), checks)],
+                              ignore_index=True) if checks else pd.DataFrame()
         return cls(a, b, depth, na, nb, float(row_a.get("attributed_busy_share", float("nan"))),
                    float(row_b.get("attributed_busy_share", float("nan"))), modules,
                    diff(long_a, long_b, na, nb, depth, by=("module", "op")), total, workload,
                    {c: abs(float(modules[c].sum()) - total[c]) for c in CHECKED},
-                   bool(row_a.get("has_gpu") or row_b.get("has_gpu")), mismatch(row_a, row_b))
+                   bool(row_a.get("has_gpu") or row_b.get("has_gpu")), mismatch(row_a, row_b),
+                   integrity[["side", "trace", *INTEGRITY]] if len(integrity) else integrity, list(failures or []))
 
 
 def _rows(attribution: pd.DataFrame, runs: pd.DataFrame, run: str) -> tuple[pd.DataFrame, dict]:
@@ -85,6 +97,15 @@ def _rows(attribution: pd.DataFrame, runs: pd.DataFrame, run: str) -> tuple[pd.D
     return (long.drop(columns=["run", "trace"]) if len(long) else pd.DataFrame(columns=KEYS + SUMS)), row.to_dict()
 
 
+def _checks(analysis, run: str) -> pd.DataFrame:
+    """The integrity checks of the first trace of ``run`` in an analysis (its ``integrity`` table)."""
+    checks = analysis.table("integrity")
+    if checks.empty:
+        return pd.DataFrame(columns=INTEGRITY)
+    first = checks.loc[checks["run"] == run, "trace"]
+    return checks[(checks["run"] == run) & (checks["trace"] == (first.iloc[0] if len(first) else ""))][INTEGRITY]
+
+
 def diff_runs(path_a: Path | str, path_b: Path | str, depth: int = DEFAULT_DEPTH,
               iterations: int | None = None) -> RunDiff:
     """Analyze two runs (run folders or trace files) and diff them.
@@ -92,13 +113,14 @@ def diff_runs(path_a: Path | str, path_b: Path | str, depth: int = DEFAULT_DEPTH
     ``iterations``: iterations of a trace with neither markers nor run.json.
 
     Raises:
-        TraceError: a path is missing or its trace unreadable (the error's exit code).
-        ValueError: a path holds no trace or several.
+        TraceError: a path is missing or its trace unreadable (the error's exit code; INTERNAL where
+            tracekit failed on it), or holds no trace or several (USAGE).
     """
     from tracekit.analysis.options import AnalysisOptions
     from tracekit.analysis.runs import analyze
+    from tracekit.errors import ExitCode
 
-    sides = []
+    sides, checks, failures = [], [], []
     for path in (path_a, path_b):
         result = analyze(path, AnalysisOptions(iterations=iterations))
         if result.errors:
@@ -106,10 +128,13 @@ def diff_runs(path_a: Path | str, path_b: Path | str, depth: int = DEFAULT_DEPTH
             raise TraceError(p, problem, code)
         traced = result.runs[result.runs["trace"].fillna("") != ""] if "trace" in result.runs else result.runs
         if len(traced) != 1:
-            raise ValueError(f"{path}: holds {len(traced)} traces; give one run folder or one trace file")
+            raise TraceError(path, f"holds {len(traced)} traces; give one run folder or one trace file",
+                             ExitCode.USAGE)
         sides.append(_rows(result.table("attribution"), traced, traced["run"].iloc[0]))
+        checks.append(_checks(result, traced["run"].iloc[0]))
+        failures += result.failures
     (la, ra), (lb, rb) = sides
-    return RunDiff.of(str(path_a), str(path_b), la, lb, ra, rb, depth)
+    return RunDiff.of(str(path_a), str(path_b), la, lb, ra, rb, depth, checks=tuple(checks), failures=failures)
 
 
 @dataclass
@@ -117,11 +142,15 @@ class DiffSet:
     """Every pair of modes of each workload diffed (``tracekit diff FOLDER``).
 
     diffs: the :class:`RunDiff` of each pair; min_coverage: the attributed share of
-    GPU busy time a run should reach (issue 20's acceptance: 0.95).
+    GPU busy time a run should reach (issue 20's acceptance: 0.95); errors: (path, problem, exit
+    code) of each file under the folder that could not be read or analyzed (its runs are in no
+    pair); failures: the analyses that raised, as :attr:`RunDiff.failures`.
     """
 
     diffs: list[RunDiff]
     min_coverage: float = 0.95
+    errors: list = field(default_factory=list)
+    failures: list = field(default_factory=list)
 
     def checks(self) -> pd.DataFrame:
         """One row per pair: workload, a, b, coverage_a, coverage_b, covered (both at
@@ -136,9 +165,10 @@ class DiffSet:
 
 
 def diff_pairs(path: Path | str, depth: int = DEFAULT_DEPTH, iterations: int | None = None,
-               baseline: str = "eager") -> list[RunDiff]:
+               baseline: str = "eager", min_coverage: float = 0.95) -> DiffSet:
     """Every pair of modes of each workload under ``path`` (a folder of runs), A before B
-    in the comparison's order (the baseline first, then by run name).
+    in the comparison's order (the baseline first, then by run name), with the files that could
+    not be read and the analyses that raised (``min_coverage``: :class:`DiffSet`'s).
 
     Raises:
         TraceError: ``path`` does not exist.
@@ -155,8 +185,8 @@ def diff_pairs(path: Path | str, depth: int = DEFAULT_DEPTH, iterations: int | N
     for workload, group in ok.groupby("workload", sort=False):
         for a, b in itertools.combinations(group["run"], 2):
             (la, ra), (lb, rb) = _rows(attribution, analysis.runs, a), _rows(attribution, analysis.runs, b)
-            out.append(RunDiff.of(a, b, la, lb, ra, rb, depth, workload))
-    return out
+            out.append(RunDiff.of(a, b, la, lb, ra, rb, depth, workload, (_checks(analysis, a), _checks(analysis, b))))
+    return DiffSet(out, min_coverage, analysis.errors, analysis.failures)
 
 
 def pattern(module: str) -> str:

@@ -24,6 +24,7 @@ from tracekit.report.base import Renderer, Report, register
 from tracekit.report.comparison_text import top_modules
 from tracekit.report.draw import headline, markdown_table
 from tracekit.report.fit import Fit
+from tracekit.report.run_lines import checks_lines
 from tracekit.report.views import module_view
 from tracekit.report.worded import worded
 
@@ -81,6 +82,15 @@ def _warning(d: RunDiff) -> str:
     return f"A and B differ in {mismatch_text(d)}: this diff compares workloads, not modes" if d.mismatch else ""
 
 
+def integrity_lines(d: RunDiff) -> list[str]:
+    """Each run's integrity line, ``A (run): integrity ok`` (as ``tracekit analyze`` says it), then a
+    line per analysis of either run that raised (a bug in tracekit)."""
+    lines = checks_lines(d.integrity, lambda key, rows: f"{key[0]} ({key[1]})", by=["side", "trace"]) \
+        if len(d.integrity) else []
+    return lines + [f"{path}: {analysis} failed: {reason} (a bug in tracekit; the other figures stand)"
+                    for path, analysis, reason, *_ in d.failures]
+
+
 def _no_gpu(d: RunDiff) -> str:
     return f"{NO_GPU}; neither trace holds one (CPU-only runs: `tracekit compare A B` compares their CPU ops)."
 
@@ -88,7 +98,8 @@ def _no_gpu(d: RunDiff) -> str:
 def diff_markdown(d: RunDiff, top: int = 20) -> str:
     """diff.md: the warning if the runs are of different workloads, the totals, then the top
     rows by module and by (module, op); for CPU-only runs, the line that there is nothing to attribute."""
-    head = ["# tracekit diff\n", _title(d) + ".\n"] + ([f"**Warning**: {_warning(d)}.\n"] if d.mismatch else [])
+    head = ["# tracekit diff\n", _title(d) + ".\n"] + ([f"**Warning**: {_warning(d)}.\n"] if d.mismatch else []) + (
+        ["".join(f"- {line}\n" for line in integrity_lines(d))] if integrity_lines(d) else [])
     if not d.has_gpu:
         return "\n".join(head + [_no_gpu(d), ""])
     parts = head + [_totals_line(d) + "\n",
@@ -99,12 +110,15 @@ def diff_markdown(d: RunDiff, top: int = 20) -> str:
 
 
 def diff_dict(d: RunDiff) -> dict:
-    """Everything, as JSON-ready data (its tables worded: :func:`tracekit.report.worded.worded`)."""
+    """Everything, as JSON-ready data (its tables worded: :func:`tracekit.report.worded.worded`): the
+    runs, the totals, modules and ops, each run's integrity checks and the analyses that raised."""
     d = worded(d)
     return jsonable({"a": d.a, "b": d.b, "has_gpu": d.has_gpu, "mismatch": mismatch_text(d), "depth": d.depth,
                      "iterations_a": d.iterations_a,
                      "iterations_b": d.iterations_b, "coverage_a": d.coverage_a, "coverage_b": d.coverage_b,
-                     "totals": d.totals, "modules": d.modules.to_dict("records"), "ops": d.ops.to_dict("records")})
+                     "totals": d.totals, "modules": d.modules.to_dict("records"), "ops": d.ops.to_dict("records"),
+                     "integrity": d.integrity.to_dict("records"),
+                     "failures": [{"path": p, "analysis": a, "reason": r} for p, a, r, *_ in d.failures]})
 
 
 def _folder(d: RunDiff) -> str:
@@ -132,9 +146,19 @@ def _cpu_pairs(s: DiffSet) -> str:
             f"({', '.join(dict.fromkeys(d.workload for d in cpu))})") if cpu else ""
 
 
+def runs_lines(s: DiffSet) -> list[str]:
+    """The integrity line of each run in a pair, once (``run: integrity ...``), a line per file
+    that could not be read, and one per analysis that raised (a bug in tracekit)."""
+    checks = pd.concat([d.integrity for d in s.diffs], ignore_index=True) if s.diffs else pd.DataFrame()
+    lines = checks_lines(checks.drop_duplicates(["trace", "check"])) if len(checks) else []
+    return (lines + [f"unreadable: {path}: {problem}" for path, problem, _ in s.errors]
+            + [f"{path or 'the runs'}: {analysis} failed: {reason} (a bug in tracekit)"
+               for path, analysis, reason, *_ in s.failures])
+
+
 def diffs_markdown(s: DiffSet) -> str:
-    """diffs.md: one line per pair with GPU activity, with a link to its diff.md, and a line
-    for the pairs of CPU-only runs."""
+    """diffs.md: one line per pair with GPU activity, with a link to its diff.md, a line for the
+    pairs of CPU-only runs, then the runs' integrity and the files that could not be read."""
     headers, rows = headline(_checks(s), CHECKS)
     for row, d in zip(rows, [d for d in s.diffs if d.has_gpu]):
         row[0] = f"[{row[0]}]({_folder(d)}/diff.md)"
@@ -144,7 +168,7 @@ def diffs_markdown(s: DiffSet) -> str:
                       f"Δ kernels, Δ launches and Δ idle (\"rows - total\": the largest difference, float rounding "
                       f"only). \"both >= min\": both runs have at least {s.min_coverage:.0%} of their GPU busy time "
                       "attributed to a module.\n"] + ([markdown_table(headers, rows)] if rows else [])
-                     + ([f"\n{cpu}."] if cpu else []) + [""])
+                     + ([f"\n{cpu}."] if cpu else []) + [f"- {line}" for line in runs_lines(s)] + [""])
 
 
 @register
@@ -166,6 +190,8 @@ class Diffs(Renderer):
             fit.print(console, "every pair of modes, module by module", *headline(pairs, CHECKS))
         if cpu := _cpu_pairs(s):
             console.print(cpu, highlight=False)
+        for line in runs_lines(s):
+            console.print(line, highlight=False)
 
 
 @register
@@ -188,7 +214,9 @@ class Diff(Renderer):
             console.print(f"warning: {_warning(d)}", style="bold red", highlight=False)
         if not d.has_gpu:
             console.print(_no_gpu(d), highlight=False)
-            return
-        table = module_view(d.modules.head(top)) if len(d.modules) else pd.DataFrame()
-        fit.print(console, _title(d), *headline(table, MODULES))
-        console.print(_totals_line(d), highlight=False)
+        else:
+            table = module_view(d.modules.head(top)) if len(d.modules) else pd.DataFrame()
+            fit.print(console, _title(d), *headline(table, MODULES))
+            console.print(_totals_line(d), highlight=False)
+        for line in integrity_lines(d):   # last: what a reader checks the figures above against
+            console.print(line, highlight=False)
