@@ -246,7 +246,7 @@ def analyze(path: Path | str | list[Path | str], options: AnalysisOptions | None
         scanned = paths[0].is_dir()
         base = paths[0] if scanned else paths[0].parent
     else:
-        runs, base = _discover_all(paths)
+        runs, base = _discover_all(paths, unreadable)
         scanned = True
     runs = [r for r in runs if only is None or r.name in only]
     manifests = [Manifest.from_dict(r.manifest) if r.manifest else None for r in runs]
@@ -285,12 +285,18 @@ def analyze(path: Path | str | list[Path | str], options: AnalysisOptions | None
     return result
 
 
-def _discover_all(paths: list[Path]) -> tuple[list[Run], Path]:
-    """The runs under several paths, named by their place under the folder that
-    holds them all (that folder is returned too)."""
+def _discover_all(paths: list[Path], unreadable: list) -> tuple[list[Run], Path]:
+    """The runs under several paths, named by their place under the folder that holds them all
+    (that folder is returned too); a path that is missing or cannot be followed goes to
+    ``unreadable`` with its reason, as a file of a folder would (the other paths are analyzed)."""
     found = []
     for p in paths:
-        for r in discover(p):
+        try:
+            runs = discover(p, unreadable)
+        except TraceError as exc:
+            unreadable.append((str(p), exc.problem))
+            continue
+        for r in runs:
             # a folder that is itself a run is named by its own name in discover()
             own = p.is_dir() and r.name == p.name and (p / "run.json").is_file()
             found.append((r, (p if own or not p.is_dir() else p / r.name).absolute()))

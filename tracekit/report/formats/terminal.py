@@ -68,9 +68,16 @@ def print_runs(t: Result, console: Console, fit: Fit) -> None:
         fit.print(console, title, *headline(df, spec))
     for line in analysis.table("jobs").get("finding", []):
         console.print(f"  {line}", highlight=False)
+    print_problems(t, console, notes_too=True)
+
+
+def print_problems(t: Result, console: Console, notes_too: bool = False) -> None:
+    """Each trace's integrity (those ok in one line), with ``notes_too`` the notes, and the
+    unreadable and skipped files: the end of the runs, and all of them ``compare`` prints (issue 40)."""
+    analysis = t.analysis
     for line in _grouped(integrity_lines(analysis.runs)):
         console.print(f"  {line}", highlight=False)
-    for line in _grouped(notes(analysis.runs)):
+    for line in _grouped(notes(analysis.runs)) if notes_too else []:
         console.print(f"  note: {line}", highlight=False)
     for path, problem, _ in analysis.errors:
         console.print(f"[red]unreadable[/red] {path}: {problem}", highlight=False)
@@ -131,3 +138,5 @@ class Terminal(Renderer):
             print_comparison(t, console, fit, detail=options.get("detail", False))
         if options.get("runs", True):
             print_runs(t, console, fit)
+        else:   # the integrity of what was compared, and what could not be read
+            print_problems(t, console)
