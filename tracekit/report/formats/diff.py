@@ -62,7 +62,12 @@ def _totals_line(d: RunDiff) -> str:
     return (f"Per iteration, B - A: GPU busy {t['d_busy_us']:+.1f} µs ({t['busy_us_a']:.1f} -> {t['busy_us_b']:.1f}), "
             f"kernels {t['d_kernels']:+.3g}, launches {t['d_launches']:+.3g}, GPU idle {t['d_idle_us']:+.1f} µs; "
             f"the module rows sum to these exactly (largest difference {max(d.sum_error.values(), default=0):.1e}). "
-            f"Attributed to a module: A {d.coverage_a:.1%}, B {d.coverage_b:.1%} of GPU busy time.")
+            f"Attributed to a module (share of GPU busy time): A {_share(d.coverage_a)}, B {_share(d.coverage_b)}.")
+
+
+def _share(x: float) -> str:
+    """A share of GPU busy time, or what stands for it where a run has none (every GPU op 0 µs long)."""
+    return f"{x:.1%}" if x == x else "none (its GPU ops take no time)"
 
 
 def _title(d: RunDiff) -> str:
