@@ -29,6 +29,7 @@ from fuzz_verbs import VERBS, bench_suite, check, check_kept, run_verb
 from fuzzing import UNTOUCHED, corpus, damage, damaged_bytes, fuzz_settings
 from hypothesis import example, given
 from hypothesis import strategies as st
+from owndata import DATA
 
 from tracekit.cli import main
 from tracekit.errors import ExitCode
@@ -145,11 +146,14 @@ FOLDER = dict(verb=st.sampled_from(sorted(VERBS)), entries=st.lists(st.sampled_f
 def _issue(test):
     """The issue's folders, run first every time: a broken link beside a good trace (analyze and
     compare: exit 70, the good trace lost, before), a FIFO and a broken link given to whatif (exit 70
-    before), every kind of entry at once through analyze."""
+    before), every kind of entry at once through analyze; and what the fuzzing found: whatif of a
+    folder where one trace (a stretch of our reduce-overhead ViT) has GPU ops and no launch call
+    (taken as a rank of a job: an IndexError building its graph, exit 13, before)."""
     for verb, entries in [("analyze", ["broken link"]), ("compare", ["broken link"]),
                           ("whatif", ["fifo", "broken link"]), ("analyze", ENTRIES)]:
         test = example(verb=verb, entries=entries, source=UNTOUCHED, start=0.0, damages=[], rnd=None)(test)
-    return test
+    graphs = next((DATA / "h100" / "vit-study" / "vit16x6x384" / "reduce-overhead").glob("*.pt.trace.json.gz"))
+    return example(verb="whatif", entries=["damaged copy"], source=graphs, start=0.5, damages=[], rnd=None)(test)
 
 
 @fuzz_settings(0.06)

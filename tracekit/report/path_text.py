@@ -38,6 +38,10 @@ TEXTS = {
     why.NO_GPU: lambda r: "no GPU ops in the trace: there is no host-GPU critical path to find",
     why.NO_LAUNCH_CALLS: lambda r: "no launch calls (CUDA runtime or driver events) in the trace: the host side of "
                                    "the path is unknown",
+    why.BLIND_RANKS: lambda r: (f"no launch calls (CUDA runtime or driver events) in the trace of rank"
+                                f"{'' if len(r['ranks']) == 1 else 's'} {', '.join(map(str, r['ranks']))}, which "
+                                f"{'has' if len(r['ranks']) == 1 else 'have'} GPU ops: the host side of "
+                                f"{'its' if len(r['ranks']) == 1 else 'their'} path is unknown"),
     why.ONE_LAUNCH: lambda r: f"{r['launches']} launch in the trace: no launch overhead to remove or re-time",
     why.NO_ANNOTATION: lambda r: str(AnnotationError(r["annotation"])),
     why.FEW_RANKS: lambda r: f"{r['ranks']} ranked traces readable: a job's critical path needs two or more",

@@ -143,12 +143,14 @@ def cannot_reason(exc: ValueError) -> dict | str:
 
 
 def can_analyze(ranks: list[tuple[int, EventTables]]) -> dict | None:
-    """Why no critical path can be made of these traces (a reason: no GPU op, or no host call,
-    :mod:`~tracekit.analysis.critical_path.reasons`), or None."""
+    """Why no critical path can be made of these traces (a reason: no GPU op, no host call, or a
+    rank of a job with GPU ops and no host call: :mod:`~tracekit.analysis.critical_path.reasons`), or None."""
     if not any(len(t.gpu_ops) for _, t in ranks):
         return {"code": why.NO_GPU}
     if not any(len(t.host_calls) for _, t in ranks):
         return {"code": why.NO_LAUNCH_CALLS}
+    if blind := [r for r, t in ranks if len(t.gpu_ops) and not len(t.host_calls)]:
+        return {"code": why.BLIND_RANKS, "ranks": blind}
     return None
 
 

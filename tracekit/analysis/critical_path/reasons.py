@@ -4,7 +4,8 @@ and the figures it is said with (:mod:`tracekit.report.path_text` words them).
 Why there is no critical path (:func:`tracekit.analysis.critical_path.can_analyze`,
 ``cannot_retime_launches``; ``CannotAnalyze.reason``), and a trace's or a job's note that says so:
 
-* ``NO_GPU``, ``NO_LAUNCH_CALLS``; ``ONE_LAUNCH`` (``launches``: fewer than two);
+* ``NO_GPU``, ``NO_LAUNCH_CALLS``; ``BLIND_RANKS`` (``ranks``: a job's ranks with GPU ops and no
+  launch call); ``ONE_LAUNCH`` (``launches``: fewer than two);
   ``NO_ANNOTATION`` (``annotation``: no CPU op or annotation of the trace is named so);
   ``FEW_RANKS`` (``ranks``: the ranked traces of a job that could be read);
 * ``NO_PATH`` and ``NO_JOB_PATH`` (``why``: one of those, or an exception's message).
@@ -32,6 +33,7 @@ the GPU kept its time; ``short``: the model's share shorter than the step, None 
 """
 
 NO_GPU, NO_LAUNCH_CALLS, ONE_LAUNCH = "no GPU ops", "no launch calls", "one launch"
+BLIND_RANKS = "ranks without launch calls"
 NO_ANNOTATION, FEW_RANKS = "no annotation", "few ranks"
 NO_PATH, NO_JOB_PATH = "no critical path", "no critical path of the job"
 UNCALIBRATED, NO_MARKERS, SKIPPED_EDGES, KEPT_MODEL = "uncalibrated", "no markers", "skipped edges", "kept model"
