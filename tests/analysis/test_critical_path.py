@@ -188,6 +188,16 @@ def test_calibration_fits_the_host_time_to_the_unprofiled_latency(tmp_path):
     assert slow.host_scale == 1.5 and slow.note["code"] == reasons.LATENCY_ABOVE
     assert "unreliable" in path_note(slow.note)
     assert math.isnan(calibrate(traced.graph, traced.steps, traced.markers, None).measured_ms)
+    # the profiler slowed this host 8x (a launch-bound run of tiny kernels, issue 39's mobilenet): the
+    # host is given that stretch and the kernels keep their 10 µs, rather than the host stopped at x0.25
+    # and the GPU bent to half its time to fit
+    stretched = calibrate(traced.graph, traced.steps, traced.markers, 0.1 / 8)
+    # (each 100 µs step is host time, its kernel inside it: the host x1/8 gives the 12.5 µs measured)
+    assert stretched.calibrated and stretched.gpu_scale == 1.0
+    assert stretched.host_scale == pytest.approx(1 / 8, rel=0.01)
+    assert stretched.modelled_ms == pytest.approx(0.0125, rel=0.003)
+    assert stretched.note["code"] == reasons.HOST_STRETCHED and path_note(stretched.note) == (
+        "host-bound: the profiler slowed the host more than 4x: host time x0.125, the GPU ops as traced")
 
 
 def test_no_gpu_ops_is_said_not_computed(tmp_path):

@@ -70,6 +70,8 @@ TEXTS = {
                                  "unprofiled timing?",
     why.GPU_BEYOND: lambda r: f"even at {r['gpu_scale']}x its GPU time the traced iteration ({r['modelled_ms']:.3f} "
                               f"ms) is longer than the unprofiled latency ({r['measured_ms']:.3f} ms); {_host(r)}",
+    why.HOST_STRETCHED: lambda r: f"host-bound: the profiler slowed the host more than {1 / r['least_usual']:.0f}x: "
+                                  f"host time x{r['host_scale']:.3f}, the GPU ops as traced",
     why.GPU_BOUND: lambda r: f"GPU-bound: GPU ops {r['gpu_faster']:.0%} faster unprofiled than traced; {_host(r)}",
     why.STEP_ABOVE: lambda r: _lacking(r) + f"the unprofiled step ({r['measured_ms']:.3f} ms) is above the model "
                                             f"with every host at its most ({r['modelled_ms']:.3f} ms): an unreliable "

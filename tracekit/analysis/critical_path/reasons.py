@@ -22,7 +22,8 @@ events' records, ``after_collective`` of them),
 ``of`` GPU ops without a launch call), ``NO_COLLECTIVES`` (a job's ranks not joined).
 
 What limited a calibration (``Calibration.note``: :mod:`tracekit.analysis.critical_path.calibrate`),
-``measured_ms`` and ``modelled_ms`` where it has them: ``NO_LATENCY``; a run's ``LATENCY_ABOVE``
+``measured_ms`` and ``modelled_ms`` where it has them: ``NO_LATENCY``; a run's ``HOST_STRETCHED``
+(``host_scale`` below ``least_usual``: the profiler slowed its host more than usual), ``LATENCY_ABOVE``
 (at ``host_scale``, the most), ``GPU_BEYOND`` (even at ``gpu_scale``, the least) and ``GPU_BOUND``
 (``gpu_faster``: the GPU ops' share faster unprofiled), both with the host's ``host_scale`` and
 ``host_ms`` (its unprofiled time per call it came from; None: the least allowed); a job's
@@ -40,5 +41,6 @@ UNCALIBRATED, NO_MARKERS, SKIPPED_EDGES, KEPT_MODEL = "uncalibrated", "no marker
 INFERRED_WAITS, GUESSED_SYNCS = "inferred waits", "guessed syncs"
 LAUNCHLESS_OPS, NO_COLLECTIVES = "launchless ops", "no collectives"
 NO_LATENCY, LATENCY_ABOVE, GPU_BEYOND, GPU_BOUND = "no latency", "latency above", "GPU beyond", "GPU-bound"
+HOST_STRETCHED = "host stretched"
 STEP_ABOVE, HOST_BOUND, HOSTS_UNKNOWN = "step above", "host-bound", "hosts unknown"
 JOB_BEYOND, GPU_BOUND_JOB = "job beyond", "GPU-bound job"
