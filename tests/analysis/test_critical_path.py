@@ -174,6 +174,18 @@ def test_host_faster_shortens_a_host_bound_iteration(tmp_path):
     assert result.modelled_ms * 1e3 == pytest.approx(100) and result.predicted_ms * 1e3 == pytest.approx(50)
 
 
+def test_host_faster_scales_the_host_time_inside_a_launch_call_its_op_began_in(tmp_path):
+    """Issue 39 (HTA's traces): a launch call of 3 ms whose kernel began 2 ms into it (a synchronous
+    launch, a graph replay): those 2 ms are host time, so a host twice as fast starts the kernel 1 ms
+    in, and the 3.2 ms iteration (the call, then 0.2 ms of CPU to the marker's end) takes 1.6 ms."""
+    t = TraceBuilder()
+    for i in range(3):
+        t.step(i + 1, 4000 * i, 3200)
+        t.kernel("gemm", start=4000 * i + 2000, dur=100, launch_at=4000 * i, launch_dur=3000)
+    result = predict(_tables(t, tmp_path), [Edit("host-faster", factor=2)])
+    assert result.modelled_ms == pytest.approx(3.2) and result.predicted_ms == pytest.approx(1.6)
+
+
 def test_calibration_fits_the_host_time_to_the_unprofiled_latency(tmp_path):
     t = TraceBuilder()
     for i in range(4):

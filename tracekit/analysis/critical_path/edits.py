@@ -13,7 +13,8 @@ Edits (each a change of node durations or edge lags; several apply in order):
   (``gemm`` for "GEMM/conv": :mod:`tracekit.analysis.metrics.kernels`), a kernel's name or
   short name (``*sgemm*``), an op (``mm``, ``aten::mm``) or a module and its submodules
   (``blocks.*.mlp``), from :mod:`tracekit.analysis.attribution.gpu_ops`. Host time is unchanged.
-* ``host-faster FACTOR``: every host call and the CPU time between calls 1/FACTOR as long.
+* ``host-faster FACTOR``: every host call, the CPU time between calls and the host time inside a
+  launch call before its op began (a synchronous launch, a graph replay) 1/FACTOR as long.
 * ``overlap-comm``: the computation no longer waits for the gradient reductions (all_reduce,
   reduce_scatter) but where it reads their result: the ops launched after the last reduction of
   the iteration (the optimizer step) still wait for them; collectives still wait for the
@@ -203,7 +204,8 @@ def apply(g: Graph, step: np.ndarray, edits: list[Edit], host_scale: Scale, gpu_
             base[hit] /= edit.factor
         elif edit.kind == "host-faster":
             base[g.kind == HOST] /= edit.factor
-            lag[(g.edge_kind == CPU) | (g.edge_kind == HANDOFF)] /= edit.factor
+            # the CPU time between calls, and inside a launch call before the op that began in it
+            lag[(g.edge_kind == CPU) | (g.edge_kind == HANDOFF) | ((g.edge_kind == LAUNCH) & g.at_start)] /= edit.factor
             marker_scale = times(marker_scale, 1 / edit.factor)
         elif edit.kind == "cuda-graphs":
             _cuda_graphs(g, step, base, lag, replay)
