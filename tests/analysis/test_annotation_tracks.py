@@ -89,7 +89,7 @@ def test_critical_path_and_idle_tracks_of_a_hand_made_trace(tmp_path):
     assert problems(trace) == []
     assert _per_step(tracks["critical path"]) == {1: 100.0, 2: 100.0}   # host-bound: the host's 100 µs per iteration
     assert _relative(sorted(tracks["critical path"], key=lambda e: e["ts"]), t.base) == [
-        ("untracked", 0, 10), ("launch", 10, 14), ("cpu", 14, 50), ("launch", 50, 54), ("cpu", 54, 100),
+        ("cpu", 0, 10), ("launch", 10, 14), ("cpu", 14, 50), ("launch", 50, 54), ("cpu", 54, 100),
         ("cpu", 100, 110), ("launch", 110, 114), ("cpu", 114, 150), ("launch", 150, 154), ("cpu", 154, 200)]
     its = tracks["critical path: iterations"]
     assert [(e["name"], e["args"]["latency_us"], e["args"]["launch_us"]) for e in its] == [
@@ -108,7 +108,7 @@ def test_an_iteration_that_ends_inside_the_one_before_gets_a_track_of_its_own(tm
     t.kernel("short", start=75, dur=10, stream=7, launch_at=70)           # iteration 2 at 100, inside it
     tracks, trace = _ours(tracekit.annotate(t.write(tmp_path / "t.json"))["annotated"][0])
     assert _relative(tracks["critical path"], t.base) == [
-        ("kernel", 15, 150), ("launch_latency", 14, 15), ("launch", 10, 14), ("untracked", 0, 10)]
+        ("kernel", 15, 150), ("launch_latency", 14, 15), ("launch", 10, 14), ("cpu", 0, 10)]
     assert _relative(tracks["critical path (2)"], t.base) == [("cpu", 74, 100), ("launch", 70, 74), ("cpu", 60, 70)]
     assert [e["args"]["latency_us"] for e in tracks["critical path: iterations"]] == [150.0, 40.0]
     assert all(_misnested(events) == [] for events in tracks.values()) and problems(trace) == []

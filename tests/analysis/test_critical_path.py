@@ -253,7 +253,7 @@ def test_a_job_waits_for_its_last_rank_at_the_collective(tmp_path):
     # before that the path is on rank 1 (its gemm, launch and the host before it: 620): waiting for it
     assert fast == {"latency": 920.0, "kernel": 200.0, "comm": 100.0, "rank_wait": 620.0}
     assert slow == {"latency": 920.0, "kernel": 800.0, "comm": 100.0, "launch_latency": 6.0, "launch": 4.0,
-                    "untracked": 10.0}
+                    "cpu": 10.0}   # rank 1 before its first call: its CPU time
     job = predict(ranks, [Edit("balance-ranks")])
     assert job.modelled_ms * 1e3 == pytest.approx(920)   # the slowest rank's iteration, from its marker's start
     # balanced (issue 38): rank 1's gemm, 200 µs longer than rank 0's, takes rank 0's 400 µs; both arrive

@@ -15,6 +15,8 @@ Where our definitions differ from HolisticTraceAnalysis 0.5.0's
   runtime calls and GPU ops, with the CPU time between a thread's calls as the weight of
   the edge between them. Each host segment of our path is still named by the call it
   leads to (:func:`tracekit.analysis.critical_path.top`), and the path's length is the same.
+  A thread's time before its first call in the iteration is ``cpu`` in both (HTA's path runs
+  through its CPU ops there; ours through the CPU time from the iteration's start).
 * HTA gives a kernel-to-kernel gap to the kernel before it; we count it apart
   (``gpu_gap``): it is what a CUDA graph replay changes.
 * HTA gives dependency and sync edges weight 0, so the time a host waits in a sync is

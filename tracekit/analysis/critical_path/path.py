@@ -24,7 +24,8 @@ Each segment is one *part*:
 * ``rank_wait``: the part of the path on another rank of the job (its work held this
   rank's collective);
 * ``untracked``: before the first node the trace shows (the path starts at an op launched
-  before the profiler, or at a thread's first call).
+  before the profiler). Before a thread's first call the path is in ``cpu``: the thread's own
+  time since the iteration began (the CPU ops that led to its first call, as HTA counts them).
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ class _Lists:
         part = np.where(klass == COMM, "comm", np.where(klass == "memcpy/memset", "transfer", "kernel")).astype(object)
         part[host] = pd.Series(klass[host]).map(_HOST_PART).to_numpy()
         self.part = part.tolist()
+        self.host = host.tolist()
         self.klass = np.where(part == "kernel", klass, "").tolist()
 
 
@@ -146,8 +148,8 @@ def trace_back(g: Graph, tm: Timing, node: int, stop: float, lists: _Lists | Non
                 break
         if e < 0:
             e = x.bind_start[cur]
-            if e < 0:
-                out.append((cur, "untracked", "", stop, x.start[cur]))
+            if e < 0:   # before a thread's first call its CPU time (HTA's reading), else nothing traced
+                out.append((cur, "cpu" if x.host[cur] else "untracked", "", stop, x.start[cur]))
                 break
         u = x.src[e]
         t = x.start[u] if x.at_start[e] else x.end[u]
