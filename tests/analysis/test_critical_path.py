@@ -212,6 +212,18 @@ def test_calibration_fits_the_host_time_to_the_unprofiled_latency(tmp_path):
         "host-bound: the profiler slowed the host more than 4x: host time x0.125, the GPU ops as traced")
 
 
+def test_a_trace_without_markers_is_one_iteration_from_its_first_cpu_op(tmp_path):
+    """Issue 39 (HTA's simple_add trace, 493 ms of CPU ops before its first CUDA call): without
+    markers the iteration is the whole trace, its CPU ops before the first launch included."""
+    t = TraceBuilder()
+    t.cpu_op("aten::randn", 0, 500)                              # 500 µs of CPU before any CUDA call
+    t.kernel("gemm", start=520, dur=30, launch_at=500, launch_dur=10)
+    result = cp.analyze(_tables(t, tmp_path))
+    assert result.latency_us() == pytest.approx(550)             # from 0, not from the launch at 500
+    assert {"code": reasons.NO_MARKERS} in result.problems
+    assert _split(result, 0)["cpu"] == pytest.approx(500)
+
+
 def test_no_gpu_ops_is_said_not_computed(tmp_path):
     t = TraceBuilder()
     t.cpu_op("aten::mm", 0, 10)

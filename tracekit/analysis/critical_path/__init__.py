@@ -204,7 +204,17 @@ def prepare(ranks: list[tuple[int, EventTables]] | EventTables, annotation: str 
         raise AnnotationError(annotation)
     if all(m.empty for m in markers.values()):
         problems.append({"code": why.NO_MARKERS})
+        markers = {rank: _whole(t) for rank, t in ranks}
     return g, path.steps(g, markers), markers, problems
+
+
+def _whole(tables: EventTables) -> pd.DataFrame:
+    """A trace without markers as one iteration: from its first CPU op or host call to the last
+    one's end (the CPU ops before the first CUDA call included, as the note says: the whole trace)."""
+    spans = [(f["ts"], f["end"]) for f in (tables.cpu_ops, tables.host_calls) if len(f)]
+    ts = min(float(a.min()) for a, _ in spans)
+    end = max(float(b.max()) for _, b in spans)
+    return pd.DataFrame({"step": [0], "ts": [ts], "end": [np.nextafter(end, np.inf)]})
 
 
 def _retimed(g: Graph, step: np.ndarray, markers: dict, host_scale: float, gpu_scale: float,
