@@ -50,6 +50,20 @@ def _files(path: Path, unreadable: list | None) -> list[Path]:
     return sorted(Path(d) / f for d, _, files in os.walk(path, onerror=skip) for f in files)
 
 
+def existing(path: Path | str) -> Path:
+    """``path`` as a Path, where it exists (following links).
+
+    Raises:
+        TraceError: it does not ("no such file or folder"), or is a link that cannot be followed
+            (broken, looping: :func:`tracekit.trace.file_kinds.unreadable_file` says which); code NOT_FOUND.
+    """
+    path = Path(path)
+    if not path.exists():
+        problem = unreadable_file(path)
+        raise TraceError(path, "no such file or folder" if problem == "no such file" else problem, ExitCode.NOT_FOUND)
+    return path
+
+
 def discover(path: Path | str, unreadable: list | None = None) -> list[Run]:
     """List the runs under ``path`` (a trace file, or a folder searched recursively).
 
@@ -63,10 +77,7 @@ def discover(path: Path | str, unreadable: list | None = None) -> list[Run]:
     Raises:
         TraceError: ``path`` does not exist, or is a link that cannot be followed (code NOT_FOUND).
     """
-    path = Path(path)
-    if not path.exists():
-        problem = unreadable_file(path)
-        raise TraceError(path, "no such file or folder" if problem == "no such file" else problem, ExitCode.NOT_FOUND)
+    path = existing(path)
     if not path.is_dir():   # a file, or a FIFO or device given by name: its reader says which
         return [Run(name=path.name, traces=[path], manifest=None)]
     files = _files(path, unreadable)

@@ -25,13 +25,14 @@ import numpy as np
 import pandas as pd
 
 from tracekit.analysis.critical_path.graph import Graph
-from tracekit.analysis.critical_path.kinds import COMM, CPU, GPU, HANDOFF, HOST
+from tracekit.analysis.critical_path.kinds import COMM, GPU, HOST
+from tracekit.analysis.critical_path.retime import host_lags
 
 
 def _within(g: Graph, step: np.ndarray) -> np.ndarray:
     """The ``cpu`` and ``handoff`` edges between two host calls of one iteration (a bool per edge):
     the CPU time before an iteration's first call is the previous iteration's, or idle."""
-    return ((g.edge_kind == CPU) | (g.edge_kind == HANDOFF)) & (step[g.src] == step[g.dst])
+    return host_lags(g) & (step[g.src] == step[g.dst])
 
 
 def _pieces(g: Graph, step: np.ndarray, lag: np.ndarray) -> pd.DataFrame:

@@ -44,8 +44,8 @@ import pandas as pd
 from tracekit.analysis.critical_path.balance import balance
 from tracekit.analysis.critical_path.collective_edges import REDUCTIONS
 from tracekit.analysis.critical_path.graph import Graph
-from tracekit.analysis.critical_path.kinds import COMM, CPU, GPU, HANDOFF, HOST, LAUNCH, STREAM, WAIT
-from tracekit.analysis.critical_path.retime import Scale, times, weights
+from tracekit.analysis.critical_path.kinds import COMM, GPU, HOST, LAUNCH, STREAM, WAIT
+from tracekit.analysis.critical_path.retime import Scale, host_lags, times, weights
 
 KINDS = ("cuda-graphs", "faster", "host-faster", "overlap-comm", "balance-ranks")
 
@@ -205,7 +205,7 @@ def apply(g: Graph, step: np.ndarray, edits: list[Edit], host_scale: Scale, gpu_
         elif edit.kind == "host-faster":
             base[g.kind == HOST] /= edit.factor
             # the CPU time between calls, and inside a launch call before the op that began in it
-            lag[(g.edge_kind == CPU) | (g.edge_kind == HANDOFF) | ((g.edge_kind == LAUNCH) & g.at_start)] /= edit.factor
+            lag[host_lags(g) | ((g.edge_kind == LAUNCH) & g.at_start)] /= edit.factor
             marker_scale = times(marker_scale, 1 / edit.factor)
         elif edit.kind == "cuda-graphs":
             _cuda_graphs(g, step, base, lag, replay)
@@ -244,7 +244,7 @@ def _cuda_graphs(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray, 
     host = inside & (g.kind == HOST)
     launches = host & (g.klass == "launch")
     base[host] = 0.0
-    into_host = host[g.dst] & ((g.edge_kind == CPU) | (g.edge_kind == HANDOFF))
+    into_host = host[g.dst] & host_lags(g)
     lag[into_host] = 0.0
     # one graph launch per iteration (and rank): its first launch call
     frame = pd.DataFrame({"node": np.flatnonzero(launches), "rank": g.rank[launches], "step": step[launches],

@@ -207,16 +207,16 @@ class _Builder(SyncEdges, GpuEdges):
             lo_ = np.array(last_other)
             self.add(a[handed], fo, np.maximum(ts[fo] - end[a[handed]], 0), HANDOFF)
             self.add(lo_, b[handed], np.maximum(ts[b[handed]] - end[lo_], 0), HANDOFF)
-        self.thread_starts(order[np.r_[True, ~same]] if len(order) else order, fo, by_ts)
+        self.thread_starts(order[np.r_[True, ~same]] if len(order) else order, fo, by_ts, ts, end)
 
-    def thread_starts(self, firsts: np.ndarray, handed_to: np.ndarray, by_ts: np.ndarray) -> None:
+    def thread_starts(self, firsts: np.ndarray, handed_to: np.ndarray, by_ts: np.ndarray, ts: np.ndarray,
+                      end: np.ndarray) -> None:
         """A ``handoff`` edge into each thread's first call that no handoff reaches (a thread that
         starts in the window: autograd's, a communication hook's), from the call of another thread
         of its process begun last before it: its lag the observed CPU time between them (from that
         call's start where it had not returned yet), so that the thread starts where the trace
         has it relative to the others and moves with them when host time is re-timed, instead of
-        staying at its traced timestamp."""
-        ts, end = self.host["ts"].to_numpy(float), self.host["end"].to_numpy(float)
+        staying at its traced timestamp. ``by_ts``: the calls in the order of their start ``ts``."""
         firsts = firsts[~np.isin(firsts, handed_to)]
         position = np.empty(len(by_ts), dtype=np.int64)
         position[by_ts] = np.arange(len(by_ts))

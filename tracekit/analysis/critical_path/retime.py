@@ -67,13 +67,19 @@ def node_factors(g: Graph, scale: Scale) -> np.ndarray:
     return np.array([rank_factor(scale, int(r)) for r in ranks])[index] if len(g) else np.zeros(0)
 
 
+def host_lags(g: Graph) -> np.ndarray:
+    """The edges whose lag is host time (a bool per edge): the CPU time between a thread's calls
+    (``cpu``) and across a handoff to another thread (``handoff``)."""
+    return (g.edge_kind == CPU) | (g.edge_kind == HANDOFF)
+
+
 def weights(g: Graph, host_scale: Scale = 1.0, gpu_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """(base, lag): node durations and edge lags (µs) with host time (host calls' durations, the
     CPU time between calls) scaled by ``host_scale`` (a factor, or one per rank) and GPU ops'
     durations by ``gpu_scale``."""
     h = node_factors(g, host_scale)
     base = np.where(g.kind == HOST, g.base * h, g.base * gpu_scale)
-    lag = np.where((g.edge_kind == CPU) | (g.edge_kind == HANDOFF), g.lag * h[g.dst], g.lag)
+    lag = np.where(host_lags(g), g.lag * h[g.dst], g.lag)
     return base, lag
 
 

@@ -4,7 +4,6 @@ run's manifest, the traces that could not be read and the ranks the job lacks.""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tracekit.manifest import Manifest
 from tracekit.trace.reader import EventTables
@@ -39,13 +38,10 @@ def run_inputs(path) -> RunInputs:
     from tracekit.analysis.distributed import job
     from tracekit.errors import ExitCode
     from tracekit.trace import TraceError, load
-    from tracekit.trace.file_kinds import unreadable_file
+    from tracekit.trace.discover import existing
     from tracekit.trace.reader import trace_files
 
-    path = Path(path)
-    if not path.exists():
-        raise TraceError(path, unreadable_file(path).replace("no such file", "no such file or folder"),
-                         ExitCode.NOT_FOUND)
+    path = existing(path)
     folder = path.is_dir()
     files = trace_files(path) if folder else [path]
     if not files:
