@@ -70,7 +70,7 @@ def diff(paths, depth, top, out, as_json, iterations, min_coverage, wide) -> Non
         written = write_reports(result, out, top=top)
         click.echo(f"wrote {len(written)} files under {out}/", err=True)
     diffs = result.diffs if isinstance(result, DiffSet) else [result]
-    failures = result.failures if isinstance(result, DiffSet) else result.failures
+    failures = result.failures
     show_tracebacks(failures)
     errors = result.errors if isinstance(result, DiffSet) else []
     if as_json:   # stdout holds the JSON: what else went wrong is said on stderr
