@@ -18,7 +18,7 @@ from tracekit.analysis.attribution.gpu_ops import GRAPH_LAUNCHES
 from tracekit.analysis.comparison.workloads import workloads
 from tracekit.analysis.runs import analyze
 from tracekit.backends import cudagraphs
-from tracekit.capture import ranks, runner
+from tracekit.capture import runner, sharding
 from tracekit.capture.environment import NO_MULTICAST, child_env
 from tracekit.cli import main
 from tracekit.manifest.spec import RunSpec
@@ -51,7 +51,7 @@ def test_fsdp_shards_each_block_of_a_stack(model, units):
     """FSDP2's units: the modules of a ModuleList (the transformer's layers, GPT-2's blocks) or of a
     Sequential of one class (ViT's blocks), not an MLP's Linear, ReLU, Linear (sharded whole)."""
     module, _ = models.build(model, batch=1, phase="train-step")
-    assert [type(b).__name__ for b in ranks.blocks(module)] == units
+    assert [type(b).__name__ for b in sharding.blocks(module)] == units
 
 
 def test_bad_nproc_or_parallel_is_a_usage_error(tmp_path):
@@ -210,11 +210,12 @@ def test_every_rank_times_its_host_like_a_single_run(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("parallel, per_iteration", [
     # DDP's buckets: the transformer's 6.3 MB of gradients fill PyTorch's 1 MiB first bucket and a second
-    ("ddp", {"all_reduce": 2}), ("ddp-no-overlap", {"all_reduce": 1}),
+    ("ddp", {"all_reduce": 2}), ("ddp-no-overlap", {"all_reduce": 2}),
     # FSDP2 on its 2 blocks: each gathered before its forward and its backward, its gradients reduced
-    # (gloo reduce-scatters with an all_reduce); on the root alone: once before forward, once after backward
-    ("fsdp", {"all_gather": 4, "all_reduce": 2}), ("fsdp-no-overlap", {"all_gather": 1, "all_reduce": 1})])
-def test_without_overlap_a_step_communicates_once(tmp_path, parallel, per_iteration):
+    # (gloo reduce-scatters with an all_reduce)
+    ("fsdp", {"all_gather": 4, "all_reduce": 2}), ("fsdp-no-overlap", {"all_gather": 4, "all_reduce": 2})])
+def test_without_overlap_a_step_runs_the_same_collectives(tmp_path, parallel, per_iteration):
+    """A no-overlap variant is its twin's program (the same collectives per iteration), only waited for."""
     spec = RunSpec("transformer", phase="train-step", nproc=2, parallel=parallel, warmup=1, iters=2, profile_iters=2)
     manifest = runner.run(spec, tmp_path, log=lambda m: None)
     assert manifest.status == "ok" and manifest.distributed.parallel == parallel, manifest.reason
@@ -301,3 +302,19 @@ def test_other_cuda_graph_jobs_run_on_two_gpus(tmp_path, mode, parallel):
     assert manifest.status == "ok", manifest.reason
     sums = {r.parameter_checksum for r in manifest.distributed.ranks}
     assert len(sums) == 1 and (None in sums) == parallel.startswith("fsdp")
+
+
+@pytest.mark.gpu
+@_gpus(2)
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_without_overlap_no_collective_runs_under_computation(tmp_path, parallel):
+    """On 2 GPUs over NCCL the overlapped program hides some communication under computation, its
+    no-overlap twin (the same collectives, waited for) next to none."""
+    spec = RunSpec("vit16x6x384", phase="train-step", nproc=2, device="cuda", warmup=2, iters=3, profile_iters=2)
+    overlap = {}
+    for variant in (parallel, f"{parallel}-no-overlap"):
+        out = tmp_path / variant
+        manifest = runner.run(replace(spec, parallel=variant), out, log=lambda m: None)
+        assert manifest.status == "ok", manifest.reason
+        overlap[variant] = analyze(out).table("communication")["comm_overlap_us"].sum()
+    assert overlap[parallel] > 10 * max(overlap[f"{parallel}-no-overlap"], 1.0), overlap

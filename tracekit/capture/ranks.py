@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gc
 import json
-import math
 import os
 import sys
 import threading
@@ -34,6 +33,7 @@ import torch
 from tracekit.capture.capture_run import Capture
 from tracekit.capture.child import ChildJob, die_with_parent
 from tracekit.capture.resolved import resolve
+from tracekit.capture.sharding import wrap
 from tracekit.io import write_json
 from tracekit.manifest import Manifest
 
@@ -85,55 +85,6 @@ def time_limit_s() -> float:
     if not limit > 0:
         raise ValueError(f"{TIME_LIMIT_ENV} must be a positive number of seconds, got {raw!r}")
     return limit
-
-
-def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module:
-    """``module`` shared over the job's ranks as ``parallel`` says (:data:`tracekit.manifest.spec.PARALLEL`):
-
-    * "ddp": DistributedDataParallel with PyTorch's buckets (1 MiB first, then 25 MiB), each
-      bucket's all-reduce started as backward fills it, overlapping the rest of backward;
-    * "ddp-no-overlap": DDP with one bucket as large as every gradient (``bucket_cap_mb``), so its
-      one all-reduce starts once backward has produced the last gradient;
-    * "fsdp": FSDP2's ``fully_shard`` on each of the model's blocks (:func:`blocks`), then on the
-      whole: each block all-gathered before its forward and its backward and its gradients
-      reduce-scattered after, overlapping the neighbouring blocks' compute;
-    * "fsdp-no-overlap": ``fully_shard`` on the whole model only, not resharded after forward:
-      one all-gather before forward, one reduce-scatter after backward.
-    """
-    if parallel.startswith("ddp"):
-        from torch.nn.parallel import DistributedDataParallel
-
-        one_bucket = None
-        if parallel == "ddp-no-overlap":
-            grads = sum(p.numel() * p.element_size() for p in module.parameters() if p.requires_grad)
-            one_bucket = math.ceil(grads / 2**20) + 1
-        return DistributedDataParallel(module, device_ids=[torch.device(device).index]
-                                       if device.startswith("cuda") else None, bucket_cap_mb=one_bucket)
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
-    mesh = init_device_mesh(device.split(":")[0], (torch.distributed.get_world_size(),))
-    if parallel == "fsdp-no-overlap":
-        return fully_shard(module, mesh=mesh, reshard_after_forward=False)
-    for block in blocks(module):
-        fully_shard(block, mesh=mesh)
-    return fully_shard(module, mesh=mesh)
-
-
-def blocks(module: torch.nn.Module) -> list[torch.nn.Module]:
-    """The model's blocks, FSDP2's units under "fsdp": the children of each stack of blocks, a
-    ``ModuleList`` or a ``Sequential`` of two or more modules of one class (ViT's blocks, a ResNet's
-    layers; not an MLP's Linear, activation, Linear), the outermost stacks only (a block's own
-    stacks stay in its unit)."""
-    found: list[torch.nn.Module] = []
-    for child in module.children():
-        kinds = {type(m) for m in child.children()}
-        if isinstance(child, torch.nn.ModuleList) or (isinstance(child, torch.nn.Sequential) and len(child) > 1
-                                                       and len(kinds) == 1):
-            found.extend(child.children())
-        else:
-            found.extend(blocks(child))
-    return found
 
 
 def parameter_checksum(module: torch.nn.Module | None, parallel: str) -> float | None:

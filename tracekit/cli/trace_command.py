@@ -51,9 +51,9 @@ from tracekit.manifest.spec import DTYPES, PARALLEL, PHASES
               help="With --nproc > 1: ddp, DistributedDataParallel (gradients all-reduced in buckets during "
                    "backward); fsdp, FSDP2 (fully_shard on each of the model's blocks, the modules of a ModuleList "
                    "or a Sequential of one class, and on the whole); "
-                   "ddp-no-overlap, DDP with one bucket (one all-reduce after backward); fsdp-no-overlap, "
-                   "fully_shard on the whole model only (one all-gather before forward, one reduce-scatter after "
-                   "backward). Gradients are reduced in the forward-backward and train-step phases.")
+                   "ddp-no-overlap, fsdp-no-overlap, the same collectives with the computation waiting for each "
+                   "(the twin that whatif --overlap-comm predicts from). Gradients are reduced in the "
+                   "forward-backward and train-step phases.")
 def trace(model, mode, batch, seq, dtype, device, phase, compile_only, warmup, iters, profile_iters, threads,
           repeats, out, nproc, parallel) -> None:
     """Run one workload on one mode: compile, time, profile; write trace + run.json.

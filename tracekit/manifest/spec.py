@@ -13,8 +13,8 @@ PHASES = ("inference", "forward", "forward-backward", "train-step")  # what each
 DEFAULT_WARMUP = 5       # calls after the first; covers Inductor's and CUDA-graph recording's warm-up runs
 DEFAULT_ITERS = 50       # unprofiled timed iterations
 DEFAULT_PROFILE_ITERS = 10  # iterations in the profiled window
-# How a run of several ranks shares the model (tracekit.capture.ranks.wrap): DDP or FSDP2 overlapping
-# communication with compute, or the same with one collective after backward (and, FSDP, one before forward).
+# How a run of several ranks shares the model (tracekit.capture.sharding.wrap): DDP or FSDP2 overlapping
+# communication with compute, or the same collectives with the compute waiting for each.
 PARALLEL = ("ddp", "fsdp", "ddp-no-overlap", "fsdp-no-overlap")
 # Fields added after run.json files existed: written only when not at their default, so a
 # finished run's spec stays equal to the spec that would redo it (the bench's "done" test).
