@@ -3,6 +3,7 @@ on the CPU, one run folder with a trace per rank and one manifest, analyzed as o
 
 import gzip
 import json
+import os
 import re
 import runpy
 import time
@@ -19,7 +20,7 @@ from tracekit.analysis.comparison.workloads import workloads
 from tracekit.analysis.runs import analyze
 from tracekit.backends import cudagraphs
 from tracekit.capture import runner, sharding
-from tracekit.capture.environment import NO_MULTICAST, child_env
+from tracekit.capture.environment import CPU_BINDING_ENV, NO_MULTICAST, bind_rank_cpus, child_env
 from tracekit.cli import main
 from tracekit.manifest.spec import RunSpec
 
@@ -318,3 +319,30 @@ def test_without_overlap_no_collective_runs_under_computation(tmp_path, parallel
         assert manifest.status == "ok", manifest.reason
         overlap[variant] = analyze(out).table("communication")["comm_overlap_us"].sum()
     assert overlap[parallel] > 10 * max(overlap[f"{parallel}-no-overlap"], 1.0), overlap
+
+
+def test_exclusive_binding_gives_each_rank_its_own_cpus(monkeypatch):
+    """Of 8 CPUs and 2 ranks, rank 1 takes the upper 4, every thread of the process bound to them."""
+    bound = {}
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {7, 6, 5, 4, 3, 2, 1, 0})
+    monkeypatch.setattr(os, "sched_setaffinity", lambda tid, cpus: bound.__setitem__(tid, list(cpus)))
+    monkeypatch.delenv(CPU_BINDING_ENV, raising=False)
+    assert bind_rank_cpus(1, 2) == [] and bound == {}
+    monkeypatch.setenv(CPU_BINDING_ENV, "exclusive")
+    assert bind_rank_cpus(1, 2) == [4, 5, 6, 7]
+    threads = {int(t) for t in os.listdir("/proc/self/task")}
+    assert set(bound) <= threads and os.getpid() in bound and all(c == [4, 5, 6, 7] for c in bound.values())
+    assert bind_rank_cpus(0, 16) == []   # fewer CPUs than ranks: left alone
+    monkeypatch.setenv(CPU_BINDING_ENV, "node")
+    with pytest.raises(ValueError, match="must be 'exclusive' or unset"):
+        bind_rank_cpus(0, 2)
+
+
+@pytest.mark.slow
+def test_a_bound_job_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv(CPU_BINDING_ENV, "exclusive")
+    manifest = runner.run(RunSpec("mlp", phase="train-step", nproc=2, warmup=0, iters=1, profile_iters=1), tmp_path,
+                          log=lambda m: None)
+    assert manifest.status == "ok", manifest.reason
+    share = len(os.sched_getaffinity(0)) // 2
+    assert f"each rank bound to CPUs of its own (TRACEKIT_CPU_BINDING=exclusive): {share} CPUs a rank" in manifest.note

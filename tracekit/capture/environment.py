@@ -1,7 +1,7 @@
 """Facts about the machine a run happened on, recorded in run.json, and the process settings a
 run runs under: torch's threads (:func:`torch_threads`), its scratch folder (:func:`scratch`), the
 environment of the processes it starts (:func:`child_env`), a job's process-group backend
-(:func:`process_group_backend`)."""
+(:func:`process_group_backend`) and its ranks' CPUs (:func:`bind_rank_cpus`)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,41 @@ def process_group_backend(device_type: str, nproc: int) -> tuple[str, str]:
         return "nccl", ""
     return "gloo", (f"{nproc} ranks share {gpus} GPU{'s' if gpus != 1 else ''}: gloo (NCCL cannot put two ranks "
                     "on one GPU); its collectives run on the host, with device copies")
+
+
+CPU_BINDING_ENV = "TRACEKIT_CPU_BINDING"   # "exclusive": each rank of a job on CPUs of its own
+
+
+def bind_rank_cpus(local_rank: int, local_world: int) -> list[int]:
+    """Bind this process (every thread it has and will start) to its own share of the CPUs it
+    may use, where ``$TRACEKIT_CPU_BINDING`` is "exclusive": the sorted CPUs split into
+    ``local_world`` contiguous equal parts, part ``local_rank`` this rank's (torchrun's
+    ``--numa-binding exclusive`` without its need of numactl and a NUMA map: each rank's host no
+    longer shares CPUs with another's or migrates between them).
+
+    Returns:
+        The CPUs bound to (ids, sorted); [] where the variable is unset or empty, or there are
+        fewer CPUs than ranks.
+
+    Raises:
+        ValueError: the variable holds another value.
+    """
+    mode = os.environ.get(CPU_BINDING_ENV, "")
+    if not mode:
+        return []
+    if mode != "exclusive":
+        raise ValueError(f"{CPU_BINDING_ENV} must be 'exclusive' or unset, got {mode!r}")
+    cpus = sorted(os.sched_getaffinity(0))
+    share = len(cpus) // local_world
+    if share < 1:
+        return []
+    mine = cpus[local_rank * share:(local_rank + 1) * share]
+    for task in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(task), mine)
+        except OSError:
+            pass   # a thread that ended meanwhile
+    return mine
 
 
 def default_device() -> str:

@@ -32,6 +32,7 @@ import torch
 
 from tracekit.capture.capture_run import Capture
 from tracekit.capture.child import ChildJob, die_with_parent
+from tracekit.capture.environment import CPU_BINDING_ENV, bind_rank_cpus
 from tracekit.capture.resolved import resolve
 from tracekit.capture.sharding import wrap
 from tracekit.io import write_json
@@ -128,6 +129,7 @@ def rank(job: ChildJob) -> NoReturn:
     if device.startswith("cuda"):
         device = f"cuda:{local % torch.cuda.device_count()}"
         torch.cuda.set_device(device)
+    cpus = bind_rank_cpus(local, int(os.environ.get("LOCAL_WORLD_SIZE", world)))
     shared: dict[str, torch.nn.Module] = {}   # the wrapped model, for its checksum once the capture is done
     capture = Capture.of(resolve(replace(spec, device=device)), None, trace_dir=folder,
                          where=f"{folder} rank {rank_id}", rank=rank_id, world_size=world,
@@ -150,6 +152,9 @@ def rank(job: ChildJob) -> NoReturn:
     watchdog = threading.Timer(limit_s, time_out, (limit_s,))
     watchdog.daemon = True
     watchdog.start()
+    if cpus:
+        capture.manifest.add_note(f"each rank bound to CPUs of its own ({CPU_BINDING_ENV}=exclusive): "
+                                  f"{len(cpus)} CPUs a rank")
     capture.stage("joining the process group")
     torch.distributed.init_process_group(job.backend, timeout=PROCESS_GROUP_TIMEOUT)
     manifest = capture.run()
