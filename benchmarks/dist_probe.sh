@@ -7,7 +7,8 @@
 # captured; cudagraphs-compile under DDP), a single GPU's (tests/backends/test_backends.py) and the
 # capture's own on a GPU (tests/capture: a run's profiled steps, a recorded loop timed with CUDA
 # events; tests/test_api.py: profile comparing cudagraphs with eager).
-# Then workloads/predict-dist.toml on NPROC ranks (--set nproc=NPROC) for MINUTES of cells, through
+# Then workloads/predict-dist.toml on NPROC ranks (--set nproc=NPROC), each rank on CPUs of its own
+# (TRACEKIT_CPU_BINDING=exclusive unless set otherwise), for MINUTES of cells, through
 # benchmarks/lease_call.sh (resumable from $REPORTS/predict-dist/manifests.jsonl.gz; its cells
 # packed into $OUT/cells.tar.xz.NN, to unpack here with benchmarks/lease_unpack.sh; the bench's
 # output in $OUT/log.txt), everything stopped at HARD_SECONDS from the start.
@@ -24,4 +25,4 @@ if [ "$TESTS" = tests ]; then
     tests/test_distributed.py tests/backends/test_backends.py tests/capture tests/test_api.py 2>&1 |
     tee $OUT/gpu-tests.txt
 fi
-bash "$(dirname "$0")/lease_call.sh" predict-dist "$MINUTES" $((HARD - SECONDS)) --set nproc="$NPROC"
+TRACEKIT_CPU_BINDING=${TRACEKIT_CPU_BINDING-exclusive} bash "$(dirname "$0")/lease_call.sh" predict-dist "$MINUTES" $((HARD - SECONDS)) --set nproc="$NPROC"

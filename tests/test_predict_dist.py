@@ -88,7 +88,7 @@ def test_the_suite_holds_both_runs_of_every_pair():
     overlapped variant beside each no-overlap one (same model and batch)."""
     cells = plan(load_suite(SUITE), "/nonexistent", device="cuda")
     specs = [p.spec for p in cells]
-    assert len(specs) == 20 and all(s.nproc == 2 and s.phase == "train-step" for s in specs)
+    assert len(specs) == 22 and all(s.nproc == 2 and s.phase == "train-step" for s in specs)
     have = {(s.model, s.batch, s.parallel, s.mode) for s in specs}
     twins = {fn: WORKLOAD["VIT"] if fn.startswith("vit") else WORKLOAD["GPT2"] for fn in WORKLOAD if "straggler" in fn}
     pairs = 0
@@ -103,7 +103,7 @@ def test_the_suite_holds_both_runs_of_every_pair():
         else:
             continue
         pairs += 1
-    assert pairs == 14
+    assert pairs == 16
     assert {(s.model, s.batch) for s in specs if s.model in twins.values()} == {
         (WORKLOAD["VIT"], 8), (WORKLOAD["VIT"], 32), (WORKLOAD["GPT2"], 4), (WORKLOAD["GPT2"], 16)}
 
