@@ -73,8 +73,8 @@ def _one_stream(root: torch.nn.Module) -> None:
         raise RuntimeError(f"fsdp-no-overlap needs FSDP2's communication context (_comm_ctx), which torch "
                            f"{torch.__version__} does not have") from None
 
-    def lazy_init(device: torch.device) -> None:
-        setup(device)
+    def lazy_init(*args, **kwargs) -> None:   # (device) in torch 2.13; its arguments passed on as they are
+        setup(*args, **kwargs)
         current = context.device_handle.current_stream()
         context.all_gather_copy_in_stream = context.all_gather_stream = current
         context.reduce_scatter_stream = context.all_reduce_stream = current
