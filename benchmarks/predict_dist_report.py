@@ -18,13 +18,20 @@ less 1; the sign of the gain is right where the predicted and the measured chang
 run agree (the predicted change: the prediction less the source run's calibrated model, so that a
 calibration's residual is no change), or where the measured change is inside the checked run's p10-p90
 (no sign to get right).
+Beside each pair, the two runs' host speeds: the median time of a ``cudaLaunchKernel`` call in each
+run's traces (all ranks, µs), the checked run's over the source's (``host_ratio``): the same calls, so
+a ratio away from 1 is the machine's host running at another speed, which no prediction from the
+source can know.
 Writes OUT_DIR/predictions.csv and OUT_DIR/predictions.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import math
+import statistics
 from pathlib import Path
 
 import pandas as pd
@@ -73,6 +80,17 @@ def _measured(folder: Path) -> dict:
             "device": m.ran_on_name}
 
 
+def launch_call_us(folder: Path) -> float:
+    """The median duration (µs) of the ``cudaLaunchKernel`` calls in the run's rank traces; NaN without any."""
+    durations = []
+    for path in folder.glob("*.pt.trace.json*"):
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as f:
+            events = json.load(f).get("traceEvents", [])
+        durations += [e["dur"] for e in events if e.get("cat") == "cuda_runtime" and e.get("name") == "cudaLaunchKernel"]
+    return statistics.median(durations) if durations else math.nan
+
+
 def rows(traces: Path) -> pd.DataFrame:
     out = []
     for p in pairs(traces):
@@ -88,12 +106,14 @@ def rows(traces: Path) -> pd.DataFrame:
                    checked_p90_ms=chk["p90"], predicted_ms=prediction.predicted_latency_ms,
                    modelled_ms=prediction.modelled_latency_ms,
                    calibrated=prediction.calibrated, host_scale=prediction.host_scale,
-                   gpu_scale=prediction.gpu_scale, notes="; ".join(prediction.notes + prediction.missing))
+                   gpu_scale=prediction.gpu_scale, notes="; ".join(prediction.notes + prediction.missing),
+                   source_launch_us=launch_call_us(p["source"]), checked_launch_us=launch_call_us(p["checked"]))
         out.append(row)
     df = pd.DataFrame(out)
     if df.empty or "predicted_ms" not in df:
         return df
     df["error"] = df["predicted_ms"] / df["checked_ms"] - 1
+    df["host_ratio"] = df["checked_launch_us"] / df["source_launch_us"]
     df["measured_change_ms"] = df["checked_ms"] - df["source_ms"]
     df["predicted_change_ms"] = df["predicted_ms"] - df["modelled_ms"]   # the edit's own change, on the model
     noise = (df["checked_p10_ms"] <= df["source_ms"]) & (df["source_ms"] <= df["checked_p90_ms"])
@@ -119,17 +139,22 @@ def markdown(df: pd.DataFrame, title: str) -> str:
         lines += [f"**{within} of {len(done)} pairs within {TARGET:.0%}** (target: 90%), median |error| "
                   f"{done['error'].abs().median():.1%}; the sign of the change right on {sign} of {len(done)}; "
                   f"{slow} what-if(s) that remove work predicting a slowdown.", ""]
+        apart = done["host_ratio"].sub(1).abs() > TARGET
+        lines += [f"The two runs' hosts ran at speeds more than {TARGET:.0%} apart (a launch call's median time, "
+                  f"checked over source: host ratio) in {int(apart.sum())} pairs; of the others "
+                  f"{int((~apart & done['within_target']).sum())} of {int((~apart).sum())} are within {TARGET:.0%}.",
+                  ""]
     lines += ["| what-if | source run | source (ms) | checked run | measured (ms) | p10-p90 | predicted (ms) | error |"
-              " sign | calibrated | notes |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              " sign | host ratio | calibrated | notes |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in df.to_dict("records"):
         if "predicted_ms" not in r or r["predicted_ms"] != r["predicted_ms"]:
             lines.append(f"| {r['what_if']} | {r['source']} | {r['source_status']} | {r['checked']} | "
-                         f"{r['checked_status']} | | | | | | not both measured |")
+                         f"{r['checked_status']} | | | | | | | not both measured |")
             continue
         lines.append(f"| {r['what_if']} | {r['source']} | {_f(r['source_ms'])} | {r['checked']} | "
                      f"{_f(r['checked_ms'])} | {_f(r['checked_p10_ms'])}-{_f(r['checked_p90_ms'])} | "
                      f"{_f(r['predicted_ms'])} | {r['error']:+.1%} | {'right' if r['sign_right'] else 'WRONG'} | "
-                     f"{'yes' if r['calibrated'] else 'no'} | {r['notes']} |")
+                     f"{_f(r['host_ratio'], '.2f')} | {'yes' if r['calibrated'] else 'no'} | {r['notes']} |")
     return "\n".join(lines) + "\n"
 
 
