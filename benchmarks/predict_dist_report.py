@@ -139,10 +139,12 @@ def markdown(df: pd.DataFrame, title: str) -> str:
         lines += [f"**{within} of {len(done)} pairs within {TARGET:.0%}** (target: 90%), median |error| "
                   f"{done['error'].abs().median():.1%}; the sign of the change right on {sign} of {len(done)}; "
                   f"{slow} what-if(s) that remove work predicting a slowdown.", ""]
-        apart = done["host_ratio"].sub(1).abs() > TARGET
-        lines += [f"The two runs' hosts ran at speeds more than {TARGET:.0%} apart (a launch call's median time, "
-                  f"checked over source: host ratio) in {int(apart.sum())} pairs; of the others "
-                  f"{int((~apart & done['within_target']).sum())} of {int((~apart).sum())} are within {TARGET:.0%}.",
+        ratio = done["host_ratio"].sub(1).abs()
+        apart, close = ratio > TARGET, ratio <= TARGET   # both False where a run has no launch call (NaN)
+        lines += [f"Of the {int((apart | close).sum())} pairs with launch calls in both runs, the two hosts ran at "
+                  f"speeds more than {TARGET:.0%} apart (a launch call's median time, checked over source: host "
+                  f"ratio) in {int(apart.sum())}, {int((apart & done['within_target']).sum())} of them within "
+                  f"{TARGET:.0%}; of the {int(close.sum())} others {int((close & done['within_target']).sum())}.",
                   ""]
     lines += ["| what-if | source run | source (ms) | checked run | measured (ms) | p10-p90 | predicted (ms) | error |"
               " sign | host ratio | calibrated | notes |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
