@@ -410,3 +410,58 @@ def test_the_annotation_option_says_what_marks_an_iteration(tmp_path):
     assert path_notes(row["critical_path_note"]) == ("no critical path: no CPU op or annotation named 'nope' in "
                                                      "the trace")
     assert math.isnan(row["cuda_graphs_predicted_ms"])
+
+
+def _nested(t: TraceBuilder, offset: float = 0.0) -> None:
+    """One outer ``fwd`` [0, 700) holding an inner one [200, 500) (HTA's simple_add nests its forward
+    annotations so): launch A at 50 (kernel 60-70); in the inner, launch B at 300 (kernel 310-1000);
+    after the inner, still in the outer, launch C at 600 (kernel 1001-1011, queued behind B)."""
+    t.cpu_op("fwd", offset, 700, cat="user_annotation")
+    t.cpu_op("fwd", offset + 200, 300, cat="user_annotation")
+    t.kernel("gemm", start=offset + 60, dur=10, launch_at=offset + 50)
+    t.kernel("gemm", start=offset + 310, dur=690, launch_at=offset + 300)
+    t.kernel("gemm", start=offset + 1001, dur=10, launch_at=offset + 600)
+
+
+def test_an_outer_annotation_instance_runs_through_the_nested_one(tmp_path):
+    """Issue 39 (HTA's simple_add: nested instances of its forward annotation): the outer instance's
+    path runs through the inner one, its GPU work included, to the kernel of its own last launch
+    (1,011 µs), instead of ending at its last call outside the inner one with the inner as a CPU
+    tail (700 µs); the inner one is timed from its own start (800 µs), not from the outer's finish;
+    the iteration is the outer one's."""
+    t = TraceBuilder()
+    _nested(t)
+    result = cp.analyze(_tables(t, tmp_path), annotation="fwd")
+    it = result.iterations.set_index("step")
+    assert it["within"].tolist() == [-1, 0]
+    assert it["latency_us"].tolist() == [1011.0, 800.0]
+    # kernel C 10, its gap 1, kernel B 690, B's launch latency 6, launches A and B 4 each, CPU 50 + 246
+    assert _split(result, 0) == {"latency": 1011.0, "cpu": 296.0, "launch": 8.0, "launch_latency": 6.0,
+                                 "gpu_gap": 1.0, "kernel": 700.0}
+    assert _split(result, 1) == {"latency": 800.0, "cpu": 100.0, "launch": 4.0, "launch_latency": 6.0,
+                                 "kernel": 690.0}
+    assert result.latency_us() == 1011.0
+    # the call after the inner instance's end is the outer one's
+    g = result.graph
+    launches = np.flatnonzero(g.name == "cudaLaunchKernel")
+    assert result.steps[launches[np.argsort(g.ts[launches])]].tolist() == [0, 1, 0]
+
+
+def test_a_faster_host_never_makes_a_nested_instance_more_than_twice_as_fast(tmp_path):
+    """Issue 39: whatif --annotation with nested instances: a 2x faster host halves the host's part
+    of each instance (outer 1,011 -> 859 µs: kernels 700, gap 1 and launch latency 6 stay; inner 800 ->
+    748 µs), never more, and the prediction is the outer instance's (the inner is part of it, not one
+    more iteration to average with it: 859, where the old chaining gave the inner 228 µs from the
+    outer's finish)."""
+    t = TraceBuilder()
+    _nested(t)
+    result = predict(_tables(t, tmp_path), [Edit("host-faster", factor=2)], annotation="fwd")
+    before = result.before.iterations.set_index("step")["latency_us"]
+    after = result.after.iterations.set_index("step")["latency_us"]
+    assert after.tolist() == pytest.approx([859.0, 748.0])
+    assert (after >= before / 2).all()
+    assert result.modelled_ms * 1e3 == pytest.approx(1011) and result.predicted_ms * 1e3 == pytest.approx(859)
+    # a CUDA graph of the outer instance is one replay, its nested instance's kernels in it
+    graphs = predict(_tables(t, tmp_path), [Edit("cuda-graphs")], annotation="fwd", replay=Replay(20.0, 1.0))
+    # one graph launch (20 µs) at the outer's first call, then the 3 kernels 1 µs apart: 6 + 10 + 1 + 690 + 1 + 10
+    assert graphs.predicted_ms * 1e3 == pytest.approx(20 + 6 + 10 + 1 + 690 + 1 + 10)

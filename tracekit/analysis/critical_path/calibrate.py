@@ -92,7 +92,9 @@ def _bisect(f, lo: float, hi: float, target: float) -> float:
 def host_scale_of(markers: dict, host_ms: float | None) -> float | None:
     """The host's factor from its own unprofiled time per call (``host_ms``, ms) over the traced
     iterations' median marker length (the first and last left out when there are 3 or more: they
-    hold the window's synchronizations), within the search bounds; None without either."""
+    hold the window's synchronizations; the outermost only, where instances nest), within the
+    search bounds; None without either."""
+    markers = {r: m[m["within"] < 0] if "within" in m else m for r, m in markers.items()}
     lengths = [m["end"].to_numpy(float) - m["ts"].to_numpy(float) for m in markers.values() if len(m)]
     lengths = [x[1:-1] if len(x) >= 3 else x for x in lengths]
     if not host_ms or not math.isfinite(host_ms) or not lengths:

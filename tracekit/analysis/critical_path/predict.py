@@ -26,6 +26,7 @@ from tracekit.analysis.critical_path import (
 from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.calibrate import Calibration, calibrate, calibrate_job
 from tracekit.analysis.critical_path.edits import Edit, Replay, apply, gpu_names
+from tracekit.analysis.critical_path.path import outermost
 from tracekit.analysis.critical_path.run_inputs import run_inputs
 from tracekit.manifest import Attribution
 from tracekit.trace.reader import EventTables
@@ -93,7 +94,8 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
         from tracekit.analysis.attribution.gpu_ops import attribute
 
         names = gpu_names(g, {rank: attribute(t, attribution) for rank, t in ranks})
-    edited = apply(g, step, edits, cal.host_scale, cal.gpu_scale, replay, names)
+    # an edit's iteration (a replay's, a rank's share) is the outermost instance, nested ones in it
+    edited = apply(g, outermost(step, g, markers), edits, cal.host_scale, cal.gpu_scale, replay, names)
     before = _retimed(g, step, markers, cal.host_scale, cal.gpu_scale, problems)
     after = _retimed(g, step, markers, cal.host_scale, cal.gpu_scale, problems, edited)
     notes = [cal.note] if cal.note else []
@@ -162,7 +164,9 @@ class Prediction:
     critical_path_before, critical_path_after: one row per iteration (and rank: ``rank``, ``step``)
                           of the critical path without and with the edits: its ``latency_us`` and
                           the µs of each part on it (``<part>_us``,
-                          :data:`~tracekit.analysis.critical_path.path.PARTS`).
+                          :data:`~tracekit.analysis.critical_path.path.PARTS`), and ``within``: the
+                          instance of ``annotation`` it is nested in (-1: none; a nested instance is
+                          part of the outer one's iteration, which alone the figures count).
     notes:                what limits the prediction (the calibration's note, problems of the trace).
     missing:              what the trace lacks for a complete graph.
     cannot_predict:       why there is no prediction (no GPU op, no launch call, or a single launch for
