@@ -148,8 +148,9 @@ def test_whatif_predicts_a_run_from_python_as_tracekit_whatif_does():
     assert after["cpu_us"].sum() == 0 and after["kernel_us"].iloc[1:].mean() == pytest.approx(49.78, abs=0.01)
     d = p.to_dict()
     assert list(d) == ["path", "edits", "predicted_latency_ms", "measured_latency_ms", "modelled_latency_ms",
-                       "calibrated", "host_scale", "gpu_scale", "critical_path_before", "critical_path_after",
-                       "notes", "missing", "unreadable", "integrity"]   # issue 40: each input's integrity
+                       "calibrated", "host_scale", "gpu_scale", "host_source", "critical_path_before",
+                       "critical_path_after", "notes", "missing", "unreadable", "integrity"]   # issue 40: integrity
+    assert d["host_source"] == "fitted"   # launch-bound: the host's factor fitted to the latency
     assert [(c["check"], c["status"]) for c in d["integrity"]] == [("accelerator", "ok")]
     assert d["critical_path_before"]["cpu_us"] == 190.58 and d["critical_path_after"]["gpu_gap_us"] == 3.38
     assert str(p).splitlines()[1:] == [

@@ -465,3 +465,57 @@ def test_a_faster_host_never_makes_a_nested_instance_more_than_twice_as_fast(tmp
     graphs = predict(_tables(t, tmp_path), [Edit("cuda-graphs")], annotation="fwd", replay=Replay(20.0, 1.0))
     # one graph launch (20 µs) at the outer's first call, then the 3 kernels 1 µs apart: 6 + 10 + 1 + 690 + 1 + 10
     assert graphs.predicted_ms * 1e3 == pytest.approx(20 + 6 + 10 + 1 + 690 + 1 + 10)
+
+
+def _t_paced() -> TraceBuilder:
+    """Five 100 µs steps, each one launch at +10 (4 µs) of a 90 µs kernel: the host's 100 µs set the
+    traced pace; with a host a tenth faster the GPU's 90 µs would."""
+    t = TraceBuilder()
+    for i in range(5):
+        t.step(i + 1, 100 * i, 100)
+        t.kernel("gemm", start=100 * i + 15, dur=90, launch_at=100 * i + 10)
+    return t
+
+
+def test_a_gpu_bound_fit_never_shrinks_kernels_to_make_room_for_host_time(tmp_path):
+    """Issue 39: unprofiled 91 µs, and a host measured at 95.2 µs a call (x0.952): the GPU alone
+    (90 µs of kernel) meets 91 µs, so the kernels keep their time and the host's factor is lowered
+    to x0.91 (91 of its 100 traced µs), where the fit used to shrink the kernels to x0.5 and still
+    miss."""
+    traced = cp.analyze(_tables(_t_paced(), tmp_path))
+    cal = calibrate(traced.graph, traced.steps, traced.markers, 0.091, 0.0952)
+    assert cal.gpu_scale == 1.0 and cal.host_scale == pytest.approx(0.91, rel=0.003)
+    assert cal.host_source == "measured" and cal.note["host_lowered_from"] == pytest.approx(0.952)
+    assert path_note(cal.note) == (
+        "GPU-bound: GPU ops 0% faster unprofiled than traced; host time x0.95 from the unprofiled host time per "
+        "call (0.095 ms); lowered to x0.91, where the GPU's own time leaves the host no more (no kernel is shrunk "
+        "to make room for host time)")
+
+
+def test_without_host_ms_the_host_time_is_estimated_from_the_trace(tmp_path):
+    """Issue 39: a run.json without host_ms: the host's unprofiled time per iteration is the traced
+    iteration less the profiler's 4.8 µs per recorded event (host_estimate): 100 µs less one launch
+    call = 95.2 µs, and 100 less 11 events (ten CPU ops and the launch) = 47.2 µs; the note says it
+    was estimated, and the prediction's host_source."""
+    from tracebuilder import write_run
+
+    from tracekit.analysis.critical_path.host_estimate import estimate
+    from tracekit.analysis.critical_path.predict import predict_run
+
+    tables = _tables(_t_paced(), tmp_path)
+    traced = cp.analyze(tables)
+    guess = estimate(tables, traced.markers[0])
+    assert (guess.traced_ms, guess.events, guess.host_ms) == (0.1, 1.0, pytest.approx(0.0952))
+    cal = calibrate(traced.graph, traced.steps, traced.markers, 0.091, None, guess)
+    assert cal.host_source == "estimated" and cal.gpu_scale == 1.0 and cal.host_scale == pytest.approx(0.91, rel=0.003)
+    assert "estimated from the trace, no host_ms in run.json: the traced iteration (0.100 ms) less the " \
+           "profiler's 4.8 µs for each of its 1 recorded ops and runtime calls (0.095 ms)" in path_note(cal.note)
+    busy = _t_paced()
+    for i in range(5):
+        for j in range(10):
+            busy.cpu_op("aten::view", 100 * i + 20 + 5 * j, 2)
+    assert estimate(_tables(busy, tmp_path), traced.markers[0]).host_ms == pytest.approx(0.1 - 11 * 0.0048)
+    write_run(tmp_path / "w" / "eager", busy, latency_ms=(0.091, 0.09, 0.092))
+    p = predict_run(tmp_path / "w" / "eager", [Edit("host-faster", factor=2)])
+    assert p.host_source == "estimated" and p.to_dict()["host_source"] == "estimated"
+    assert p.notes[0]["host_source"] == "estimated" and p.notes[0]["events"] == 11

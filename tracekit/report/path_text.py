@@ -19,11 +19,23 @@ def _lacking(r: dict) -> str:
 
 
 def _host(r: dict) -> str:
-    """Where a GPU-bound run's host factor came from."""
-    if r["host_ms"] is not None:
-        return f"host time x{r['host_scale']:.2f} from the unprofiled host time per call ({r['host_ms']:.3f} ms)"
-    return (f"host time x{r['host_scale']:.2f}, the least allowed: no host_ms in run.json, and a GPU-bound latency "
-            "says nothing of the host")
+    """Where a GPU-bound run's host factor came from (measured, estimated from the trace, or the least
+    allowed), and that it was lowered where the GPU's own time left it less."""
+    source = r.get("host_source", "measured" if r["host_ms"] is not None else "none")
+    lowered = r.get("host_lowered_from")
+    scale = f"host time x{lowered if lowered is not None else r['host_scale']:.2f}"
+    if source == "measured":
+        text = f"{scale} from the unprofiled host time per call ({r['host_ms']:.3f} ms)"
+    elif source == "estimated":
+        text = (f"{scale} estimated from the trace, no host_ms in run.json: the traced iteration "
+                f"({r['traced_ms']:.3f} ms) less the profiler's {r['per_event_us']:.1f} µs for each of its "
+                f"{r['events']:.0f} recorded ops and runtime calls ({r['host_ms']:.3f} ms)")
+    else:
+        text = f"{scale}, the least allowed: no host_ms in run.json, and a GPU-bound latency says nothing of the host"
+    if lowered is not None:
+        text += (f"; lowered to x{r['host_scale']:.2f}, where the GPU's own time leaves the host no more (no kernel "
+                 "is shrunk to make room for host time)")
+    return text
 
 
 def _gpu_bound_job(r: dict) -> str:

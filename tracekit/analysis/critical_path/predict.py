@@ -26,6 +26,7 @@ from tracekit.analysis.critical_path import (
 from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.calibrate import Calibration, calibrate, calibrate_job
 from tracekit.analysis.critical_path.edits import Edit, Replay, apply, gpu_names
+from tracekit.analysis.critical_path.host_estimate import estimate
 from tracekit.analysis.critical_path.path import outermost
 from tracekit.analysis.critical_path.run_inputs import run_inputs
 from tracekit.manifest import Attribution
@@ -69,8 +70,10 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
         annotation: what marks an iteration (default ``ProfilerStep#N``).
         replay: the CUDA graph replay's costs for the ``cuda-graphs`` edit.
         host_ms: the unprofiled host time per call (ms, run.json ``host_ms`` median), for the
-            calibration of a GPU-bound run; a job's: rank -> its own (``distributed.ranks[i].host_ms``),
-            each rank calibrated with it (:func:`tracekit.analysis.critical_path.calibrate.calibrate_job`).
+            calibration of a GPU-bound run (None: estimated from the trace,
+            :mod:`~tracekit.analysis.critical_path.host_estimate`); a job's: rank -> its own
+            (``distributed.ranks[i].host_ms``), each rank calibrated with it
+            (:func:`tracekit.analysis.critical_path.calibrate.calibrate_job`).
 
     Returns:
         A :class:`WhatIf`. After ``overlap-comm`` and ``balance-ranks`` alone, which only take
@@ -86,9 +89,13 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
     g, step, markers, problems = prepare(ranks, annotation)
     if len(ranks) > 1:
         cal = calibrate_job(g, step, markers, measured_ms, host_ms if isinstance(host_ms, Mapping) else {})
+        cal.host_source = "traced" if not math.isfinite(cal.measured_ms) else \
+            "fitted" if (cal.note or {}).get("lacking") else "measured"   # each rank's own host_ms
     else:
-        own = host_ms.get(ranks[0][0]) if isinstance(host_ms, Mapping) else host_ms
-        cal = calibrate(g, step, markers, measured_ms, own)
+        rank, tables = ranks[0]
+        own = host_ms.get(rank) if isinstance(host_ms, Mapping) else host_ms
+        guess = estimate(tables, markers[rank]) if own is None or not math.isfinite(own) else None
+        cal = calibrate(g, step, markers, measured_ms, own, guess)
     names = None
     if any(e.kind == "faster" for e in edits):
         from tracekit.analysis.attribution.gpu_ops import attribute
@@ -161,6 +168,11 @@ class Prediction:
     host_scale, gpu_scale: the calibration's factors on host time and GPU op time
                           (:mod:`tracekit.analysis.critical_path.calibrate`; a job's host_scale: the
                           median of its ranks' factors, each in host_scale_by_rank).
+    host_source:          where the host's factor came from: ``fitted`` (to the unprofiled latency),
+                          ``measured`` (run.json host_ms), ``estimated`` (from the trace, run.json
+                          lacking host_ms: :mod:`~tracekit.analysis.critical_path.host_estimate`),
+                          ``none`` (the least allowed) or ``traced`` (uncalibrated)
+                          (:attr:`~tracekit.analysis.critical_path.calibrate.Calibration.host_source`).
     critical_path_before, critical_path_after: one row per iteration (and rank: ``rank``, ``step``)
                           of the critical path without and with the edits: its ``latency_us`` and
                           the µs of each part on it (``<part>_us``,
@@ -214,6 +226,7 @@ class Prediction:
     host_scale_by_rank: dict[int, float] = field(default_factory=dict)
     rank_excess: pd.DataFrame = field(default_factory=pd.DataFrame)
     integrity: pd.DataFrame = field(default_factory=pd.DataFrame)
+    host_source: str = ""
     failure: str = ""
     failure_traceback: str = ""
 
@@ -228,7 +241,8 @@ class Prediction:
                    _known(result.modelled_ms), cal.calibrated, host, cal.gpu_scale,
                    result.before.split, result.after.split, result.notes + result.before.problems,
                    result.before.missing, ranks=sorted(int(r) for r in result.before.split["rank"].unique()),
-                   host_scale_by_rank=scales, rank_excess=_excess(result.balanced, result.after.split), **job)
+                   host_scale_by_rank=scales, rank_excess=_excess(result.balanced, result.after.split),
+                   host_source=cal.host_source, **job)
 
     @property
     def is_job(self) -> bool:
@@ -238,7 +252,7 @@ class Prediction:
     def to_dict(self) -> dict:
         """The JSON object of ``tracekit whatif --json``: path, edits, predicted_latency_ms,
         measured_latency_ms, modelled_latency_ms (ms to 4 decimals, None where unknown), calibrated,
-        host_scale, gpu_scale (4 decimals), critical_path_before and critical_path_after (µs per
+        host_scale, gpu_scale (4 decimals), host_source, critical_path_before and critical_path_after (µs per
         iteration of latency_us and each ``<part>_us``: the mean over the iterations, the first left
         out for each rank that has three or more; 2 decimals), notes, missing; for a job also ranks,
         world_size, ranks_missing, unreadable ({path, problem, code}), host_scale_by_rank (rank as
@@ -257,6 +271,7 @@ class Prediction:
                "measured_latency_ms": _known(self.measured_latency_ms, 4),
                "modelled_latency_ms": _known(self.modelled_latency_ms, 4), "calibrated": self.calibrated,
                "host_scale": round(self.host_scale, 4), "gpu_scale": round(self.gpu_scale, 4),
+               "host_source": self.host_source,
                "critical_path_before": _per_iteration(self.critical_path_before),
                "critical_path_after": _per_iteration(self.critical_path_after),
                "notes": self.notes, "missing": self.missing, **inputs}

@@ -25,8 +25,11 @@ What limited a calibration (``Calibration.note``: :mod:`tracekit.analysis.critic
 ``measured_ms`` and ``modelled_ms`` where it has them: ``NO_LATENCY``; a run's ``HOST_STRETCHED``
 (``host_scale`` below ``least_usual``: the profiler slowed its host more than usual), ``LATENCY_ABOVE``
 (at ``host_scale``, the most), ``GPU_BEYOND`` (even at ``gpu_scale``, the least) and ``GPU_BOUND``
-(``gpu_faster``: the GPU ops' share faster unprofiled), both with the host's ``host_scale`` and
-``host_ms`` (its unprofiled time per call it came from; None: the least allowed); a job's
+(``gpu_faster``: the GPU ops' share faster unprofiled), both with the host's ``host_scale``,
+``host_source`` (``measured``, ``estimated`` or ``none``: the least allowed) and ``host_ms`` (the
+unprofiled time per call it came from, measured or estimated; None for none), an estimate's
+``traced_ms``, ``events`` and ``per_event_us`` (:mod:`~tracekit.analysis.critical_path.host_estimate`),
+and ``host_lowered_from`` where the host's factor was lowered to meet the latency; a job's
 ``STEP_ABOVE``, ``HOST_BOUND`` (``factor`` beyond each rank's own; None: one factor fitted),
 ``HOSTS_UNKNOWN`` (a GPU-bound step), each with ``lacking`` (the ranks without a host time),
 ``JOB_BEYOND`` (``least_ms`` at ``gpu_scale``) and ``GPU_BOUND_JOB`` (``gpu_faster``, None where
