@@ -494,8 +494,8 @@ def test_a_gpu_bound_fit_never_shrinks_kernels_to_make_room_for_host_time(tmp_pa
 
 def test_without_host_ms_the_host_time_is_estimated_from_the_trace(tmp_path):
     """Issue 39: a run.json without host_ms: the host's unprofiled time per iteration is the traced
-    iteration less the profiler's 4.8 µs per recorded event (host_estimate): 100 µs less one launch
-    call = 95.2 µs, and 100 less 11 events (ten CPU ops and the launch) = 47.2 µs; the note says it
+    iteration less the profiler's 4.2 µs per recorded event (host_estimate): 100 µs less one launch
+    call = 95.8 µs, and 100 less 11 events (ten CPU ops and the launch) = 53.8 µs; the note says it
     was estimated, and the prediction's host_source."""
     from tracebuilder import write_run
 
@@ -505,16 +505,16 @@ def test_without_host_ms_the_host_time_is_estimated_from_the_trace(tmp_path):
     tables = _tables(_t_paced(), tmp_path)
     traced = cp.analyze(tables)
     guess = estimate(tables, traced.markers[0])
-    assert (guess.traced_ms, guess.events, guess.host_ms) == (0.1, 1.0, pytest.approx(0.0952))
+    assert (guess.traced_ms, guess.events, guess.host_ms) == (0.1, 1.0, pytest.approx(0.0958))
     cal = calibrate(traced.graph, traced.steps, traced.markers, 0.091, None, guess)
     assert cal.host_source == "estimated" and cal.gpu_scale == 1.0 and cal.host_scale == pytest.approx(0.91, rel=0.003)
     assert "estimated from the trace, no host_ms in run.json: the traced iteration (0.100 ms) less the " \
-           "profiler's 4.8 µs for each of its 1 recorded ops and runtime calls (0.095 ms)" in path_note(cal.note)
+           "profiler's 4.2 µs for each of its 1 recorded ops and runtime calls (0.096 ms)" in path_note(cal.note)
     busy = _t_paced()
     for i in range(5):
         for j in range(10):
             busy.cpu_op("aten::view", 100 * i + 20 + 5 * j, 2)
-    assert estimate(_tables(busy, tmp_path), traced.markers[0]).host_ms == pytest.approx(0.1 - 11 * 0.0048)
+    assert estimate(_tables(busy, tmp_path), traced.markers[0]).host_ms == pytest.approx(0.1 - 11 * 0.0042)
     write_run(tmp_path / "w" / "eager", busy, latency_ms=(0.091, 0.09, 0.092))
     p = predict_run(tmp_path / "w" / "eager", [Edit("host-faster", factor=2)])
     assert p.host_source == "estimated" and p.to_dict()["host_source"] == "estimated"

@@ -46,6 +46,17 @@ def _gpu_bound_job(r: dict) -> str:
     return f"GPU-bound: {faster}each rank's host time from its own unprofiled host time per call{short}"
 
 
+def _replay(r: dict) -> str:
+    """The replay costs a ``cuda-graphs`` prediction used, and where they were measured."""
+    costs = (f"{r['graph_launch_us']:.1f} µs + {r['per_kernel_us']:.2f} µs a kernel of host time per replay, "
+             f"{r['replay_gap_us']:.2f} µs between replayed kernels")
+    on = ", ".join(r["measured_on"])
+    if r["measured"]:
+        return f"replay costs of the {r['device']}, measured on it (benchmarks/replay_probe.py): {costs}"
+    return (f"replay costs not measured on the {r['device'] or 'unknown GPU'}: the largest known ({on}): {costs}; "
+            "benchmarks/replay_probe.py on this GPU measures its own")
+
+
 TEXTS = {
     why.NO_GPU: lambda r: "no GPU ops in the trace: there is no host-GPU critical path to find",
     why.NO_LAUNCH_CALLS: lambda r: "no launch calls (CUDA runtime or driver events) in the trace: the host side of "
@@ -76,6 +87,7 @@ TEXTS = {
                                   "before the profiler started, or not recorded): they keep their observed start",
     why.NO_COLLECTIVES: lambda r: "no collective kernels (gloo runs collectives on the host): the ranks are not "
                                   "joined at their collectives, and a rank's wait in one is its host's time",
+    why.REPLAY_COSTS: _replay,
     why.NO_LATENCY: lambda r: "no unprofiled latency (run.json): modelled as traced, uncalibrated",
     why.LATENCY_ABOVE: lambda r: f"the unprofiled latency ({r['measured_ms']:.3f} ms) is above the traced iteration "
                                  f"with {r['host_scale']}x its host time ({r['modelled_ms']:.3f} ms): an unreliable "

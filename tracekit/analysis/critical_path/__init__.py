@@ -105,9 +105,16 @@ class CriticalPath:
 
 
 def steady_latency_us(iterations: pd.DataFrame) -> float:
-    """The steady-state iteration (µs): the median iteration length, leaving out the first when
-    there are three or more (it starts on an idle GPU: the profiler's warm-up step is
-    synchronized); NaN without iterations. A job's iteration is its slowest rank's, iteration by
+    """The steady-state iteration (µs): the median of :func:`steady_latencies_us`; NaN without
+    iterations."""
+    lat = steady_latencies_us(iterations)
+    return float(np.median(lat)) if len(lat) else float("nan")
+
+
+def steady_latencies_us(iterations: pd.DataFrame) -> np.ndarray:
+    """The steady iterations' lengths (µs), in step order: every iteration's, leaving out the first
+    when there are three or more (it starts on an idle GPU: the profiler's warm-up step is
+    synchronized). A job's iteration is its slowest rank's, iteration by
     iteration (what run.json's ``latency_ms`` of a job measures: the slowest rank of each timed
     iteration): the time from the last rank's finish of one iteration (or the first rank's start of
     the next, where that is later) to the last rank's finish of the next (``finish_us``,
@@ -118,15 +125,13 @@ def steady_latency_us(iterations: pd.DataFrame) -> float:
     if "within" in iterations:
         iterations = iterations[iterations["within"] < 0]
     if not len(iterations):
-        return float("nan")
+        return np.zeros(0)
     per_step = iterations.groupby("step", sort=True)
     lat = per_step["latency_us"].max().to_numpy(float, copy=True)
     if iterations["rank"].nunique() > 1 and "finish_us" in iterations:
         finish, begin = per_step["finish_us"].max().to_numpy(float), per_step["start_us"].min().to_numpy(float)
         lat[1:] = finish[1:] - np.maximum(finish[:-1], begin[1:])
-    if len(lat) >= 3:
-        lat = lat[1:]
-    return float(np.median(lat)) if len(lat) else float("nan")
+    return lat[1:] if len(lat) >= 3 else lat
 
 
 def steady_rows(split: pd.DataFrame) -> pd.DataFrame:

@@ -160,13 +160,14 @@ def calibrate(g: Graph, step, markers: dict, measured_ms: float | None, host_ms:
 def own_host(markers: dict, host_ms: float | None, estimate: HostEstimate | None) -> tuple[float, dict]:
     """A GPU-bound run's host factor and the note's figures of where it came from: ``host_ms``
     measured (:func:`host_scale_of`), else the ``estimate`` from the trace (its host time over its
-    traced iteration, within the search bounds), else ``HOST_SCALE_MIN``: (factor, {host_scale,
+    traced iteration, between ``HOST_SCALE_FLOOR`` and ``HOST_SCALE_MAX``: the profiler's cost per
+    event may slow a host more than usual), else ``HOST_SCALE_MIN``: (factor, {host_scale,
     host_ms, host_source, events, per_event_us})."""
     own = host_scale_of(markers, host_ms)
     if own is not None:
         return own, {"host_scale": own, "host_ms": host_ms, "host_source": "measured"}
     if estimate is not None and estimate.traced_ms > 0:
-        h = min(max(estimate.host_ms / estimate.traced_ms, HOST_SCALE_MIN), HOST_SCALE_MAX)
+        h = min(max(estimate.host_ms / estimate.traced_ms, HOST_SCALE_FLOOR), HOST_SCALE_MAX)
         return h, {"host_scale": h, "host_ms": estimate.host_ms, "host_source": "estimated",
                    "events": estimate.events, "per_event_us": estimate.per_event_us, "traced_ms": estimate.traced_ms}
     return HOST_SCALE_MIN, {"host_scale": HOST_SCALE_MIN, "host_ms": None, "host_source": "none"}

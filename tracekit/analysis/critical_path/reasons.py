@@ -13,7 +13,10 @@ Why there is no critical path (:func:`tracekit.analysis.critical_path.can_analyz
 What limits a path or a prediction (``CriticalPath.problems``, the notes of
 :class:`~tracekit.analysis.critical_path.predict.Prediction`): ``UNCALIBRATED`` (the profiled
 window as traced), ``NO_MARKERS`` (the whole trace one iteration), ``SKIPPED_EDGES`` (``edges``
-left out), ``KEPT_MODEL`` (``longer_ms``: a removal re-timed longer, the model before kept).
+left out), ``KEPT_MODEL`` (``longer_ms``: a removal re-timed longer, the model before kept),
+``REPLAY_COSTS`` (the replay costs ``cuda-graphs`` used:
+:meth:`~tracekit.analysis.critical_path.replay_costs.Replay.to_dict`'s device, measured, measured_on
+and costs).
 
 What a trace lacks for a complete graph (``Graph.missing``; ``rank`` added on a job's graph):
 ``INFERRED_WAITS`` (``waits`` inferred without cuda_sync events, or without the ``unnamed`` wait
@@ -41,6 +44,7 @@ BLIND_RANKS = "ranks without launch calls"
 NO_ANNOTATION, FEW_RANKS = "no annotation", "few ranks"
 NO_PATH, NO_JOB_PATH = "no critical path", "no critical path of the job"
 UNCALIBRATED, NO_MARKERS, SKIPPED_EDGES, KEPT_MODEL = "uncalibrated", "no markers", "skipped edges", "kept model"
+REPLAY_COSTS = "replay costs"
 INFERRED_WAITS, GUESSED_SYNCS = "inferred waits", "guessed syncs"
 LAUNCHLESS_OPS, NO_COLLECTIVES = "launchless ops", "no collectives"
 NO_LATENCY, LATENCY_ABOVE, GPU_BEYOND, GPU_BOUND = "no latency", "latency above", "GPU beyond", "GPU-bound"
