@@ -132,3 +132,52 @@ def test_the_timer_spread_moves_a_calibrated_prediction(tmp_path):
     low, high = result.interval.sources["timer"]
     assert (low, high) == (pytest.approx(0.0225, rel=0.003), pytest.approx(0.0275, rel=0.003))
     assert result.interval.low_ms < low and high < result.interval.high_ms
+
+
+def _reading(t: TraceBuilder, attention: bool) -> TraceBuilder:
+    """Three 100 µs steps; in each an optimizer step reading the device twice (aten::item ->
+    aten::_local_scalar_dense) and, with ``attention``, a fused SDPA call."""
+    for i in range(3):
+        o = 100 * i
+        t.step(i + 1, o, 100)
+        t.kernel("gemm", start=o + 15, dur=10, launch_at=o + 10)
+        t.cpu_op("Optimizer.step#AdamW.step", o + 30, 40)
+        for j in range(2):
+            t.cpu_op("aten::item", o + 32 + 10 * j, 5)
+            t.cpu_op("aten::_local_scalar_dense", o + 33 + 10 * j, 3)
+        if attention:
+            t.cpu_op("module::encoder.layer.0.attention", o + 75, 20)
+            t.cpu_op("aten::_scaled_dot_product_efficient_attention", o + 76, 10)
+    return t
+
+
+def test_a_trace_that_reads_the_device_makes_a_cuda_graph_prediction_low_confidence(tmp_path):
+    """Issue 39: the eager iteration reads GPU values on the host (here AdamW's step count, twice an
+    iteration): a capture cannot, so the program it records differs; the prediction says low
+    confidence and why, first among its notes; with fused SDPA calls the reason names them. A trace
+    that reads nothing keeps normal confidence; an edit other than cuda-graphs is not concerned."""
+    from tracekit.analysis.critical_path import reasons
+    from tracekit.analysis.critical_path.capture_risk import capture_risks
+    from tracekit.analysis.critical_path.path import marker_table
+    from tracekit.report.path_text import path_note
+
+    tables = load(_reading(TraceBuilder(), attention=True).write(tmp_path / "r.pt.trace.json.gz"))
+    [risk] = capture_risks([(0, tables)], {0: marker_table(tables)})
+    # the steady iteration (the first and last of three left out): 2 reads, 1 SDPA call
+    assert risk == {"code": reasons.CAPTURE_READS, "reads": 2.0, "ops": {"aten::_local_scalar_dense": 2.0},
+                    "where": ["Optimizer.step#AdamW.step"], "attention": 1.0}
+    words = path_note(risk)
+    assert words.startswith("low confidence: the eager iteration reads GPU values on the host 2 times "
+                            "(aten::_local_scalar_dense 2, in Optimizer.step#AdamW.step)")
+    assert "SDPA's fused kernels (1 calls an iteration)" in words
+    result = predict(tables, [Edit("cuda-graphs")], replay=Replay(10.0, 1.0))
+    assert result.confidence == "low" and result.notes[0] == risk
+    assert predict(tables, [Edit("host-faster", factor=2)]).confidence == "normal"
+    quiet = TraceBuilder()
+    for i in range(3):
+        quiet.step(i + 1, 100 * i, 100)
+        quiet.kernel("gemm", start=100 * i + 15, dur=10, launch_at=100 * i + 10)
+        quiet.cpu_op("aten::_scaled_dot_product_efficient_attention", 100 * i + 20, 10)   # SDPA alone: no reason
+    quiet_tables = load(quiet.write(tmp_path / "q.pt.trace.json.gz"))
+    assert capture_risks([(0, quiet_tables)], {0: marker_table(quiet_tables)}) == []
+    assert predict(quiet_tables, [Edit("cuda-graphs")], replay=Replay(10.0, 1.0)).confidence == "normal"

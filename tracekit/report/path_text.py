@@ -57,6 +57,19 @@ def _replay(r: dict) -> str:
             "benchmarks/replay_probe.py on this GPU measures its own")
 
 
+def _capture(r: dict) -> str:
+    """Why a ``cuda-graphs`` prediction is of low confidence: its eager iteration reads the device."""
+    ops = ", ".join(f"{k} {v:g}" for k, v in r["ops"].items())
+    where = f", in {', '.join(w for w in r['where'] if w)}" if any(r["where"]) else ""
+    attention = (f"; its attention runs SDPA's fused kernels ({r['attention']:g} calls an iteration), which a mask "
+                 "built under capture moves to the memory-efficient or unfused math kernels (Hugging Face "
+                 "transformers builds one there)" if r["attention"] else "")
+    return (f"low confidence: the eager iteration reads GPU values on the host {r['reads']:g} times ({ops}{where}); "
+            "a CUDA graph cannot, so the captured program takes another path (a capturable optimizer step, an "
+            f"attention mask built without reading it) and may run other kernels than the eager ones predicted"
+            f"{attention}")
+
+
 TEXTS = {
     why.NO_GPU: lambda r: "no GPU ops in the trace: there is no host-GPU critical path to find",
     why.NO_LAUNCH_CALLS: lambda r: "no launch calls (CUDA runtime or driver events) in the trace: the host side of "
@@ -88,6 +101,7 @@ TEXTS = {
     why.NO_COLLECTIVES: lambda r: "no collective kernels (gloo runs collectives on the host): the ranks are not "
                                   "joined at their collectives, and a rank's wait in one is its host's time",
     why.REPLAY_COSTS: _replay,
+    why.CAPTURE_READS: _capture,
     why.NO_LATENCY: lambda r: "no unprofiled latency (run.json): modelled as traced, uncalibrated",
     why.LATENCY_ABOVE: lambda r: f"the unprofiled latency ({r['measured_ms']:.3f} ms) is above the traced iteration "
                                  f"with {r['host_scale']}x its host time ({r['modelled_ms']:.3f} ms): an unreliable "

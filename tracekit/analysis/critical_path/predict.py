@@ -27,6 +27,7 @@ from tracekit.analysis.critical_path import (
 )
 from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.calibrate import Calibration, calibrate, calibrate_job
+from tracekit.analysis.critical_path.capture_risk import capture_risks
 from tracekit.analysis.critical_path.edits import Edit, apply, gpu_names
 from tracekit.analysis.critical_path.host_estimate import estimate
 from tracekit.analysis.critical_path.path import outermost, periods
@@ -50,7 +51,9 @@ class WhatIf:
     ``balance-ranks`` took from each rank
     (:func:`tracekit.analysis.critical_path.balance.balance`; None without that edit); interval:
     the prediction's interval (:mod:`~tracekit.analysis.critical_path.uncertainty`; None where not
-    asked for); replay: the replay costs ``cuda-graphs`` used (None without that edit)."""
+    asked for); replay: the replay costs ``cuda-graphs`` used (None without that edit); confidence:
+    ``low`` where the eager trace says a capture may run other kernels (the notes say why:
+    :mod:`~tracekit.analysis.critical_path.capture_risk`), else ``normal``."""
 
     calibration: Calibration
     before: CriticalPath
@@ -62,6 +65,7 @@ class WhatIf:
     balanced: pd.DataFrame | None = None
     interval: Interval | None = None
     replay: Replay | None = None
+    confidence: str = "normal"
 
 
 def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit], measured_ms: float | None = None,
@@ -135,8 +139,9 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
     graphs = any(e.kind == "cuda-graphs" for e in edits)
     if graphs and replay is not None:
         notes.append({"code": why.REPLAY_COSTS, **replay.to_dict()})
-    result = WhatIf(cal, before, after, [str(e) for e in edits], predicted, modelled, notes, edited.balanced,
-                    replay=replay if graphs else None)
+    risks = capture_risks(ranks, markers) if graphs else []
+    result = WhatIf(cal, before, after, [str(e) for e in edits], predicted, modelled, risks + notes,
+                    edited.balanced, replay=replay if graphs else None, confidence="low" if risks else "normal")
     if spread is not None:
         order = visit_order(g)
 
@@ -213,6 +218,9 @@ class Prediction:
                           measured, measured_on, each cost and its range, µs:
                           :meth:`~tracekit.analysis.critical_path.replay_costs.Replay.to_dict`);
                           None without that edit.
+    confidence:           ``low`` where the eager trace says the capture may run other kernels than
+                          the eager ones the prediction keeps (the first note says why:
+                          :mod:`~tracekit.analysis.critical_path.capture_risk`), else ``normal``.
     measured_latency_ms:  the run's unprofiled median latency (run.json, ms) the model is calibrated
                           to; None without one.
     modelled_latency_ms:  the calibrated model's iteration before the edits (ms).
@@ -285,6 +293,7 @@ class Prediction:
     predicted_high_ms: float | None = None
     interval_sources: dict[str, tuple[float, float]] = field(default_factory=dict)
     replay_costs: dict | None = None
+    confidence: str = "normal"
     failure: str = ""
     failure_traceback: str = ""
 
@@ -301,6 +310,7 @@ class Prediction:
                    result.before.missing, ranks=sorted(int(r) for r in result.before.split["rank"].unique()),
                    host_scale_by_rank=scales, rank_excess=_excess(result.balanced, result.after.split),
                    host_source=cal.host_source, replay_costs=result.replay.to_dict() if result.replay else None,
+                   confidence=result.confidence,
                    **_interval_fields(result.interval), **job)
 
     @property
@@ -310,8 +320,8 @@ class Prediction:
 
     def to_dict(self) -> dict:
         """The JSON object of ``tracekit whatif --json``: path, edits, predicted_latency_ms,
-        predicted_low_ms, predicted_high_ms, measured_latency_ms, modelled_latency_ms (ms to 4
-        decimals, None where unknown), calibrated, host_scale, gpu_scale (4 decimals), host_source,
+        predicted_low_ms, predicted_high_ms, confidence, measured_latency_ms, modelled_latency_ms (ms
+        to 4 decimals, None where unknown), calibrated, host_scale, gpu_scale (4 decimals), host_source,
         critical_path_before and critical_path_after (µs per iteration of latency_us and each
         ``<part>_us``: the mean over the iterations, the first left out for each rank that has three or
         more; 2 decimals), notes, missing, interval_sources (source -> [low, high] ms), replay_costs
@@ -330,7 +340,7 @@ class Prediction:
                     **({"ranks_missing": self.ranks_missing} if self.is_job else {}), **inputs}
         out = {"path": self.path, "edits": self.edits, "predicted_latency_ms": _known(self.predicted_latency_ms, 4),
                "predicted_low_ms": _known(self.predicted_low_ms, 4),
-               "predicted_high_ms": _known(self.predicted_high_ms, 4),
+               "predicted_high_ms": _known(self.predicted_high_ms, 4), "confidence": self.confidence,
                "measured_latency_ms": _known(self.measured_latency_ms, 4),
                "modelled_latency_ms": _known(self.modelled_latency_ms, 4), "calibrated": self.calibrated,
                "host_scale": round(self.host_scale, 4), "gpu_scale": round(self.gpu_scale, 4),

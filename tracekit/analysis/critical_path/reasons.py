@@ -16,7 +16,9 @@ window as traced), ``NO_MARKERS`` (the whole trace one iteration), ``SKIPPED_EDG
 left out), ``KEPT_MODEL`` (``longer_ms``: a removal re-timed longer, the model before kept),
 ``REPLAY_COSTS`` (the replay costs ``cuda-graphs`` used:
 :meth:`~tracekit.analysis.critical_path.replay_costs.Replay.to_dict`'s device, measured, measured_on
-and costs).
+and costs), ``CAPTURE_READS`` (a ``cuda-graphs`` prediction of low confidence: the eager iteration
+reads the device on the host, ``reads`` an iteration, ``ops``, ``where``, ``attention``:
+:func:`tracekit.analysis.critical_path.capture_risk.capture_risks`).
 
 What a trace lacks for a complete graph (``Graph.missing``; ``rank`` added on a job's graph):
 ``INFERRED_WAITS`` (``waits`` inferred without cuda_sync events, or without the ``unnamed`` wait
@@ -44,7 +46,7 @@ BLIND_RANKS = "ranks without launch calls"
 NO_ANNOTATION, FEW_RANKS = "no annotation", "few ranks"
 NO_PATH, NO_JOB_PATH = "no critical path", "no critical path of the job"
 UNCALIBRATED, NO_MARKERS, SKIPPED_EDGES, KEPT_MODEL = "uncalibrated", "no markers", "skipped edges", "kept model"
-REPLAY_COSTS = "replay costs"
+REPLAY_COSTS, CAPTURE_READS = "replay costs", "capture reads"
 INFERRED_WAITS, GUESSED_SYNCS = "inferred waits", "guessed syncs"
 LAUNCHLESS_OPS, NO_COLLECTIVES = "launchless ops", "no collectives"
 NO_LATENCY, LATENCY_ABOVE, GPU_BEYOND, GPU_BOUND = "no latency", "latency above", "GPU beyond", "GPU-bound"

@@ -47,9 +47,10 @@ def _calibration_text(record: dict) -> str:
 
 def _interval_text(record: dict) -> str:
     """" (0.050-0.056 ms)": the prediction's interval (:mod:`tracekit.analysis.critical_path.uncertainty`),
-    "" where it has none."""
+    "" where it has none; then ", LOW CONFIDENCE (note below)" where the capture may run other kernels."""
     low, high = record.get("predicted_low_ms"), record.get("predicted_high_ms")
-    return f" ({low:.3f}-{high:.3f} ms)" if low is not None and high is not None else ""
+    shown = f" ({low:.3f}-{high:.3f} ms)" if low is not None and high is not None else ""
+    return shown + (", LOW CONFIDENCE (note below)" if record.get("confidence") == "low" else "")
 
 
 def _job_lines(record: dict) -> list[str]:
