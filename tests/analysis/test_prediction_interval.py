@@ -181,3 +181,15 @@ def test_a_trace_that_reads_the_device_makes_a_cuda_graph_prediction_low_confide
     quiet_tables = load(quiet.write(tmp_path / "q.pt.trace.json.gz"))
     assert capture_risks([(0, quiet_tables)], {0: marker_table(quiet_tables)}) == []
     assert predict(quiet_tables, [Edit("cuda-graphs")], replay=Replay(10.0, 1.0)).confidence == "normal"
+
+
+def test_a_gpu_the_fit_scaled_has_the_traced_gpu_as_the_other_end(tmp_path):
+    """A GPU-bound run (three 40 µs kernels 1 µs apart an iteration) measured at 100 µs unprofiled: the fit
+    scales its kernels by 97/120; replayed (gaps 1 µs) it is then 100 µs, and 123 µs with the kernels as
+    traced: the gpu source's ends, since the fit cannot tell a profiler's stretch from gaps."""
+    tables = load(_gpu_bound().write(tmp_path / "t.pt.trace.json.gz"))
+    result = predict(tables, [Edit("cuda-graphs")], 0.1, replay=Replay(15.0, 1.0), spread=Spread())
+    assert result.calibration.gpu_scale == pytest.approx(97 / 120, rel=0.003)
+    assert result.predicted_ms == pytest.approx(0.1, rel=0.003)
+    low, high = result.interval.sources["gpu"]
+    assert (low, high) == (result.predicted_ms, pytest.approx(0.123))

@@ -145,15 +145,16 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
     if spread is not None:
         order = visit_order(g)
 
-        def again(measured: float | None = measured_ms, host: dict = nominal, costs: Replay | None = replay):
+        def again(measured: float | None = measured_ms, host: dict = nominal, costs: Replay | None = replay,
+                  gpu: float | None = None):
             c = cal if measured == measured_ms and host is nominal else calibrated(measured, host)
-            e = apply(g, top, edits, c.host_scale, c.gpu_scale, costs, names)
+            e = apply(g, top, edits, c.host_scale, c.gpu_scale if gpu is None else gpu, costs, names)
             tm = retime(g, e.base, e.lag, order, e.removed)
             ms = steady_latency_us(periods(g, tm, step, markers, e.marker_scale)) / 1e3
             return min(ms, c.modelled_ms) if removals and math.isfinite(c.modelled_ms) else ms
 
         result.interval = interval(predicted, again, spread.measured_range if cal.calibrated else None,
-                                   host_variants(cal, nominal, spread), replay if graphs else None,
+                                   host_variants(cal, nominal, spread), replay if graphs else None, cal.gpu_scale,
                                    steady_latencies_us(after.iterations) / 1e3)
     return result
 

@@ -14,6 +14,10 @@ with that input at each end of its range, the others as they were:
   factor fitted to the latency has the timer's uncertainty, no other;
 * ``replay``: ``cuda-graphs``' replay costs at the ends of their ranges
   (:mod:`~tracekit.analysis.critical_path.replay_costs`);
+* ``gpu``: where the calibration scaled the GPU ops (a GPU-bound run whose model, even without host
+  time, was longer than the measurement), the prediction with them as traced (factor 1): the fit
+  cannot tell the profiler's stretch of the kernels (which the factor undoes) from eager's gaps the
+  model over-states (which a replay does not have, and the factor then wrongly takes from the kernels);
 * ``iterations``: the edited model's steady iterations, p10 to p90 (the profiled iterations' own
   spread: their kernels and host time differ from one iteration to the next; the prediction is
   their median);
@@ -62,18 +66,20 @@ def combine(predicted_ms: float, sources: dict[str, tuple[float, float]]) -> Int
 
 
 def interval(predicted_ms: float, again: Callable[..., float], measured_range: tuple[float, float] | None,
-             host_variants: tuple[dict, dict] | None, replay=None, iterations_ms=None) -> Interval:
+             host_variants: tuple[dict, dict] | None, replay=None, gpu_scale: float = 1.0,
+             iterations_ms=None) -> Interval:
     """The interval of a prediction (the module docstring).
 
     Args:
         predicted_ms: the prediction (ms).
         again: the prediction made again with some inputs changed (keywords ``measured``,
-            ``host`` and ``costs``: the replay's), ms.
+            ``host``, ``costs``: the replay's, and ``gpu``: the factor on GPU op time), ms.
         measured_range: (p10, p90) of the unprofiled latency (ms); None: no timer source.
         host_variants: the host inputs at the two ends of their range (``host`` keywords for
             ``again``); None: no host source.
         replay: the replay costs (:class:`~tracekit.analysis.critical_path.replay_costs.Replay`)
             where the edits replay a graph, with their ranges; None: no replay source.
+        gpu_scale: the calibration's factor on GPU op time (1: no gpu source).
         iterations_ms: the edited model's steady iterations (ms; fewer than two: no iterations source).
     """
     sources = {}
@@ -83,6 +89,8 @@ def interval(predicted_ms: float, again: Callable[..., float], measured_range: t
         sources["host"] = tuple(again(host=h) for h in host_variants)
     if replay is not None and replay.ranges:
         sources["replay"] = tuple(again(costs=replay.at(side)) for side in (0, 1))
+    if gpu_scale != 1.0:
+        sources["gpu"] = (predicted_ms, again(gpu=1.0))
     if iterations_ms is not None and len(iterations_ms) >= 2:
         sources["iterations"] = tuple(float(np.percentile(iterations_ms, q)) for q in (10, 90))
     return combine(predicted_ms, sources)
