@@ -9,10 +9,14 @@ EAGER_FOLDER --cuda-graphs --json`` prints (the same library call); nothing of t
 reduce-overhead runs goes into it. Beside it: the measured latencies (median of the unprofiled
 calls, CUDA events; p10-p90), the error against cudagraphs, whether the predicted sign of the gain
 is right, the naive predictor the issue names (the eager trace's GPU busy time per iteration) and
-the old "CUDA graph could save" figure (host wait per profiled iteration). Where a prediction
-misses, the measured cudagraphs run's own trace says why: what its replays ran against what the
-eager trace ran (GPU busy and kernels per iteration). Writes OUT_DIR/predictions.csv,
-OUT_DIR/report.md and OUT_DIR/predicted-vs-measured.png.
+the old "CUDA graph could save" figure (host wait per profiled iteration). Issue 39: each
+prediction's interval (predicted_low_ms-predicted_high_ms, its sources in interval_sources) and
+whether the measured cudagraphs latency falls inside it (the target: 90% of the workloads), its
+confidence (low where the eager trace says the capture may run other kernels) and the replay
+costs' GPU. Where a prediction misses, the measured cudagraphs run's own trace says why: what its
+replays ran against what the eager trace ran (GPU busy and kernels per iteration). Writes
+OUT_DIR/predictions.csv, OUT_DIR/report.md and OUT_DIR/predicted-vs-measured.png, and prints
+prediction, interval, measurement and error per workload.
 """
 
 from __future__ import annotations
@@ -69,7 +73,14 @@ def rows(traces: Path) -> pd.DataFrame:
         result = from_run(ranks, manifest, [Edit("cuda-graphs")])
         cal = result.calibration
         row.update(predicted_ms=result.predicted_ms, calibrated=cal.calibrated, host_scale=cal.host_scale,
-                   gpu_scale=cal.gpu_scale, calibration_note=path_note(cal.note) if cal.note else "")
+                   gpu_scale=cal.gpu_scale, calibration_note=path_note(cal.note) if cal.note else "",
+                   host_source=cal.host_source, confidence=result.confidence,
+                   confidence_note=path_note(result.notes[0]) if result.confidence == "low" else "",
+                   replay_measured_on=", ".join(result.replay.measured_on) if result.replay else "",
+                   replay_measured=bool(result.replay and result.replay.measured))
+        iv = result.interval
+        row.update(predicted_low_ms=iv.low_ms, predicted_high_ms=iv.high_ms,
+                   interval_sources=json.dumps({k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in iv.sources.items()}))
         for mode in ("cudagraphs", "reduce-overhead"):
             m = _measured(workload / mode)
             key = mode.replace("-", "_")
@@ -95,6 +106,9 @@ def rows(traces: Path) -> pd.DataFrame:
     noise = (df["cudagraphs_p10_ms"] <= df["eager_ms"]) & (df["eager_ms"] <= df["cudagraphs_p90_ms"])
     df["sign_right"] = (df["measured_saving_ms"] * df["predicted_saving_ms"] > 0) | noise
     df["within_target"] = df["error"].abs() <= TARGET
+    measured = df["cudagraphs_ms"]
+    df["inside_interval"] = (df["predicted_low_ms"] <= measured) & (measured <= df["predicted_high_ms"])
+    df["interval_width"] = (df["predicted_high_ms"] - df["predicted_low_ms"]) / df["predicted_ms"]
     df["why"] = [why(r) for r in df.to_dict("records")]
     return df
 
@@ -106,10 +120,11 @@ def why(r: dict) -> str:
     if not isinstance(r.get("replay_busy_ms"), float) or math.isnan(r["replay_busy_ms"]):
         return "no measured cudagraphs trace to compare with"
     change = r["replay_busy_ms"] / r["eager_busy_ms"] - 1
+    low = f" (flagged: {r['confidence_note']})" if r.get("confidence") == "low" else " (not flagged low confidence)"
     if abs(change) > SAME_WORK:
         return (f"the capture ran other kernels: GPU busy {r['eager_busy_ms']:.3f} ms an iteration eager, "
                 f"{r['replay_busy_ms']:.3f} ms replayed ({change:+.0%}); {r['eager_ops']:.0f} GPU ops eager, "
-                f"{r['replay_ops']:.0f} replayed. A prediction from the eager trace keeps eager's kernels")
+                f"{r['replay_ops']:.0f} replayed. A prediction from the eager trace keeps eager's kernels{low}")
     return (f"the replay ran the same GPU work (busy {r['eager_busy_ms']:.3f} vs {r['replay_busy_ms']:.3f} ms an "
             "iteration): the host's replay cost or the gaps between replayed kernels differ from the model's")
 
@@ -140,6 +155,7 @@ def write(df: pd.DataFrame, out: Path, probe: dict | None) -> None:
 
 def markdown(df: pd.DataFrame, done: pd.DataFrame, probe: dict | None) -> str:
     n, hits, signs = len(done), int(done["within_target"].sum()), int(done["sign_right"].sum())
+    inside, flagged = int(done["inside_interval"].sum()), done[done["confidence"] == "low"]
     busy = int((done["busy_only_error"].abs() <= TARGET).sum())
     devices = ", ".join(sorted(set(done["device"].dropna())))
     lines = ["# CUDA graphs predicted from the eager run alone, against the measured runs", "",
@@ -148,6 +164,14 @@ def markdown(df: pd.DataFrame, done: pd.DataFrame, probe: dict | None) -> str:
              "`reduce-overhead` runs (unprofiled latency, median of the CUDA-event timed calls).", "",
              f"- within 10% of the measured cudagraphs latency: **{hits} of {n}** ({hits / n:.0%}; the target is 90%)",
              f"- the sign of the gain right: **{signs} of {n}**",
+             f"- the measured cudagraphs latency inside the prediction's interval: **{inside} of {n}** "
+             f"({inside / n:.0%}; the target is 90%); median width {done['interval_width'].median():.1%} of the "
+             "prediction",
+             f"- low confidence (the capture may run other kernels): {len(flagged)} of {n}"
+             + (f" ({', '.join(flagged['workload'])}; {int(flagged['within_target'].sum())} of them within 10%)"
+                if len(flagged) else ""),
+             f"- replay costs measured on the traces' GPU: {int(done['replay_measured'].sum())} of {n} (else the "
+             "largest known)",
              f"- the eager GPU busy time alone (the naive predictor) within 10%: {busy} of {n}",
              f"- the old \"CUDA graph could save\" (host wait per profiled iteration) against the measured saving: "
              f"{_ratio(done)}", ""]
@@ -157,8 +181,9 @@ def markdown(df: pd.DataFrame, done: pd.DataFrame, probe: dict | None) -> str:
                   f"time per call of the cudagraphs mode {fit.get('per_replay_us', math.nan):.1f} µs + "
                   f"{fit.get('per_kernel_us', math.nan):.2f} µs a kernel; the GPU's gap between replayed kernels "
                   f"median {probe['replay_gap_us']['median']:.2f} µs.", ""]
-    cols = ["workload", "eager_ms", "predicted_ms", "cudagraphs_ms", "error", "sign_right", "reduce_overhead_ms",
-            "busy_only_ms", "measured_saving_ms", "could_save_ms", "host_scale", "gpu_scale"]
+    cols = ["workload", "eager_ms", "predicted_ms", "predicted_low_ms", "predicted_high_ms", "cudagraphs_ms", "error",
+            "inside_interval", "confidence", "sign_right", "reduce_overhead_ms", "busy_only_ms", "measured_saving_ms",
+            "could_save_ms", "host_scale", "gpu_scale"]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_cell(k, v) for k, v in r.items()) + " |" for r in df[cols].to_dict("records")]
     misses = df[df["why"] != ""]
@@ -190,7 +215,8 @@ def main() -> None:
     df = rows(a.traces)
     probe = json.loads(a.probe.read_text()) if a.probe and a.probe.exists() else None
     write(df, a.out, probe)
-    print(df[["workload", "eager_ms", "predicted_ms", "cudagraphs_ms", "error", "sign_right"]].to_string())
+    print(df[["workload", "predicted_ms", "predicted_low_ms", "predicted_high_ms", "cudagraphs_ms", "error",
+              "inside_interval", "confidence", "sign_right"]].to_string())
 
 
 if __name__ == "__main__":

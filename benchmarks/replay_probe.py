@@ -2,6 +2,10 @@
 
 Usage: python benchmarks/replay_probe.py OUT.json
 
+Writes OUT.json (everything measured) and this GPU's costs for the what-if,
+tracekit/analysis/critical_path/replay_gpus/<device>.json (``replay_costs.write_costs``: the file
+``tracekit whatif --cuda-graphs`` reads for traces of this GPU; commit it).
+
 * host cost per replay: back-to-back calls of a one-kernel graph through the same wrapper
   the ``cudagraphs`` backend uses (copy the input into the captured buffer, replay), timed
   with CUDA events over 2,000 calls: the GPU has next to nothing to do, so the period is the
@@ -29,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tracekit.analysis.critical_path.replay_costs import write_costs
 from tracekit.trace.reader import load, trace_files
 
 
@@ -121,7 +126,8 @@ def main(out: Path) -> dict:
             g, dur = gaps(folder)
             g = g[-255:] if name == "eager" else g   # the eager trace starts with the long sleep kernel
             result[f"{name}_gap_us"] = {"median": float(np.median(g)), "mean": float(g.mean()),
-                                        "p90": float(np.percentile(g, 90)), "kernels": int(len(dur))}
+                                        "p10": float(np.percentile(g, 10)), "p90": float(np.percentile(g, 90)),
+                                        "kernels": int(len(dur))}
             result[f"{name}_kernel_us"] = float(np.median(dur))
     result["eager_queued_gap_us"] = result.pop("eager_gap_us")
     result["backend"] = rows = backend_costs()
@@ -129,6 +135,7 @@ def main(out: Path) -> dict:
     slope, intercept = np.polyfit([r["kernels"] for r in small], [r["host_us"] for r in small], 1)
     result["graph_launch_fit"] = {"per_replay_us": float(intercept), "per_kernel_us": float(slope)}
     out.write_text(json.dumps(result, indent=1) + "\n")
+    result["costs_file"] = str(write_costs(result, source=str(out)))
     return result
 
 

@@ -147,16 +147,27 @@ def test_whatif_predicts_a_run_from_python_as_tracekit_whatif_does():
     assert np.allclose(before[parts].sum(axis=1), before["latency_us"])      # the parts add up
     assert after["cpu_us"].sum() == 0 and after["kernel_us"].iloc[1:].mean() == pytest.approx(49.78, abs=0.01)
     d = p.to_dict()
-    assert list(d) == ["path", "edits", "predicted_latency_ms", "measured_latency_ms", "modelled_latency_ms",
-                       "calibrated", "host_scale", "gpu_scale", "critical_path_before", "critical_path_after",
-                       "notes", "missing", "unreadable", "integrity"]   # issue 40: each input's integrity
+    assert list(d) == ["path", "edits", "predicted_latency_ms", "predicted_low_ms", "predicted_high_ms",
+                       "confidence", "measured_latency_ms", "modelled_latency_ms", "calibrated", "host_scale",
+                       "gpu_scale", "host_source", "critical_path_before", "critical_path_after", "notes", "missing",
+                       "interval_sources", "replay_costs", "unreadable", "integrity"]   # issue 40: integrity
+    assert d["host_source"] == "fitted"   # launch-bound: the host's factor fitted to the latency
+    # issue 39: the interval from its sources; the H200's own replay costs (replay_gpus/nvidia-h200.json)
+    assert p.predicted_low_ms < p.predicted_latency_ms < p.predicted_high_ms
+    assert set(d["interval_sources"]) == {"timer", "replay", "iterations", "fit"}
+    assert d["interval_sources"]["replay"] == [0.0527, 0.0552] and d["predicted_high_ms"] == 0.0552
+    assert d["replay_costs"]["measured"] and d["replay_costs"]["measured_on"] == ["NVIDIA H200"]
+    assert p.confidence == d["confidence"] == "normal"   # its eager iteration reads nothing from the GPU
+    assert (d["replay_costs"]["graph_launch_us"], d["replay_costs"]["replay_gap_us"]) == (27.699, 0.256)
     assert [(c["check"], c["status"]) for c in d["integrity"]] == [("accelerator", "ok")]
-    assert d["critical_path_before"]["cpu_us"] == 190.58 and d["critical_path_after"]["gpu_gap_us"] == 3.38
+    assert d["critical_path_before"]["cpu_us"] == 190.58 and d["critical_path_after"]["gpu_gap_us"] == 3.33
     assert str(p).splitlines()[1:] == [
-        "  predicted iteration 0.053 ms, from 0.231 ms modelled (calibrated to the unprofiled 0.231 ms (host time "
-        "x0.39, GPU time x1.00))",
+        "  predicted iteration 0.053 ms (0.053-0.055 ms), from 0.231 ms modelled (calibrated to the unprofiled "
+        "0.231 ms (host time x0.39, GPU time x1.00))",
         "  critical path before: cpu 191 µs (85%), launch 33 µs (15%)",
         "  critical path after:  kernel 50 µs (94%), gpu_gap 3 µs (6%)",
+        "  note: replay costs of the NVIDIA H200, measured on it (benchmarks/replay_probe.py): 27.7 µs + 0.46 µs a "
+        "kernel of host time per replay, 0.26 µs between replayed kernels",
         f"  {p.integrity['trace'].iloc[0]}: integrity ok"]
 
 

@@ -283,10 +283,12 @@ def test_whatif_prints_the_prediction_or_its_json(tmp_path):
     r = CliRunner().invoke(main, ["whatif", str(run), "--cuda-graphs"])
     assert r.exit_code == 0 and r.output.splitlines() == [
         f"{run}: cuda-graphs",
-        "  predicted iteration 0.053 ms, from 0.231 ms modelled (calibrated to the unprofiled 0.231 ms (host time "
-        "x0.39, GPU time x1.00))",
+        "  predicted iteration 0.053 ms (0.053-0.055 ms), from 0.231 ms modelled (calibrated to the unprofiled "
+        "0.231 ms (host time x0.39, GPU time x1.00))",
         "  critical path before: cpu 191 µs (85%), launch 33 µs (15%)",
         "  critical path after:  kernel 50 µs (94%), gpu_gap 3 µs (6%)",
+        "  note: replay costs of the NVIDIA H200, measured on it (benchmarks/replay_probe.py): 27.7 µs + 0.46 µs a "
+        "kernel of host time per replay, 0.26 µs between replayed kernels",
         f"  {next(run.glob('*.pt.trace.json.gz'))}: integrity ok"]   # issue 40: each input's integrity
     host = write_run(tmp_path / "w" / "eager", eager_trace(), latency_ms=(0.05, 0.045, 0.055))
     r = CliRunner().invoke(main, ["whatif", str(host), "--faster", "gemm=2", "--host-faster", "2", "--json"])

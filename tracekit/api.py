@@ -128,8 +128,12 @@ def whatif(path: Path | str, *, cuda_graphs: bool = False,
 
     Returns:
         A :class:`Prediction` (``print()`` gives what ``tracekit whatif`` prints,
-        :class:`tracekit.report.shown.ShownPrediction`): predicted_latency_ms,
-        measured_latency_ms, modelled_latency_ms, calibrated, host_scale, gpu_scale, edits, notes and
+        :class:`tracekit.report.shown.ShownPrediction`): predicted_latency_ms, its interval
+        (predicted_low_ms, predicted_high_ms, and interval_sources: each source's ends),
+        measured_latency_ms, modelled_latency_ms, calibrated, host_scale, gpu_scale, host_source (where
+        the host's factor came from), replay_costs (``cuda_graphs``: the costs used, the GPU they were
+        measured on), confidence (``low`` where the eager trace says a capture may run other kernels,
+        the first note says why), edits, notes and
         missing (in words), critical_path_before/critical_path_after (DataFrames, one row per iteration
         and rank: latency_us and each part's µs), and ``to_dict()``, the object ``--json`` prints. A
         trace with no GPU op or no launch call, or with a single launch for ``cuda_graphs`` and

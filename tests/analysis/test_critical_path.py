@@ -410,3 +410,112 @@ def test_the_annotation_option_says_what_marks_an_iteration(tmp_path):
     assert path_notes(row["critical_path_note"]) == ("no critical path: no CPU op or annotation named 'nope' in "
                                                      "the trace")
     assert math.isnan(row["cuda_graphs_predicted_ms"])
+
+
+def _nested(t: TraceBuilder, offset: float = 0.0) -> None:
+    """One outer ``fwd`` [0, 700) holding an inner one [200, 500) (HTA's simple_add nests its forward
+    annotations so): launch A at 50 (kernel 60-70); in the inner, launch B at 300 (kernel 310-1000);
+    after the inner, still in the outer, launch C at 600 (kernel 1001-1011, queued behind B)."""
+    t.cpu_op("fwd", offset, 700, cat="user_annotation")
+    t.cpu_op("fwd", offset + 200, 300, cat="user_annotation")
+    t.kernel("gemm", start=offset + 60, dur=10, launch_at=offset + 50)
+    t.kernel("gemm", start=offset + 310, dur=690, launch_at=offset + 300)
+    t.kernel("gemm", start=offset + 1001, dur=10, launch_at=offset + 600)
+
+
+def test_an_outer_annotation_instance_runs_through_the_nested_one(tmp_path):
+    """Issue 39 (HTA's simple_add: nested instances of its forward annotation): the outer instance's
+    path runs through the inner one, its GPU work included, to the kernel of its own last launch
+    (1,011 µs), instead of ending at its last call outside the inner one with the inner as a CPU
+    tail (700 µs); the inner one is timed from its own start (800 µs), not from the outer's finish;
+    the iteration is the outer one's."""
+    t = TraceBuilder()
+    _nested(t)
+    result = cp.analyze(_tables(t, tmp_path), annotation="fwd")
+    it = result.iterations.set_index("step")
+    assert it["within"].tolist() == [-1, 0]
+    assert it["latency_us"].tolist() == [1011.0, 800.0]
+    # kernel C 10, its gap 1, kernel B 690, B's launch latency 6, launches A and B 4 each, CPU 50 + 246
+    assert _split(result, 0) == {"latency": 1011.0, "cpu": 296.0, "launch": 8.0, "launch_latency": 6.0,
+                                 "gpu_gap": 1.0, "kernel": 700.0}
+    assert _split(result, 1) == {"latency": 800.0, "cpu": 100.0, "launch": 4.0, "launch_latency": 6.0,
+                                 "kernel": 690.0}
+    assert result.latency_us() == 1011.0
+    # the call after the inner instance's end is the outer one's
+    g = result.graph
+    launches = np.flatnonzero(g.name == "cudaLaunchKernel")
+    assert result.steps[launches[np.argsort(g.ts[launches])]].tolist() == [0, 1, 0]
+
+
+def test_a_faster_host_never_makes_a_nested_instance_more_than_twice_as_fast(tmp_path):
+    """Issue 39: whatif --annotation with nested instances: a 2x faster host halves the host's part
+    of each instance (outer 1,011 -> 859 µs: kernels 700, gap 1 and launch latency 6 stay; inner 800 ->
+    748 µs), never more, and the prediction is the outer instance's (the inner is part of it, not one
+    more iteration to average with it: 859, where the old chaining gave the inner 228 µs from the
+    outer's finish)."""
+    t = TraceBuilder()
+    _nested(t)
+    result = predict(_tables(t, tmp_path), [Edit("host-faster", factor=2)], annotation="fwd")
+    before = result.before.iterations.set_index("step")["latency_us"]
+    after = result.after.iterations.set_index("step")["latency_us"]
+    assert after.tolist() == pytest.approx([859.0, 748.0])
+    assert (after >= before / 2).all()
+    assert result.modelled_ms * 1e3 == pytest.approx(1011) and result.predicted_ms * 1e3 == pytest.approx(859)
+    # a CUDA graph of the outer instance is one replay, its nested instance's kernels in it
+    graphs = predict(_tables(t, tmp_path), [Edit("cuda-graphs")], annotation="fwd", replay=Replay(20.0, 1.0))
+    # one graph launch (20 µs) at the outer's first call, then the 3 kernels 1 µs apart: 6 + 10 + 1 + 690 + 1 + 10
+    assert graphs.predicted_ms * 1e3 == pytest.approx(20 + 6 + 10 + 1 + 690 + 1 + 10)
+
+
+def _t_paced() -> TraceBuilder:
+    """Five 100 µs steps, each one launch at +10 (4 µs) of a 90 µs kernel: the host's 100 µs set the
+    traced pace; with a host a tenth faster the GPU's 90 µs would."""
+    t = TraceBuilder()
+    for i in range(5):
+        t.step(i + 1, 100 * i, 100)
+        t.kernel("gemm", start=100 * i + 15, dur=90, launch_at=100 * i + 10)
+    return t
+
+
+def test_a_gpu_bound_fit_never_shrinks_kernels_to_make_room_for_host_time(tmp_path):
+    """Issue 39: unprofiled 91 µs, and a host measured at 95.2 µs a call (x0.952): the GPU alone
+    (90 µs of kernel) meets 91 µs, so the kernels keep their time and the host's factor is lowered
+    to x0.91 (91 of its 100 traced µs), where the fit used to shrink the kernels to x0.5 and still
+    miss."""
+    traced = cp.analyze(_tables(_t_paced(), tmp_path))
+    cal = calibrate(traced.graph, traced.steps, traced.markers, 0.091, 0.0952)
+    assert cal.gpu_scale == 1.0 and cal.host_scale == pytest.approx(0.91, rel=0.003)
+    assert cal.host_source == "measured" and cal.note["host_lowered_from"] == pytest.approx(0.952)
+    assert path_note(cal.note) == (
+        "GPU-bound: GPU ops 0% faster unprofiled than traced; host time x0.95 from the unprofiled host time per "
+        "call (0.095 ms); lowered to x0.91, where the GPU's own time leaves the host no more (no kernel is shrunk "
+        "to make room for host time)")
+
+
+def test_without_host_ms_the_host_time_is_estimated_from_the_trace(tmp_path):
+    """Issue 39: a run.json without host_ms: the host's unprofiled time per iteration is the traced
+    iteration less the profiler's 4.2 µs per recorded event (host_estimate): 100 µs less one launch
+    call = 95.8 µs, and 100 less 11 events (ten CPU ops and the launch) = 53.8 µs; the note says it
+    was estimated, and the prediction's host_source."""
+    from tracebuilder import write_run
+
+    from tracekit.analysis.critical_path.host_estimate import estimate
+    from tracekit.analysis.critical_path.predict import predict_run
+
+    tables = _tables(_t_paced(), tmp_path)
+    traced = cp.analyze(tables)
+    guess = estimate(tables, traced.markers[0])
+    assert (guess.traced_ms, guess.events, guess.host_ms) == (0.1, 1.0, pytest.approx(0.0958))
+    cal = calibrate(traced.graph, traced.steps, traced.markers, 0.091, None, guess)
+    assert cal.host_source == "estimated" and cal.gpu_scale == 1.0 and cal.host_scale == pytest.approx(0.91, rel=0.003)
+    assert "estimated from the trace, no host_ms in run.json: the traced iteration (0.100 ms) less the " \
+           "profiler's 4.2 µs for each of its 1 recorded ops and runtime calls (0.096 ms)" in path_note(cal.note)
+    busy = _t_paced()
+    for i in range(5):
+        for j in range(10):
+            busy.cpu_op("aten::view", 100 * i + 20 + 5 * j, 2)
+    assert estimate(_tables(busy, tmp_path), traced.markers[0]).host_ms == pytest.approx(0.1 - 11 * 0.0042)
+    write_run(tmp_path / "w" / "eager", busy, latency_ms=(0.091, 0.09, 0.092))
+    p = predict_run(tmp_path / "w" / "eager", [Edit("host-faster", factor=2)])
+    assert p.host_source == "estimated" and p.to_dict()["host_source"] == "estimated"
+    assert p.notes[0]["host_source"] == "estimated" and p.notes[0]["events"] == 11

@@ -19,11 +19,23 @@ def _lacking(r: dict) -> str:
 
 
 def _host(r: dict) -> str:
-    """Where a GPU-bound run's host factor came from."""
-    if r["host_ms"] is not None:
-        return f"host time x{r['host_scale']:.2f} from the unprofiled host time per call ({r['host_ms']:.3f} ms)"
-    return (f"host time x{r['host_scale']:.2f}, the least allowed: no host_ms in run.json, and a GPU-bound latency "
-            "says nothing of the host")
+    """Where a GPU-bound run's host factor came from (measured, estimated from the trace, or the least
+    allowed), and that it was lowered where the GPU's own time left it less."""
+    source = r.get("host_source", "measured" if r["host_ms"] is not None else "none")
+    lowered = r.get("host_lowered_from")
+    scale = f"host time x{lowered if lowered is not None else r['host_scale']:.2f}"
+    if source == "measured":
+        text = f"{scale} from the unprofiled host time per call ({r['host_ms']:.3f} ms)"
+    elif source == "estimated":
+        text = (f"{scale} estimated from the trace, no host_ms in run.json: the traced iteration "
+                f"({r['traced_ms']:.3f} ms) less the profiler's {r['per_event_us']:.1f} µs for each of its "
+                f"{r['events']:.0f} recorded ops and runtime calls ({r['host_ms']:.3f} ms)")
+    else:
+        text = f"{scale}, the least allowed: no host_ms in run.json, and a GPU-bound latency says nothing of the host"
+    if lowered is not None:
+        text += (f"; lowered to x{r['host_scale']:.2f}, where the GPU's own time leaves the host no more (no kernel "
+                 "is shrunk to make room for host time)")
+    return text
 
 
 def _gpu_bound_job(r: dict) -> str:
@@ -32,6 +44,30 @@ def _gpu_bound_job(r: dict) -> str:
     short = (f"; the model is {r['short']:.0%} shorter than the step: waits the trace does not show"
              if r["short"] is not None else "")
     return f"GPU-bound: {faster}each rank's host time from its own unprofiled host time per call{short}"
+
+
+def _replay(r: dict) -> str:
+    """The replay costs a ``cuda-graphs`` prediction used, and where they were measured."""
+    costs = (f"{r['graph_launch_us']:.1f} µs + {r['per_kernel_us']:.2f} µs a kernel of host time per replay, "
+             f"{r['replay_gap_us']:.2f} µs between replayed kernels")
+    on = ", ".join(r["measured_on"])
+    if r["measured"]:
+        return f"replay costs of the {r['device']}, measured on it (benchmarks/replay_probe.py): {costs}"
+    return (f"replay costs not measured on the {r['device'] or 'unknown GPU'}: the largest known ({on}): {costs}; "
+            "benchmarks/replay_probe.py on this GPU measures its own")
+
+
+def _capture(r: dict) -> str:
+    """Why a ``cuda-graphs`` prediction is of low confidence: its eager iteration reads the device."""
+    ops = ", ".join(f"{k} {v:g}" for k, v in r["ops"].items())
+    where = f", in {', '.join(w for w in r['where'] if w)}" if any(r["where"]) else ""
+    attention = (f"; its attention runs SDPA's fused kernels ({r['attention']:g} calls an iteration), which a mask "
+                 "built under capture moves to the memory-efficient or unfused math kernels (Hugging Face "
+                 "transformers builds one there)" if r["attention"] else "")
+    return (f"low confidence: the eager iteration reads GPU values on the host {r['reads']:g} times ({ops}{where}); "
+            "a CUDA graph cannot, so the captured program takes another path (a capturable optimizer step, an "
+            f"attention mask built without reading it) and may run other kernels than the eager ones predicted"
+            f"{attention}")
 
 
 TEXTS = {
@@ -64,6 +100,8 @@ TEXTS = {
                                   "before the profiler started, or not recorded): they keep their observed start",
     why.NO_COLLECTIVES: lambda r: "no collective kernels (gloo runs collectives on the host): the ranks are not "
                                   "joined at their collectives, and a rank's wait in one is its host's time",
+    why.REPLAY_COSTS: _replay,
+    why.CAPTURE_READS: _capture,
     why.NO_LATENCY: lambda r: "no unprofiled latency (run.json): modelled as traced, uncalibrated",
     why.LATENCY_ABOVE: lambda r: f"the unprofiled latency ({r['measured_ms']:.3f} ms) is above the traced iteration "
                                  f"with {r['host_scale']}x its host time ({r['modelled_ms']:.3f} ms): an unreliable "

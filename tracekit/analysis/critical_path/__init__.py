@@ -26,7 +26,10 @@ Where our definitions differ from HolisticTraceAnalysis 0.5.0's
   length); we draw one for every op and let re-timing find which edge binds.
 * HTA needs one annotation instance as its window; we take every iteration (``ProfilerStep``
   markers, or the instances of ``annotation``) and chain them: an iteration's length is
-  from the previous one's finish, so back-to-back iterations add up to the window.
+  from the previous one's finish, so back-to-back iterations add up to the window. Nested
+  instances agree with HTA's windows: the outer one's path runs through the inner ones (their
+  GPU work included), an inner one is chained only to the previous instance of its own nesting,
+  and the steady-state iteration is the outermost instances' (an inner one is part of it).
 * HTA runs on one rank; a job's ranks are one graph here, joined at their collectives.
 """
 
@@ -102,31 +105,42 @@ class CriticalPath:
 
 
 def steady_latency_us(iterations: pd.DataFrame) -> float:
-    """The steady-state iteration (µs): the median iteration length, leaving out the first when
-    there are three or more (it starts on an idle GPU: the profiler's warm-up step is
-    synchronized); NaN without iterations. A job's iteration is its slowest rank's, iteration by
+    """The steady-state iteration (µs): the median of :func:`steady_latencies_us`; NaN without
+    iterations."""
+    lat = steady_latencies_us(iterations)
+    return float(np.median(lat)) if len(lat) else float("nan")
+
+
+def steady_latencies_us(iterations: pd.DataFrame) -> np.ndarray:
+    """The steady iterations' lengths (µs), in step order: every iteration's, leaving out the first
+    when there are three or more (it starts on an idle GPU: the profiler's warm-up step is
+    synchronized). A job's iteration is its slowest rank's, iteration by
     iteration (what run.json's ``latency_ms`` of a job measures: the slowest rank of each timed
     iteration): the time from the last rank's finish of one iteration (or the first rank's start of
     the next, where that is later) to the last rank's finish of the next (``finish_us``,
     ``start_us``, where the table has them), so that a rank whose iteration starts early only to
     wait for another's does not count its wait twice (the job's iterations add up to its window, as
-    a rank's do)."""
+    a rank's do). An instance nested in another (``within`` >= 0: an annotation inside one of the
+    same name) is part of that one's iteration, not one more: only the outermost count."""
+    if "within" in iterations:
+        iterations = iterations[iterations["within"] < 0]
     if not len(iterations):
-        return float("nan")
+        return np.zeros(0)
     per_step = iterations.groupby("step", sort=True)
     lat = per_step["latency_us"].max().to_numpy(float, copy=True)
     if iterations["rank"].nunique() > 1 and "finish_us" in iterations:
         finish, begin = per_step["finish_us"].max().to_numpy(float), per_step["start_us"].min().to_numpy(float)
         lat[1:] = finish[1:] - np.maximum(finish[:-1], begin[1:])
-    if len(lat) >= 3:
-        lat = lat[1:]
-    return float(np.median(lat)) if len(lat) else float("nan")
+    return lat[1:] if len(lat) >= 3 else lat
 
 
 def steady_rows(split: pd.DataFrame) -> pd.DataFrame:
     """The rows of a table per (rank, step) (a critical path's split; per (job, rank, step) where it
     has a job) that a mean per iteration takes: each rank's first iteration left out where that
-    rank has three or more (it starts on an idle GPU, as in :func:`steady_latency_us`)."""
+    rank has three or more (it starts on an idle GPU, as in :func:`steady_latency_us`), and the
+    instances nested in another (``within`` >= 0: part of the outer one's iteration)."""
+    if "within" in split:
+        split = split[split["within"] < 0]
     if split.empty:
         return split
     keys = ["job", "rank"] if "job" in split else ["rank"]
@@ -214,7 +228,7 @@ def _whole(tables: EventTables) -> pd.DataFrame:
     spans = [(f["ts"], f["end"]) for f in (tables.cpu_ops, tables.host_calls) if len(f)]
     ts = min(float(a.min()) for a, _ in spans)
     end = max(float(b.max()) for _, b in spans)
-    return pd.DataFrame({"step": [0], "ts": [ts], "end": [np.nextafter(end, np.inf)]})
+    return pd.DataFrame({"step": [0], "ts": [ts], "end": [np.nextafter(end, np.inf)], "within": [-1]})
 
 
 def _retimed(g: Graph, step: np.ndarray, markers: dict, host_scale: float, gpu_scale: float,

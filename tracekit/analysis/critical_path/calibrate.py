@@ -22,9 +22,14 @@ cost, seen on CUDA-graph replays in the H100 study): their time is then scaled t
 ``GPU_SCALE_MIN``.
 
 A GPU-bound run's latency says nothing of its host: any host time short enough gives it.
-There the host's factor comes from the host's own time per call measured unprofiled (run.json
-``host_ms``: :func:`tracekit.capture.timers.host_times`) over the traced iteration marker's length,
-where the run has it; else it is the smallest, ``HOST_SCALE_MIN``, and the note says so.
+There the GPU ops' factor comes first, from the model without host time: what the latency leaves
+the GPU alone (the kernels, their gaps and launch latencies). The host's factor then comes from the host's own time per
+call measured unprofiled (run.json ``host_ms``: :func:`tracekit.capture.timers.host_times`) over the
+traced iteration marker's length, where the run has it; else from the host time per iteration
+estimated from the trace (:mod:`tracekit.analysis.critical_path.host_estimate`: the traced iteration
+less the profiler's cost per recorded event); else it is ``HOST_SCALE_MIN``. Where that host time
+makes the model longer than the measurement, the host's factor is lowered to meet it: no kernel is
+shrunk to make room for host time. :attr:`Calibration.host_source` and the note say which it was.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import pandas as pd
 
 from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.graph import Graph
+from tracekit.analysis.critical_path.host_estimate import HostEstimate, steady_windows
 from tracekit.analysis.critical_path.path import periods
 from tracekit.analysis.critical_path.retime import Scale, retime, visit_order, weights
 
@@ -57,7 +63,10 @@ class Calibration:
     unknown); calibrated: whether the model was fitted to a measurement (False: the traced graph,
     or the factors that could be fitted, an uncalibrated bound); note: what limited the fit, or how
     it was met where that was a choice (a reason: :mod:`~tracekit.analysis.critical_path.reasons`;
-    None when the host's factor alone met the measurement)."""
+    None when the host's factor alone met the measurement); host_source: where the host's factor
+    came from: ``fitted`` (to the unprofiled latency, the host setting it), ``measured`` (run.json
+    ``host_ms``), ``estimated`` (from the trace: :mod:`~tracekit.analysis.critical_path.host_estimate`),
+    ``none`` (``HOST_SCALE_MIN``, nothing to take it from) or ``traced`` (not calibrated)."""
 
     host_scale: Scale
     gpu_scale: float
@@ -66,6 +75,7 @@ class Calibration:
     measured_ms: float
     calibrated: bool
     note: dict | None = None
+    host_source: str = "fitted"
 
 
 def modelled_ms(g: Graph, step, markers: dict, host_scale: Scale, gpu_scale: float, order=None) -> float:
@@ -92,32 +102,36 @@ def _bisect(f, lo: float, hi: float, target: float) -> float:
 def host_scale_of(markers: dict, host_ms: float | None) -> float | None:
     """The host's factor from its own unprofiled time per call (``host_ms``, ms) over the traced
     iterations' median marker length (the first and last left out when there are 3 or more: they
-    hold the window's synchronizations), within the search bounds; None without either."""
-    lengths = [m["end"].to_numpy(float) - m["ts"].to_numpy(float) for m in markers.values() if len(m)]
-    lengths = [x[1:-1] if len(x) >= 3 else x for x in lengths]
+    hold the window's synchronizations; the outermost only, where instances nest:
+    :func:`~tracekit.analysis.critical_path.host_estimate.steady_windows`), within the search
+    bounds; None without either."""
+    windows = [steady_windows(m) for m in markers.values() if len(m)]
+    lengths = [m["end"].to_numpy(float) - m["ts"].to_numpy(float) for m in windows]
     if not host_ms or not math.isfinite(host_ms) or not lengths:
         return None
     traced = float(np.median(np.concatenate(lengths))) / 1e3
     return min(max(host_ms / traced, HOST_SCALE_MIN), HOST_SCALE_MAX) if traced > 0 else None
 
 
-def calibrate(g: Graph, step, markers: dict, measured_ms: float | None, host_ms: float | None = None) -> Calibration:
+def calibrate(g: Graph, step, markers: dict, measured_ms: float | None, host_ms: float | None = None,
+              estimate: HostEstimate | None = None) -> Calibration:
     """Fit the host (and where needed GPU) time factors so that the modelled iteration is
-    ``measured_ms`` (the unprofiled median latency, ms; ``host_ms``: the host's own time per call,
-    for a GPU-bound run), as the module docstring says: the host first, within its usual range,
-    then stretched further (``HOST_STRETCHED``), the GPU scaled only where no host time could meet
-    the measurement. Without a measurement the graph is left as traced and
-    :attr:`Calibration.calibrated` is False."""
+    ``measured_ms`` (the unprofiled median latency, ms), as the module docstring says: the host
+    first, within its usual range, then stretched further (``HOST_STRETCHED``); a GPU-bound run's
+    GPU ops scaled by what the latency leaves them alone, its host's factor from ``host_ms`` (its
+    own unprofiled time per call, ms), else from ``estimate`` (the host time per iteration estimated
+    from the trace), lowered where needed to meet the measurement. Without a measurement the graph
+    is left as traced and :attr:`Calibration.calibrated` is False."""
     order = visit_order(g)
 
     def model(h: float, k: float = 1.0) -> float:
         return modelled_ms(g, step, markers, h, k, order)
 
     if measured_ms is None or not math.isfinite(measured_ms) or measured_ms <= 0:
-        return Calibration(1.0, 1.0, math.nan, math.nan, math.nan, False, {"code": why.NO_LATENCY})
+        return Calibration(1.0, 1.0, math.nan, math.nan, math.nan, False, {"code": why.NO_LATENCY}, "traced")
     traced = model(1.0)
     if not math.isfinite(traced):
-        return Calibration(1.0, 1.0, traced, traced, math.nan, False, {"code": why.NO_LATENCY})
+        return Calibration(1.0, 1.0, traced, traced, math.nan, False, {"code": why.NO_LATENCY}, "traced")
     if (high := model(HOST_SCALE_MAX)) < measured_ms:
         return Calibration(HOST_SCALE_MAX, 1.0, traced, high, measured_ms, True, {
             "code": why.LATENCY_ABOVE, "measured_ms": measured_ms, "modelled_ms": high, "host_scale": HOST_SCALE_MAX})
@@ -128,18 +142,35 @@ def calibrate(g: Graph, step, markers: dict, measured_ms: float | None, host_ms:
         h = _bisect(model, HOST_SCALE_FLOOR, HOST_SCALE_MIN, measured_ms)
         return Calibration(h, 1.0, traced, model(h), measured_ms, True, {
             "code": why.HOST_STRETCHED, "host_scale": h, "least_usual": HOST_SCALE_MIN})
-    # GPU-bound: the host's factor from its own time; the GPU ops ran longer under the profiler
-    own = host_scale_of(markers, host_ms)
-    h = own if own is not None else HOST_SCALE_MIN
-    host = {"host_scale": h, "host_ms": host_ms if own is not None else None}
-    if model(h, GPU_SCALE_MIN) > measured_ms:
+    h, host = own_host(markers, host_ms, estimate)
+    if model(0.0, GPU_SCALE_MIN) > measured_ms:
         value = model(h, GPU_SCALE_MIN)
         return Calibration(h, GPU_SCALE_MIN, traced, value, measured_ms, True, {
-            "code": why.GPU_BEYOND, "gpu_scale": GPU_SCALE_MIN, "modelled_ms": value, "measured_ms": measured_ms,
-            **host})
-    k = _bisect(lambda x: model(h, x), GPU_SCALE_MIN, 1.0, measured_ms) if model(h, 1.0) > measured_ms else 1.0
+            "code": why.GPU_BEYOND, "gpu_scale": GPU_SCALE_MIN, "modelled_ms": value,
+            "measured_ms": measured_ms, **host}, host["host_source"])
+    # the GPU's factor from the GPU alone (no host time), then the host's where it leaves room
+    k = _bisect(lambda x: model(0.0, x), GPU_SCALE_MIN, 1.0, measured_ms) if model(0.0, 1.0) > measured_ms else 1.0
+    if model(h, k) > measured_ms * (1 + TOLERANCE):
+        host["host_lowered_from"], h = h, _bisect(lambda x: model(x, k), 0.0, h, measured_ms)
+        host["host_scale"] = h
     return Calibration(h, k, traced, model(h, k), measured_ms, True, {"code": why.GPU_BOUND, "gpu_faster": 1 - k,
-                                                                      **host})
+                                                                      **host}, host["host_source"])
+
+
+def own_host(markers: dict, host_ms: float | None, estimate: HostEstimate | None) -> tuple[float, dict]:
+    """A GPU-bound run's host factor and the note's figures of where it came from: ``host_ms``
+    measured (:func:`host_scale_of`), else the ``estimate`` from the trace (its host time over its
+    traced iteration, between ``HOST_SCALE_FLOOR`` and ``HOST_SCALE_MAX``: the profiler's cost per
+    event may slow a host more than usual), else ``HOST_SCALE_MIN``: (factor, {host_scale,
+    host_ms, host_source, events, per_event_us})."""
+    own = host_scale_of(markers, host_ms)
+    if own is not None:
+        return own, {"host_scale": own, "host_ms": host_ms, "host_source": "measured"}
+    if estimate is not None and estimate.traced_ms > 0:
+        h = min(max(estimate.host_ms / estimate.traced_ms, HOST_SCALE_FLOOR), HOST_SCALE_MAX)
+        return h, {"host_scale": h, "host_ms": estimate.host_ms, "host_source": "estimated",
+                   "events": estimate.events, "per_event_us": estimate.per_event_us, "traced_ms": estimate.traced_ms}
+    return HOST_SCALE_MIN, {"host_scale": HOST_SCALE_MIN, "host_ms": None, "host_source": "none"}
 
 
 def calibrate_job(g: Graph, step, markers: dict, measured_ms: float | None,

@@ -5,9 +5,10 @@ Edits (each a change of node durations or edge lags; several apply in order):
 * ``cuda-graphs``: each iteration replayed as one CUDA graph. Its host calls cost nothing
   but one graph launch (the replay's host time: the Python call, the input copy and
   ``cudaGraphLaunch``, ``graph_launch_us`` plus ``per_kernel_us`` for each GPU op of the
-  iteration); its GPU ops start after the previous op of their stream plus the replay's gap
-  between kernels (``replay_gap_us``), the first after the launch plus the launch latency;
-  cross-stream order and the syncs outside the graph stay.
+  iteration: the costs of the trace's GPU, :mod:`~tracekit.analysis.critical_path.replay_costs`);
+  its GPU ops (each ``kernel_delta_us`` longer: 0, but at an interval's ends) start after the
+  previous op of their stream plus the replay's gap between kernels (``replay_gap_us``), the first
+  after the launch plus the launch latency; cross-stream order and the syncs outside the graph stay.
 * ``faster PATTERN=FACTOR``: the GPU ops matching PATTERN take 1/FACTOR of their time. A
   pattern (shell-style, ``fnmatch``) matches a kernel class or a part of one, in any case
   (``gemm`` for "GEMM/conv": :mod:`tracekit.analysis.metrics.kernels`), a kernel's name or
@@ -45,6 +46,7 @@ from tracekit.analysis.critical_path.balance import balance
 from tracekit.analysis.critical_path.collective_edges import REDUCTIONS
 from tracekit.analysis.critical_path.graph import Graph
 from tracekit.analysis.critical_path.kinds import COMM, GPU, HOST, LAUNCH, STREAM, WAIT
+from tracekit.analysis.critical_path.replay_costs import Replay, replay_for
 from tracekit.analysis.critical_path.retime import Scale, host_lags, times, weights
 
 KINDS = ("cuda-graphs", "faster", "host-faster", "overlap-comm", "balance-ranks")
@@ -159,20 +161,6 @@ def matches(g: Graph, names: Names, pattern: str) -> np.ndarray:
 
 
 @dataclass
-class Replay:
-    """The costs of a CUDA graph replay: graph_launch_us + per_kernel_us x kernels (the host's
-    time per replay, µs), replay_gap_us (the GPU's gap between consecutive kernels of a replay),
-    and where they came from: the device they are for (None: unknown) and whether they were
-    measured on it (False: the largest known, ``REPLAY_COSTS``)."""
-
-    graph_launch_us: float
-    replay_gap_us: float
-    device: str | None = None
-    per_kernel_us: float = 0.0
-    measured: bool = False
-
-
-@dataclass
 class Edited:
     """A graph's weights after edits: base (node durations, µs), lag (edge lags, µs), removed
     (edges left out), marker_scale (the factor on the CPU time between an iteration's marker
@@ -238,7 +226,7 @@ def overlapped(g: Graph, step: np.ndarray) -> np.ndarray:
 
 def _cuda_graphs(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray, replay: Replay | None) -> None:
     """The ``cuda-graphs`` edit, in place (see the module docstring)."""
-    replay = replay or Replay(0.0, max(c["replay_gap_us"] for c in REPLAY_COSTS.values()))
+    replay = replay or Replay(0.0, replay_for(None).replay_gap_us)   # no host cost given: the largest known gap
     gap = replay.replay_gap_us
     inside = step >= 0
     host = inside & (g.kind == HOST)
@@ -255,25 +243,7 @@ def _cuda_graphs(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray, 
         ops = pd.Series(1, index=pd.MultiIndex.from_arrays([g.rank[gpu], step[gpu]])).groupby(level=[0, 1]).size()
         kernels = ops.reindex(pd.MultiIndex.from_frame(first[["rank", "step"]])).fillna(0).to_numpy()
         base[first["node"].to_numpy()] = replay.graph_launch_us + replay.per_kernel_us * kernels
+    base[inside & (g.kind == GPU)] += replay.kernel_delta_us
     gpu_in = inside[g.dst] & (g.kind[g.dst] == GPU)
     lag[gpu_in & (g.edge_kind == LAUNCH)] = g.launch_lag_us
     lag[gpu_in & ((g.edge_kind == STREAM) | (g.edge_kind == WAIT))] = gap
-
-
-# Measured with benchmarks/replay_probe.py on the lent H200 (reports/h200/predict/replay-probe.json):
-# the host's time per call of the cudagraphs mode, as the runner times host_ms, for graphs of 1 to
-# 1,024 kernels: 27.7 µs + 0.46 µs a kernel (least squares); and the GPU's gap between consecutive
-# kernels of a traced replay, median 0.26 µs (eager kernels queued behind each other on the same
-# GPU's traces were 1.2-1.8 µs apart). A device not measured takes the largest known.
-REPLAY_COSTS = {"NVIDIA H200": {"graph_launch_us": 27.7, "per_kernel_us": 0.46, "replay_gap_us": 0.26}}
-
-
-def default_replay(ranks, manifest=None) -> Replay:
-    """The replay costs of these traces' device (``REPLAY_COSTS``: measured on it with
-    benchmarks/replay_probe.py); a device not measured takes the largest known."""
-    names = [str(t.devices["name"].iloc[0]) for _, t in ranks if len(t.devices)]
-    name = names[0] if names else (manifest.ran_on_name if manifest is not None else None)
-    if name in REPLAY_COSTS:
-        return Replay(device=name, measured=True, **REPLAY_COSTS[name])
-    worst = {k: max(c[k] for c in REPLAY_COSTS.values()) for k in ("graph_launch_us", "per_kernel_us", "replay_gap_us")}
-    return Replay(device=name, **worst)

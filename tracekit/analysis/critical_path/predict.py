@@ -21,11 +21,19 @@ from tracekit.analysis.critical_path import (
     can_analyze,
     cannot_retime_launches,
     prepare,
+    steady_latencies_us,
+    steady_latency_us,
     steady_rows,
 )
 from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.calibrate import Calibration, calibrate, calibrate_job
-from tracekit.analysis.critical_path.edits import Edit, Replay, apply, gpu_names
+from tracekit.analysis.critical_path.capture_risk import capture_risks
+from tracekit.analysis.critical_path.edits import Edit, apply, gpu_names
+from tracekit.analysis.critical_path.host_estimate import estimate
+from tracekit.analysis.critical_path.path import outermost, periods
+from tracekit.analysis.critical_path.replay_costs import Replay
+from tracekit.analysis.critical_path.retime import retime, visit_order
+from tracekit.analysis.critical_path.uncertainty import Interval, Spread, host_variants, interval
 from tracekit.analysis.critical_path.run_inputs import run_inputs
 from tracekit.manifest import Attribution
 from tracekit.trace.reader import EventTables
@@ -41,7 +49,11 @@ class WhatIf:
     iteration after and before the edits (ms; a job's: its slowest rank's); notes: what limits
     the prediction (reasons: :mod:`~tracekit.analysis.critical_path.reasons`); balanced: the work
     ``balance-ranks`` took from each rank
-    (:func:`tracekit.analysis.critical_path.balance.balance`; None without that edit)."""
+    (:func:`tracekit.analysis.critical_path.balance.balance`; None without that edit); interval:
+    the prediction's interval (:mod:`~tracekit.analysis.critical_path.uncertainty`; None where not
+    asked for); replay: the replay costs ``cuda-graphs`` used (None without that edit); confidence:
+    ``low`` where the eager trace says a capture may run other kernels (the notes say why:
+    :mod:`~tracekit.analysis.critical_path.capture_risk`), else ``normal``."""
 
     calibration: Calibration
     before: CriticalPath
@@ -51,11 +63,15 @@ class WhatIf:
     modelled_ms: float
     notes: list[dict] = field(default_factory=list)
     balanced: pd.DataFrame | None = None
+    interval: Interval | None = None
+    replay: Replay | None = None
+    confidence: str = "normal"
 
 
 def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit], measured_ms: float | None = None,
             attribution: Attribution | None = None, annotation: str | None = None,
-            replay: Replay | None = None, host_ms: float | Mapping[int, float | None] | None = None) -> WhatIf:
+            replay: Replay | None = None, host_ms: float | Mapping[int, float | None] | None = None,
+            spread: Spread | None = None) -> WhatIf:
     """The iteration latency a trace's run (or a job's) would have after ``edits``.
 
     Args:
@@ -68,8 +84,12 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
         annotation: what marks an iteration (default ``ProfilerStep#N``).
         replay: the CUDA graph replay's costs for the ``cuda-graphs`` edit.
         host_ms: the unprofiled host time per call (ms, run.json ``host_ms`` median), for the
-            calibration of a GPU-bound run; a job's: rank -> its own (``distributed.ranks[i].host_ms``),
-            each rank calibrated with it (:func:`tracekit.analysis.critical_path.calibrate.calibrate_job`).
+            calibration of a GPU-bound run (None: estimated from the trace,
+            :mod:`~tracekit.analysis.critical_path.host_estimate`); a job's: rank -> its own
+            (``distributed.ranks[i].host_ms``), each rank calibrated with it
+            (:func:`tracekit.analysis.critical_path.calibrate.calibrate_job`).
+        spread: the ranges of the measurements, for the prediction's interval
+            (:mod:`~tracekit.analysis.critical_path.uncertainty`); None: no interval.
 
     Returns:
         A :class:`WhatIf`. After ``overlap-comm`` and ``balance-ranks`` alone, which only take
@@ -84,38 +104,79 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
         ranks = [(0, ranks)]
     g, step, markers, problems = prepare(ranks, annotation)
     if len(ranks) > 1:
-        cal = calibrate_job(g, step, markers, measured_ms, host_ms if isinstance(host_ms, Mapping) else {})
+        nominal = {"host_ms": host_ms if isinstance(host_ms, Mapping) else {}}
     else:
-        own = host_ms.get(ranks[0][0]) if isinstance(host_ms, Mapping) else host_ms
-        cal = calibrate(g, step, markers, measured_ms, own)
+        rank, tables = ranks[0]
+        own = host_ms.get(rank) if isinstance(host_ms, Mapping) else host_ms
+        guess = estimate(tables, markers[rank]) if own is None or not math.isfinite(own) else None
+        nominal = {"host_ms": own, "estimate": guess}
+
+    def calibrated(measured: float | None, host: dict) -> Calibration:
+        if len(ranks) == 1:
+            return calibrate(g, step, markers, measured, host["host_ms"], host["estimate"])
+        cal = calibrate_job(g, step, markers, measured, host["host_ms"])
+        cal.host_source = "traced" if not math.isfinite(cal.measured_ms) else \
+            "fitted" if (cal.note or {}).get("lacking") else "measured"   # each rank's own host_ms
+        return cal
+
+    cal = calibrated(measured_ms, nominal)
     names = None
     if any(e.kind == "faster" for e in edits):
         from tracekit.analysis.attribution.gpu_ops import attribute
 
         names = gpu_names(g, {rank: attribute(t, attribution) for rank, t in ranks})
-    edited = apply(g, step, edits, cal.host_scale, cal.gpu_scale, replay, names)
+    # an edit's iteration (a replay's, a rank's share) is the outermost instance, nested ones in it
+    top = outermost(step, g, markers)
+    edited = apply(g, top, edits, cal.host_scale, cal.gpu_scale, replay, names)
     before = _retimed(g, step, markers, cal.host_scale, cal.gpu_scale, problems)
     after = _retimed(g, step, markers, cal.host_scale, cal.gpu_scale, problems, edited)
     notes = [cal.note] if cal.note else []
     predicted, modelled = after.latency_us() / 1e3, before.latency_us() / 1e3
-    if all(e.kind in REMOVALS for e in edits) and predicted > modelled:
+    removals = all(e.kind in REMOVALS for e in edits)
+    if removals and predicted > modelled:
         notes.append({"code": why.KEPT_MODEL, "longer_ms": predicted - modelled})
         predicted = modelled
-    return WhatIf(cal, before, after, [str(e) for e in edits], predicted, modelled, notes, edited.balanced)
+    graphs = any(e.kind == "cuda-graphs" for e in edits)
+    if graphs and replay is not None:
+        notes.append({"code": why.REPLAY_COSTS, **replay.to_dict()})
+    risks = capture_risks(ranks, markers) if graphs else []
+    result = WhatIf(cal, before, after, [str(e) for e in edits], predicted, modelled, risks + notes,
+                    edited.balanced, replay=replay if graphs else None, confidence="low" if risks else "normal")
+    if spread is not None:
+        order = visit_order(g)
+
+        def again(measured: float | None = measured_ms, host: dict = nominal, costs: Replay | None = replay,
+                  gpu: float | None = None):
+            c = cal if measured == measured_ms and host is nominal else calibrated(measured, host)
+            e = apply(g, top, edits, c.host_scale, c.gpu_scale if gpu is None else gpu, costs, names)
+            tm = retime(g, e.base, e.lag, order, e.removed)
+            ms = steady_latency_us(periods(g, tm, step, markers, e.marker_scale)) / 1e3
+            return min(ms, c.modelled_ms) if removals and math.isfinite(c.modelled_ms) else ms
+
+        result.interval = interval(predicted, again, spread.measured_range if cal.calibrated else None,
+                                   host_variants(cal, nominal, spread), replay if graphs else None, cal.gpu_scale,
+                                   steady_latencies_us(after.iterations) / 1e3)
+    return result
 
 
 def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) -> WhatIf:
     """:func:`predict` for a run folder's traces with what its manifest (or None) knows: the
     unprofiled latency and host time (a job's: each rank's, ``distributed.ranks``), the attribution
-    record, the device's replay costs."""
-    from tracekit.analysis.critical_path.edits import default_replay
+    record, the device's replay costs, and their ranges for the prediction's interval."""
+    from tracekit.analysis.critical_path.replay_costs import default_replay
 
     known = manifest is not None
     host = manifest.host_ms.median if known and manifest.host_ms else None
     if known and manifest.distributed and manifest.distributed.ranks:
         host = {r.rank: r.host_ms.median if r.host_ms else None for r in manifest.distributed.ranks}
+    spread = Spread()
+    if known:
+        spread.measured_range = (manifest.latency("p10"), manifest.latency("p90"))
+        h = manifest.host_ms
+        spread.host_range = (h.p10, h.p90) if h and h.p10 is not None and h.p90 is not None else None
     return predict(ranks, edits, manifest.latency("median") if known else None,
-                   manifest.attribution if known else None, annotation, default_replay(ranks, manifest), host)
+                   manifest.attribution if known else None, annotation, default_replay(ranks, manifest), host,
+                   spread)
 
 
 def _known(value: float | None, digits: int | None = None) -> float | None:
@@ -150,6 +211,17 @@ class Prediction:
     path:                 the run folder or trace file, as given.
     edits:                the edits as text ("cuda-graphs", "faster blocks.*.mlp=2", "host-faster 2"...).
     predicted_latency_ms: the modelled steady-state iteration after the edits (ms).
+    predicted_low_ms, predicted_high_ms: its interval (ms) from its sources of uncertainty
+                          (:mod:`tracekit.analysis.critical_path.uncertainty`: the timer's spread,
+                          the host's, the replay costs', the iterations', the fit's); interval_sources:
+                          each source's predictions at the ends of its range (name -> (low, high) ms).
+    replay_costs:         ``cuda-graphs``: the replay costs used and where they were measured (device,
+                          measured, measured_on, each cost and its range, µs:
+                          :meth:`~tracekit.analysis.critical_path.replay_costs.Replay.to_dict`);
+                          None without that edit.
+    confidence:           ``low`` where the eager trace says the capture may run other kernels than
+                          the eager ones the prediction keeps (the first note says why:
+                          :mod:`~tracekit.analysis.critical_path.capture_risk`), else ``normal``.
     measured_latency_ms:  the run's unprofiled median latency (run.json, ms) the model is calibrated
                           to; None without one.
     modelled_latency_ms:  the calibrated model's iteration before the edits (ms).
@@ -159,10 +231,17 @@ class Prediction:
     host_scale, gpu_scale: the calibration's factors on host time and GPU op time
                           (:mod:`tracekit.analysis.critical_path.calibrate`; a job's host_scale: the
                           median of its ranks' factors, each in host_scale_by_rank).
+    host_source:          where the host's factor came from: ``fitted`` (to the unprofiled latency),
+                          ``measured`` (run.json host_ms), ``estimated`` (from the trace, run.json
+                          lacking host_ms: :mod:`~tracekit.analysis.critical_path.host_estimate`),
+                          ``none`` (the least allowed) or ``traced`` (uncalibrated)
+                          (:attr:`~tracekit.analysis.critical_path.calibrate.Calibration.host_source`).
     critical_path_before, critical_path_after: one row per iteration (and rank: ``rank``, ``step``)
                           of the critical path without and with the edits: its ``latency_us`` and
                           the µs of each part on it (``<part>_us``,
-                          :data:`~tracekit.analysis.critical_path.path.PARTS`).
+                          :data:`~tracekit.analysis.critical_path.path.PARTS`), and ``within``: the
+                          instance of ``annotation`` it is nested in (-1: none; a nested instance is
+                          part of the outer one's iteration, which alone the figures count).
     notes:                what limits the prediction (the calibration's note, problems of the trace).
     missing:              what the trace lacks for a complete graph.
     cannot_predict:       why there is no prediction (no GPU op, no launch call, or a single launch for
@@ -210,6 +289,12 @@ class Prediction:
     host_scale_by_rank: dict[int, float] = field(default_factory=dict)
     rank_excess: pd.DataFrame = field(default_factory=pd.DataFrame)
     integrity: pd.DataFrame = field(default_factory=pd.DataFrame)
+    host_source: str = ""
+    predicted_low_ms: float | None = None
+    predicted_high_ms: float | None = None
+    interval_sources: dict[str, tuple[float, float]] = field(default_factory=dict)
+    replay_costs: dict | None = None
+    confidence: str = "normal"
     failure: str = ""
     failure_traceback: str = ""
 
@@ -224,7 +309,10 @@ class Prediction:
                    _known(result.modelled_ms), cal.calibrated, host, cal.gpu_scale,
                    result.before.split, result.after.split, result.notes + result.before.problems,
                    result.before.missing, ranks=sorted(int(r) for r in result.before.split["rank"].unique()),
-                   host_scale_by_rank=scales, rank_excess=_excess(result.balanced, result.after.split), **job)
+                   host_scale_by_rank=scales, rank_excess=_excess(result.balanced, result.after.split),
+                   host_source=cal.host_source, replay_costs=result.replay.to_dict() if result.replay else None,
+                   confidence=result.confidence,
+                   **_interval_fields(result.interval), **job)
 
     @property
     def is_job(self) -> bool:
@@ -233,10 +321,12 @@ class Prediction:
 
     def to_dict(self) -> dict:
         """The JSON object of ``tracekit whatif --json``: path, edits, predicted_latency_ms,
-        measured_latency_ms, modelled_latency_ms (ms to 4 decimals, None where unknown), calibrated,
-        host_scale, gpu_scale (4 decimals), critical_path_before and critical_path_after (µs per
-        iteration of latency_us and each ``<part>_us``: the mean over the iterations, the first left
-        out for each rank that has three or more; 2 decimals), notes, missing; for a job also ranks,
+        predicted_low_ms, predicted_high_ms, confidence, measured_latency_ms, modelled_latency_ms (ms
+        to 4 decimals, None where unknown), calibrated, host_scale, gpu_scale (4 decimals), host_source,
+        critical_path_before and critical_path_after (µs per iteration of latency_us and each
+        ``<part>_us``: the mean over the iterations, the first left out for each rank that has three or
+        more; 2 decimals), notes, missing, interval_sources (source -> [low, high] ms), replay_costs
+        (None without ``cuda-graphs``); for a job also ranks,
         world_size, ranks_missing, unreadable ({path, problem, code}), host_scale_by_rank (rank as
         text -> factor, 4 decimals) and, with ``balance-ranks``, rank_excess ({rank, host_excess_us,
         gpu_excess_us} per rank, 2 decimals). Where there is no prediction: path,
@@ -250,17 +340,29 @@ class Prediction:
             return {"path": self.path, "predicted_latency_ms": None, **why,
                     **({"ranks_missing": self.ranks_missing} if self.is_job else {}), **inputs}
         out = {"path": self.path, "edits": self.edits, "predicted_latency_ms": _known(self.predicted_latency_ms, 4),
+               "predicted_low_ms": _known(self.predicted_low_ms, 4),
+               "predicted_high_ms": _known(self.predicted_high_ms, 4), "confidence": self.confidence,
                "measured_latency_ms": _known(self.measured_latency_ms, 4),
                "modelled_latency_ms": _known(self.modelled_latency_ms, 4), "calibrated": self.calibrated,
                "host_scale": round(self.host_scale, 4), "gpu_scale": round(self.gpu_scale, 4),
+               "host_source": self.host_source,
                "critical_path_before": _per_iteration(self.critical_path_before),
                "critical_path_after": _per_iteration(self.critical_path_after),
-               "notes": self.notes, "missing": self.missing, **inputs}
+               "notes": self.notes, "missing": self.missing,
+               "interval_sources": {k: [_known(x, 4) for x in v] for k, v in self.interval_sources.items()},
+               "replay_costs": self.replay_costs, **inputs}
         if self.is_job:
             out.update(job, host_scale_by_rank={str(r): round(f, 4) for r, f in self.host_scale_by_rank.items()})
             if len(self.rank_excess):
                 out["rank_excess"] = self.rank_excess.round(2).to_dict("records")
         return out
+
+
+def _interval_fields(iv: Interval | None) -> dict:
+    """A :class:`Prediction`'s predicted_low_ms, predicted_high_ms and interval_sources of an interval."""
+    if iv is None:
+        return {}
+    return {"predicted_low_ms": iv.low_ms, "predicted_high_ms": iv.high_ms, "interval_sources": dict(iv.sources)}
 
 
 def predict_run(path, edits: list[Edit], annotation: str | None = None) -> Prediction:

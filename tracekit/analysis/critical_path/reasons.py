@@ -13,7 +13,12 @@ Why there is no critical path (:func:`tracekit.analysis.critical_path.can_analyz
 What limits a path or a prediction (``CriticalPath.problems``, the notes of
 :class:`~tracekit.analysis.critical_path.predict.Prediction`): ``UNCALIBRATED`` (the profiled
 window as traced), ``NO_MARKERS`` (the whole trace one iteration), ``SKIPPED_EDGES`` (``edges``
-left out), ``KEPT_MODEL`` (``longer_ms``: a removal re-timed longer, the model before kept).
+left out), ``KEPT_MODEL`` (``longer_ms``: a removal re-timed longer, the model before kept),
+``REPLAY_COSTS`` (the replay costs ``cuda-graphs`` used:
+:meth:`~tracekit.analysis.critical_path.replay_costs.Replay.to_dict`'s device, measured, measured_on
+and costs), ``CAPTURE_READS`` (a ``cuda-graphs`` prediction of low confidence: the eager iteration
+reads the device on the host, ``reads`` an iteration, ``ops``, ``where``, ``attention``:
+:func:`tracekit.analysis.critical_path.capture_risk.capture_risks`).
 
 What a trace lacks for a complete graph (``Graph.missing``; ``rank`` added on a job's graph):
 ``INFERRED_WAITS`` (``waits`` inferred without cuda_sync events, or without the ``unnamed`` wait
@@ -25,8 +30,11 @@ What limited a calibration (``Calibration.note``: :mod:`tracekit.analysis.critic
 ``measured_ms`` and ``modelled_ms`` where it has them: ``NO_LATENCY``; a run's ``HOST_STRETCHED``
 (``host_scale`` below ``least_usual``: the profiler slowed its host more than usual), ``LATENCY_ABOVE``
 (at ``host_scale``, the most), ``GPU_BEYOND`` (even at ``gpu_scale``, the least) and ``GPU_BOUND``
-(``gpu_faster``: the GPU ops' share faster unprofiled), both with the host's ``host_scale`` and
-``host_ms`` (its unprofiled time per call it came from; None: the least allowed); a job's
+(``gpu_faster``: the GPU ops' share faster unprofiled), both with the host's ``host_scale``,
+``host_source`` (``measured``, ``estimated`` or ``none``: the least allowed) and ``host_ms`` (the
+unprofiled time per call it came from, measured or estimated; None for none), an estimate's
+``traced_ms``, ``events`` and ``per_event_us`` (:mod:`~tracekit.analysis.critical_path.host_estimate`),
+and ``host_lowered_from`` where the host's factor was lowered to meet the latency; a job's
 ``STEP_ABOVE``, ``HOST_BOUND`` (``factor`` beyond each rank's own; None: one factor fitted),
 ``HOSTS_UNKNOWN`` (a GPU-bound step), each with ``lacking`` (the ranks without a host time),
 ``JOB_BEYOND`` (``least_ms`` at ``gpu_scale``) and ``GPU_BOUND_JOB`` (``gpu_faster``, None where
@@ -38,6 +46,7 @@ BLIND_RANKS = "ranks without launch calls"
 NO_ANNOTATION, FEW_RANKS = "no annotation", "few ranks"
 NO_PATH, NO_JOB_PATH = "no critical path", "no critical path of the job"
 UNCALIBRATED, NO_MARKERS, SKIPPED_EDGES, KEPT_MODEL = "uncalibrated", "no markers", "skipped edges", "kept model"
+REPLAY_COSTS, CAPTURE_READS = "replay costs", "capture reads"
 INFERRED_WAITS, GUESSED_SYNCS = "inferred waits", "guessed syncs"
 LAUNCHLESS_OPS, NO_COLLECTIVES = "launchless ops", "no collectives"
 NO_LATENCY, LATENCY_ABOVE, GPU_BEYOND, GPU_BOUND = "no latency", "latency above", "GPU beyond", "GPU-bound"

@@ -24,7 +24,8 @@ from tracekit.analysis.critical_path import (
     top,
 )
 from tracekit.analysis.critical_path import reasons as why
-from tracekit.analysis.critical_path.edits import Edit, default_replay
+from tracekit.analysis.critical_path.edits import Edit
+from tracekit.analysis.critical_path.replay_costs import default_replay
 from tracekit.analysis.critical_path.path import PARTS, marker_table
 from tracekit.analysis.critical_path.predict import predict
 from tracekit.analysis.options import AnalysisOptions, RunFacts

@@ -45,6 +45,14 @@ def _calibration_text(record: dict) -> str:
     return f"calibrated to the unprofiled step {measured:.3f} ms (host time {host}, GPU time x{gpu:.2f})"
 
 
+def _interval_text(record: dict) -> str:
+    """" (0.050-0.056 ms)": the prediction's interval (:mod:`tracekit.analysis.critical_path.uncertainty`),
+    "" where it has none; then ", LOW CONFIDENCE (note below)" where the capture may run other kernels."""
+    low, high = record.get("predicted_low_ms"), record.get("predicted_high_ms")
+    shown = f" ({low:.3f}-{high:.3f} ms)" if low is not None and high is not None else ""
+    return shown + (", LOW CONFIDENCE (note below)" if record.get("confidence") == "low" else "")
+
+
 def _job_lines(record: dict) -> list[str]:
     """A job's ranks, the ranks it lacks and what balancing took from each rank."""
     lines = []
@@ -85,7 +93,7 @@ def prediction_text(prediction: Prediction) -> str:
                 f"cannot model the trace: {prediction.failure}")
         return "\n".join([f"{record['path']}: {head}", *_job_lines(record), *_input_lines(prediction)])
     lines = [f"{record['path']}: {', '.join(record['edits'])}", *_job_lines(record)]
-    lines.append(f"  predicted iteration {record['predicted_latency_ms']:.3f} ms, from "
+    lines.append(f"  predicted iteration {record['predicted_latency_ms']:.3f} ms{_interval_text(record)}, from "
                  f"{record['modelled_latency_ms']:.3f} ms modelled ({_calibration_text(record)})")
     lines.append(f"  critical path before: {split_text(record['critical_path_before'])}")
     lines.append(f"  critical path after:  {split_text(record['critical_path_after'])}")
