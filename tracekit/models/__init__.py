@@ -161,7 +161,10 @@ def check_decode(family: Family, match: re.Match | None, name: str, seq: int | N
     prompt = family.decoder.prompt(match, seq)
     limit, need = family.decoder.positions(match), prompt + steps
     if limit is not None and need > limit:
-        more = f"{name}{'&' if '?' in name else '?'}positions={need}" if name.startswith("hf:") else ""
+        more = ""
+        if name.startswith("hf:"):   # the name with positions=need, in place of the one it gives
+            more = re.sub(r"([?&])positions=\d+", rf"\g<1>positions={need}", name) if "positions=" in name \
+                else f"{name}{'&' if '?' in name else '?'}positions={need}"
         raise ValueError(f"{name} has {limit} positions: a {prompt}-token prompt and {steps} decode steps (first call, "
                          f"warm-up, timed and profiled) need {need}; give a shorter --seq or fewer --iters"
                          + (f", or more positions ({more})" if more else ""))
