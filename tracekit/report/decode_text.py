@@ -67,9 +67,8 @@ def status_line(decode: dict) -> str:
     return "decode: " + "; ".join(parts) if parts else ""
 
 
-def prediction_line(predicted_ms: float, tokens_per_step: int) -> str:
+def prediction_line(predicted_ms: float, tokens_per_s: float, tokens_per_step: int) -> str:
     """The what-if's figure for a decode run: ``predicted 0.310 ms per token (3,226 tokens/s at 1 sequence a
-    step)``."""
-    rate = tokens_per_step / predicted_ms * 1e3 if predicted_ms > 0 else math.inf
-    return (f"predicted {predicted_ms:.3f} ms per token ({rate:,.0f} tokens/s at {tokens_per_step} "
+    step)`` (:meth:`tracekit.analysis.critical_path.predict.Prediction.to_dict`'s figures)."""
+    return (f"predicted {predicted_ms:.3f} ms per token ({tokens_per_s:,.0f} tokens/s at {tokens_per_step} "
             f"sequence{'s' if tokens_per_step != 1 else ''} a step)")

@@ -88,8 +88,9 @@ def prediction_text(prediction: Prediction) -> str:
         return "\n".join([f"{record['path']}: {head}", *_job_lines(record), *_input_lines(prediction)])
     lines = [f"{record['path']}: {', '.join(record['edits'])}", *_job_lines(record)]
     if tokens := record.get("tokens_per_step"):   # a decode run: an iteration is a decode step
-        lines.append(f"  {prediction_line(record['predicted_latency_ms'], tokens)}, from "
-                     f"{record['modelled_latency_ms']:.3f} ms per token modelled ({_calibration_text(record)})")
+        predicted = prediction_line(record["predicted_latency_ms"], record["predicted_tokens_per_s"], tokens)
+        lines.append(f"  {predicted}, from {record['modelled_latency_ms']:.3f} ms per token modelled "
+                     f"({_calibration_text(record)})")
     else:
         lines.append(f"  predicted iteration {record['predicted_latency_ms']:.3f} ms, from "
                      f"{record['modelled_latency_ms']:.3f} ms modelled ({_calibration_text(record)})")
