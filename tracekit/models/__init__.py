@@ -190,7 +190,9 @@ def build_decoder(family: Family, match: re.Match | None, name: str, batch: int 
     if family.missing:
         raise Unavailable(family.missing)
     torch.manual_seed(seed)
-    step = family.decoder.build(match, batch, prompt, prompt + steps).to(device=device, dtype=DTYPES[dtype])
+    with torch.device(device):   # built where it runs (a 1B model's random init takes seconds on a CPU)
+        step = family.decoder.build(match, batch, prompt, prompt + steps)
+    step = step.to(device=device, dtype=DTYPES[dtype])
     return step.eval(), step.inputs
 
 
