@@ -117,8 +117,9 @@ class DecodeStep(nn.Module):
 
     def advance(self, logits: torch.Tensor) -> None:
         """After a step: its greedy tokens (argmax of ``logits``, (batch, vocab)) become ``ids``, the
-        position advances, and after ``capacity`` steps it goes back to the prompt's end."""
-        self.ids.copy_(logits.argmax(-1, keepdim=True))
+        position advances, and after ``capacity`` steps it goes back to the prompt's end. The argmax is
+        written into ``ids`` (``out=``): no copy, as a bare loop makes none."""
+        torch.argmax(logits, dim=-1, keepdim=True, out=self.ids)
         self.steps += 1
         self._since_rewind += 1
         if self._since_rewind == self.capacity:
