@@ -113,4 +113,4 @@ def test_whatif_of_an_eager_decode_run_predicts_ms_per_token(decode_study):
                                "(calibrated to the unprofiled 0.080 ms")
     assert lines[2].startswith("  critical path before (per token): ")
     inference = CliRunner().invoke(main, ["whatif", str(decode_study / "v" / "eager"), "--cuda-graphs", "--json"])
-    assert json.loads(inference.output)["per"] == "iteration" and "tokens_per_step" not in inference.output
+    assert "per" not in json.loads(inference.output) and "tokens_per_step" not in inference.output

@@ -243,9 +243,9 @@ class Prediction:
         out for each rank that has three or more; 2 decimals), notes, missing; for a job also ranks,
         world_size, ranks_missing, unreadable ({path, problem, code}), host_scale_by_rank (rank as
         text -> factor, 4 decimals) and, with ``balance-ranks``, rank_excess ({rank, host_excess_us,
-        gpu_excess_us} per rank, 2 decimals); for a decode run (``tokens_per_step``) also per ("token";
-        else "iteration"), tokens_per_step, predicted_tokens_per_s and measured_tokens_per_s (tokens_per_step
-        / the latency x 1000, 1 decimal). Where there is no prediction: path,
+        gpu_excess_us} per rank, 2 decimals); for a decode run (``tokens_per_step``) also per ("token":
+        its latencies are per token), tokens_per_step, predicted_tokens_per_s and measured_tokens_per_s
+        (tokens_per_step / the latency x 1000, 1 decimal). Where there is no prediction: path,
         predicted_latency_ms (None) and cannot_predict or failure (and a job's ranks_missing). Always
         unreadable and integrity (its rows as records)."""
         job = {"ranks": self.ranks, "world_size": self.world_size, "ranks_missing": self.ranks_missing}
@@ -262,10 +262,10 @@ class Prediction:
                "critical_path_before": _per_iteration(self.critical_path_before),
                "critical_path_after": _per_iteration(self.critical_path_after),
                "notes": self.notes, "missing": self.missing, **inputs}
-        out["per"] = "token" if self.tokens_per_step else "iteration"
         if self.tokens_per_step:
             rate = lambda ms: _known(self.tokens_per_step / ms * 1e3, 1) if ms else None  # noqa: E731
-            out.update(tokens_per_step=self.tokens_per_step, predicted_tokens_per_s=rate(self.predicted_latency_ms),
+            out.update(per="token", tokens_per_step=self.tokens_per_step,
+                       predicted_tokens_per_s=rate(self.predicted_latency_ms),
                        measured_tokens_per_s=rate(self.measured_latency_ms))
         if self.is_job:
             out.update(job, host_scale_by_rank={str(r): round(f, 4) for r, f in self.host_scale_by_rank.items()})
