@@ -18,6 +18,7 @@ from tracekit.manifest import Manifest
 from tracekit.report import write_reports
 from tracekit.report.formats.run_status import run_status_lines
 from tracekit.report.views import answers
+from tracekit.report.worded import worded
 
 BATCH = 8
 MODEL = "hf:llama?layers=2"
@@ -55,6 +56,10 @@ def test_the_answer_speaks_in_tokens_per_second_and_per_token(decode_study):
                           "ms/token: idle dominates")
     other = next(a for a, b in answers(t.comparison, t.analysis.runs, "eager") if "decode" not in a)
     assert "tokens" not in other
+    finding = worded(t).comparison.set_index("run").loc["d/reduce-overhead", "finding"]
+    assert finding.startswith(f"less GPU idle time (launch overhead, syncs) dominates: Δ latency -0.040 ms = "
+                              f"Δ GPU busy {row['d_busy_per_iter_ms']:+.3f} + Δ idle {row['d_idle_est_ms']:+.3f} "
+                              "ms per token")
 
 
 def test_every_format_and_the_api_carry_the_figures_per_token(decode_study, tmp_path):
