@@ -130,3 +130,12 @@ def test_a_kv_cache_that_does_not_fit_is_an_oom_row_with_its_size(tmp_path):
                                      f"(65536 sequences x {tokens} tokens, tracekit's (lm-*)): ")
     assert data["decode"]["kv_cache_MB"] == planned and "prefill_ms" not in data["decode"]
     assert f"oom: CacheOutOfMemory: out of memory with a KV cache of {planned:.1f} MB" in r.output
+
+
+@pytest.mark.slow
+def test_a_decode_run_in_several_processes_gives_its_figures_per_token_from_the_pooled_latency(tmp_path):
+    m = runner.run(RunSpec("lm-tiny-16", batch=2, repeats=2, **QUICK), tmp_path, log=quiet)
+    assert m.status == "ok" and m.repeats.n == 2, m.reason
+    assert (m.decode.ms_per_token.median, m.decode.ms_per_token.p90) == (m.latency_ms.median, m.latency_ms.p90)
+    assert m.decode.tokens_per_s.median == pytest.approx(2 / m.latency_ms.median * 1e3)
+    assert m.decode.tokens_per_s.p10 == pytest.approx(2 / m.latency_ms.p90 * 1e3)
