@@ -25,9 +25,10 @@ class Decoder:
     """How a causal LM family runs the decode phase (issue 41).
 
     build(match, batch, prompt_tokens, cache_tokens) -> a :class:`tracekit.models.kv_cache.DecodeStep`
-    in fp32 on torch's default device (:func:`tracekit.models.build_decoder` makes it the run's); prompt(match, seq) -> the prompt's tokens (``--seq`` for
-    ``hf:``, the name's context for ``lm-*``); positions(match) -> the most tokens the model's
-    positions hold (prompt + decode steps must fit), None where the model is sized to fit.
+    in fp32 on torch's default device (:func:`tracekit.models.build_decoder` makes it the run's);
+    prompt(match, seq) -> the prompt's tokens (``--seq`` for ``hf:``, the name's context for ``lm-*``);
+    positions(match) -> the most tokens the model's positions hold (prompt + decode steps must fit),
+    None where the model is sized to fit.
     """
 
     build: Callable[..., torch.nn.Module]
