@@ -34,7 +34,7 @@ TRACE_OPTS = $(if $(BATCH),--batch $(BATCH)) $(if $(SEQ),--seq $(SEQ)) $(if $(DT
 # the test skips, saying so. Only `make setup-browser` installs it (system-wide: asked for, never implied).
 BROWSER := $(firstword $(shell command -v chromium chromium-browser google-chrome 2>/dev/null))
 
-.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-h100-full attribution-h100 bench-analyze bench-analyze-10g bench-job-critical-path test test-all fuzz clean
+.PHONY: help setup setup-browser demo trace analyze counters bench bench-h100 bench-h100-full attribution-h100 bench-analyze bench-analyze-10g bench-job-critical-path bench-decode test test-all fuzz clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -113,6 +113,9 @@ bench-analyze-10g: $(SETUP)  ## tracekit analyze of a 10 GB trace (about 10 GB i
 
 bench-job-critical-path: $(SETUP)  ## cost of an 8-rank job's critical path (analyze with/without --critical-path, whatif): reports/bench-job-critical-path.json
 	$(VENV)/bin/python benchmarks/jobbench.py --out $(REPORTS)/bench-job-critical-path.json
+
+bench-decode: $(SETUP)  ## tracekit's own cost per decode step (issue 41) vs a bare eager decode loop, on the GPU (target < 2%): reports/bench-decode.json
+	$(VENV)/bin/python benchmarks/decode_overhead.py --out $(REPORTS)/bench-decode.json $(BENCH_OPTS)
 
 # Tests marked slow (cold compiles, end-to-end runs, several processes: pyproject.toml's markers) run
 # in test-all, which CI runs (.ci/run); test leaves them out.

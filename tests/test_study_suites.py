@@ -74,3 +74,16 @@ def test_surgical_quick(tmp_path):
     result, report = _run("surgical", tmp_path)
     assert set(_statuses(result).values()) == {"ok"}, result.manifests
     assert "ropetx1x256x64-b1/surgical" in report
+
+
+@pytest.mark.slow
+def test_decode_quick(tmp_path):
+    """Issue 41's quick CPU suite: tiny decoder LMs, eager and default, through the bench; every cell ok, its
+    report's per-token table one row per cell with the tokens/s of its run.json."""
+    result, report = _run("decode", tmp_path)
+    assert set(_statuses(result).values()) == {"ok"}, result.manifests
+    table = report[report.index("## Decode: per token"):].split("\n\n")[2].splitlines()[2:]
+    assert len(table) == len(result.manifests) == 4
+    for name, m in result.manifests.items():
+        row = next(line for line in table if line.startswith(f"| {name} |"))
+        assert f"| {m.decode.tokens_per_s.median:,.0f} |" in row and m.diff_ok

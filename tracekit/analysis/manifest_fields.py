@@ -1,14 +1,15 @@
 """What a run's ``run.json`` (its :class:`~tracekit.manifest.Manifest`) contributes to
 each of its rows in :attr:`tracekit.analysis.runs.Analysis.runs`: what the run is, where
-it ran, its status, its unprofiled timings and how far they can be trusted, and, for a
-single-op run, its achieved throughput against the device's peaks."""
+it ran, its status, its unprofiled timings and how far they can be trusted, for a
+single-op run its achieved throughput against the device's peaks, and for a decode run
+its tokens a step and per second, prompt, KV cache and prefill."""
 
 from __future__ import annotations
 
 import math
 
 from tracekit.analysis.peaks import peaks
-from tracekit.manifest import Environment, HostLoad, LoadReading, Manifest, Repeats, Timer
+from tracekit.manifest import Decode, Environment, HostLoad, LoadReading, Manifest, Repeats, Timer
 from tracekit.manifest.spec import RunSpec
 
 # Manifest fields copied into each row, with units in the names.
@@ -52,7 +53,19 @@ def manifest_fields(manifest: Manifest | None) -> dict:
     }
     row.update({f"latency_{k}_ms": manifest.latency(k) for k in _LATENCY_FIELDS})
     row.update(_achieved(manifest, row["latency_median_ms"], row["device_name"]))
+    row.update(_decode_fields(manifest.decode or Decode(), row["latency_median_ms"]))
     return row
+
+
+def _decode_fields(decode: Decode, latency_ms: float) -> dict:
+    """A decode run's (phase decode; NaN for others): tokens_per_step (a step makes one token of each
+    sequence: the batch), tokens_per_s (tokens_per_step / the median latency per step x 1000, as
+    :func:`tracekit.capture.timers.token_rates`), prompt_tokens, kv_cache_MB and prefill_ms. Its
+    latency_*_ms are its ms per token (per decode step), and every figure per iteration is per token."""
+    tokens = _nan(decode.tokens_per_step)
+    return {"tokens_per_step": tokens, "tokens_per_s": tokens / latency_ms * 1e3 if latency_ms > 0 else math.nan,
+            "prompt_tokens": _nan(decode.prompt_tokens), "kv_cache_MB": _nan(decode.kv_cache_MB),
+            "prefill_ms": _nan(decode.prefill_ms)}
 
 
 def _timing_fields(manifest: Manifest) -> dict:

@@ -38,6 +38,9 @@ class Prepared:
     step: Callable[[tuple], Any] | None = None
 
 
+USUAL_PHASES = frozenset(PHASES) - {"decode"}   # a mode's phases unless it lists its own (Backend.phases)
+
+
 @dataclass(frozen=True)
 class Backend:
     """One mode.
@@ -45,7 +48,9 @@ class Backend:
     prepare(module, inputs, spec) -> Prepared (or a plain callable, run where
     the module is). unavailable(spec) -> None when the mode can run that spec
     here, else the reason and how to fix it. note(device_type) -> a caveat
-    recorded in run.json. phases: the phases it supports. device(spec) -> the
+    recorded in run.json. phases: the phases it supports (default :data:`USUAL_PHASES`: all but
+    decode, which a mode runs where its callable can make one decode step updating the KV cache in
+    place: eager, torch.compile, CUDA graphs). device(spec) -> the
     device the model and inputs are built on (default: the spec's).
     module_scopes: the prepared callable runs the module's Python forward (eagerly,
     or compiled only below some submodules), so the runner can mark each module's
@@ -63,7 +68,7 @@ class Backend:
     prepare: Callable[[torch.nn.Module, tuple, RunSpec], Prepared | Callable]
     unavailable: Callable[[RunSpec], str | None] = lambda spec: None
     note: Callable[[str], str] = lambda device: ""
-    phases: frozenset = frozenset(PHASES)
+    phases: frozenset = USUAL_PHASES
     device: Callable[[RunSpec], str] = lambda spec: spec.device
     module_scopes: bool = False
     graph_capture: str = ""
@@ -95,6 +100,10 @@ def get(mode: str) -> Backend:
 
 def why_not(backend: Backend, spec: RunSpec) -> str | None:
     """Why ``backend`` cannot run ``spec`` here (phase or availability), or None."""
+    if spec.phase == "decode" and "decode" not in backend.phases:
+        modes = ", ".join(name for name, b in BACKENDS.items() if "decode" in b.phases)
+        return (f"mode {backend.name} does not run the decode phase (a step that updates the KV cache in place; "
+                f"modes that do: {modes}); it supports phases {', '.join(sorted(backend.phases))}")
     if spec.phase not in backend.phases:
         return f"mode {backend.name} supports phases {', '.join(sorted(backend.phases))}, not {spec.phase}"
     return backend.unavailable(spec)

@@ -9,7 +9,10 @@ count on the GPU), as the documentation's "whole-network capture" does: gradient
 set to None before the capture, so the graph's backward allocates them from its own
 memory pool and each replay writes them afresh. The warm-up steps' updates of the weights
 are undone after the capture (AdamW's moments keep them), so the first call starts from
-eager's weights.
+eager's weights. For ``decode`` the step's inputs are the decode step's buffers (the last tokens, and
+the position where the model takes one: :class:`tracekit.models.kv_cache.DecodeStep`): each replay
+copies them into the graph's, as serving engines replay a captured decode step with the position
+advanced; the KV cache is the model's, written in place by the replay.
 
 On a rank of a job (DDP or FSDP2 over NCCL) the collectives are captured with the step, as
 the documentation's "Usage with DistributedDataParallel" asks: the module is wrapped (DDP
@@ -32,7 +35,7 @@ from tracekit.backends.backend import Backend, Prepared, needs_cuda, register
 from tracekit.backends.torch_compile import mark_step
 from tracekit.capture.environment import process_group_backend
 from tracekit.capture.phases import make_step
-from tracekit.manifest.spec import RunSpec
+from tracekit.manifest.spec import PHASES, RunSpec
 
 WARMUP = 3  # eager calls before capture (allocator and cuDNN/cuBLAS warm-up)
 # A job's: "at least 11 DDP-enabled eager iterations" before the capture (PyTorch's CUDA semantics
@@ -91,7 +94,7 @@ def capture(module, inputs, spec) -> Prepared:
             collective that is not NCCL's...).
     """
     static = tuple(x.clone() for x in inputs)
-    training = spec.phase != "inference"
+    training = spec.phase in ("forward-backward", "train-step")
     step = make_step(module, module, spec.phase, capturable=True) if training else None
     weights = [p.detach().clone() for p in module.parameters()] if training else []
     stream, caller = _capture_stream(), torch.cuda.current_stream()
@@ -127,8 +130,9 @@ def _inference(module, inputs):
 
 
 register(Backend("cudagraphs", "CUDA graph capture of the eager model (no fusion; a training phase captured whole)",
-                 capture, unavailable=unavailable, phases=frozenset({"inference", "forward-backward", "train-step"}),
+                 capture, unavailable=unavailable,
+                 phases=frozenset({"inference", "forward-backward", "train-step", "decode"}),
                  module_scopes=True, graph_capture="prepare"))
 register(Backend("cudagraphs-compile", "torch.compile(backend='cudagraphs'): Dynamo + CUDA graphs, no Inductor",
                  lambda module, inputs, spec: mark_step(torch.compile(module, backend="cudagraphs")),
-                 unavailable=needs_cuda, graph_capture="warmup"))
+                 unavailable=needs_cuda, phases=frozenset(PHASES), graph_capture="warmup"))

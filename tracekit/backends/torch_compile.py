@@ -4,7 +4,9 @@ Modes as documented for torch.compile
 (https://pytorch.org/docs/stable/generated/torch.compile.html):
 ``default``; ``reduce-overhead`` (CUDA graphs to cut launch overhead);
 ``max-autotune`` (Triton/template autotuning plus CUDA graphs);
-``max-autotune-no-cudagraphs``.
+``max-autotune-no-cudagraphs``. Every phase, decode too: its step (the model over the static KV
+cache, :class:`tracekit.models.kv_cache.DecodeStep`) compiled as gpt-fast and transformers' static-cache
+recipe compile it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from tracekit.backends.backend import Backend, register
+from tracekit.manifest.spec import PHASES
 
 CUDAGRAPH_MODES = {"reduce-overhead", "max-autotune"}
 
@@ -46,5 +49,5 @@ for _mode, _text in [
     ("max-autotune", "torch.compile mode=max-autotune (autotuned kernels; CUDA graphs on CUDA)"),
     ("max-autotune-no-cudagraphs", "torch.compile mode=max-autotune-no-cudagraphs"),
 ]:
-    register(Backend(_mode, _text, _prepare(_mode), note=_note(_mode),
+    register(Backend(_mode, _text, _prepare(_mode), note=_note(_mode), phases=frozenset(PHASES),
                      graph_capture="warmup" if _mode in CUDAGRAPH_MODES else ""))

@@ -4,7 +4,9 @@ A :class:`Capture` owns what every way of making a run shares: the manifest (its
 stage, a failure as one status and reason, Ctrl-C, run.json written at the start and the end),
 the scratch folder and torch's threads, the provenance recorder, and the sequence
 (:meth:`Capture.sequence`): build -> reference output -> prepare -> first call -> warm-up ->
-timing -> profiled window -> manifest (the stages' bodies: :mod:`tracekit.capture.stages`). Its
+timing -> profiled window -> manifest (the stages' bodies: :mod:`tracekit.capture.stages`; a decode
+run's prefill before the reference output and its per-token figures at the end:
+:mod:`tracekit.capture.prefill`). Its
 front ends supply only what differs:
 
 * :func:`tracekit.capture.runner.run` (``tracekit trace``, :func:`tracekit.profile`, a bench
@@ -34,7 +36,7 @@ import torch
 from msgspec.structs import replace
 
 from tracekit import __version__, models
-from tracekit.capture import stages, timers
+from tracekit.capture import prefill, stages, timers
 from tracekit.capture.environment import describe, scratch, torch_threads
 from tracekit.capture.profiling import worker_name
 from tracekit.capture.provenance import ProvenanceRecorder
@@ -77,12 +79,12 @@ def stderr_log(line: str) -> None:
 
 def failure(exc: BaseException, where: str = "") -> tuple[str, str]:
     """(status, reason) of a run stopped by ``exc``: "skipped" for a workload that cannot run
-    here (:class:`tracekit.models.Unavailable`), "oom" for an out-of-memory error (torch's, or
-    any whose message says "out of memory"), else "failed"; the reason is
+    here (:class:`tracekit.models.Unavailable`), "oom" for an out-of-memory error
+    (:func:`tracekit.capture.stages.out_of_memory`), else "failed"; the reason is
     ``"<exception type><where>: <message>"``, the message cut to :data:`REASON_CHARS`."""
     if isinstance(exc, models.Unavailable):
         status = "skipped"
-    elif isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower():
+    elif stages.out_of_memory(exc):
         status = "oom"
     else:
         status = "failed"
@@ -168,9 +170,12 @@ class Capture:
         steps, and its steps after the profiled window timed too.
         """
         loop = self.resolved is None
+        decode = not loop and self.spec.phase == "decode"
         try:
             reference = None
             if not loop:
+                if decode:
+                    prefill.prefill(w, self)
                 reference = stages.reference_output(w, self)
                 stages.prepare(w, self)
             more = self.spec.warmup - 1 if loop else self.spec.warmup
@@ -187,6 +192,8 @@ class Capture:
         finally:
             if loop:
                 stages.loop_timings(self)
+            if decode:
+                prefill.figures(w, self)
 
     def run(self) -> Manifest:
         """The whole capture in this process: build the model (before anything is written: a

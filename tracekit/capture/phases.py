@@ -9,6 +9,11 @@
   None) before each iteration.
 * ``train-step``: forward-backward, then one AdamW step (lr 1e-4) on the
   module's parameters.
+* ``decode`` (causal LMs): one decode step under ``torch.no_grad``: the model over its static
+  KV cache makes the next token's logits for each sequence (the prepared callable: eager,
+  compiled or a CUDA graph replay), then the greedy token becomes the next input and the
+  position advances (:meth:`tracekit.models.kv_cache.DecodeStep.advance`, outside the
+  prepared callable, as serving engines sample outside their captured step).
 
 The model stays in eval mode in every phase (no dropout), so a compiled
 backend computes the same function as eager and outputs compare.
@@ -24,7 +29,7 @@ import torch
 from tracekit.capture.outputs import tensors
 from tracekit.manifest.spec import PHASES
 
-TRAINING = frozenset(PHASES) - {"inference"}
+TRAINING = frozenset(PHASES) - {"inference", "decode"}   # the phases with autograd on
 
 
 def model_loss(out) -> torch.Tensor | None:
@@ -45,7 +50,9 @@ def make_step(fn: Callable, module: torch.nn.Module, phase: str, capturable: boo
 
     Args:
         fn: the prepared model (eager module, compiled module, session...).
-        module: the eager module whose parameters ``fn`` shares (trained in place).
+        module: the eager module whose parameters ``fn`` shares (trained in place); for decode the
+            :class:`tracekit.models.kv_cache.DecodeStep`, whose buffers ``inputs`` are (it is rewound
+            to the prompt's end here: the reference output and a backend's warm-up calls went past it).
         phase: one of ``PHASES``.
         capturable: the step will be captured in a CUDA graph: AdamW keeps its step count on
             the GPU (``capturable=True``, torch.optim.AdamW's documentation).
@@ -57,6 +64,15 @@ def make_step(fn: Callable, module: torch.nn.Module, phase: str, capturable: boo
         def step(inputs):
             with torch.no_grad():
                 return fn(*inputs)
+        return step
+    if phase == "decode":
+        module.rewind()
+
+        def step(inputs):
+            with torch.no_grad():
+                logits = fn(*inputs)
+                module.advance(logits)
+            return logits
         return step
     if phase == "forward":
         def step(inputs):

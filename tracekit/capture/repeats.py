@@ -19,7 +19,9 @@ that process), each a whole run with its own compile, timing and profiled window
   host load, ``median_process`` (the process whose median is the median; its
   trace is the run's trace, its other fields the run's) and ``spread`` =
   (max - min) / median of the processes' latency medians;
-* ``host_load``: the first process's start and the last one's end.
+* ``host_load``: the first process's start and the last one's end;
+* a decode run's ``decode``: the median process's, its ms per token and tokens/s from the pooled
+  ``latency_ms`` (:func:`tracekit.capture.timers.token_rates`).
 
 A process that does not end ok makes the run end as it did (its status and
 reason, naming the process). The other processes' traces are not kept: a
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from msgspec.structs import replace as struct_replace
 
 from tracekit.capture import timers
 from tracekit.capture.capture_run import Capture
@@ -83,6 +86,9 @@ def combine(spec: RunSpec, processes: list[Manifest]) -> tuple[Manifest, int]:
         run.timer_agreement = timers.agreement(run.latency_ms.median, run.wall_ms.median)
     run.repeats = Repeats(n=len(processes), median_process=pick, processes=each,
                           spread=(max(medians) - min(medians)) / run.latency_ms.median)
+    if run.decode and run.decode.tokens_per_step:
+        ms, rate = timers.token_rates(run.latency_ms.to_dict(), run.decode.tokens_per_step)
+        run.decode = struct_replace(run.decode, ms_per_token=Timer.of(ms), tokens_per_s=Timer.of(rate))
     first, last = processes[0].host_load, processes[-1].host_load
     run.host_load = HostLoad(start=first.start if first else None, end=last.end if last else None)
     return run, pick

@@ -14,7 +14,7 @@ import torch
 from tracekit import backends, models
 from tracekit.backends import Backend
 from tracekit.capture.environment import default_device
-from tracekit.manifest.spec import RunSpec
+from tracekit.manifest.spec import RunSpec, decode_steps
 from tracekit.manifest.spec import resolve as fill_defaults
 from tracekit.models import Family
 
@@ -56,8 +56,12 @@ class ResolvedRun:
 
     def build(self) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
         """The model (eval mode) and its example inputs, on the backend's device
-        (:func:`tracekit.models.build_from`; raises what it raises)."""
+        (:func:`tracekit.models.build_from`; raises what it raises); for the decode phase its decode
+        step and that step's buffers (:func:`tracekit.models.build_decoder`)."""
         s = self.spec
+        if s.phase == "decode":
+            return models.build_decoder(self.family, self.match, s.model, s.batch, s.dtype, self.backend.device(s),
+                                        s.seed, s.seq, decode_steps(s))
         return models.build_from(self.family, self.match, s.model, s.batch, s.dtype, self.backend.device(s), s.seed,
                                  s.seq, s.phase)
 
@@ -76,10 +80,14 @@ def resolve(spec: RunSpec, device: str | None = None) -> ResolvedRun:
     Raises:
         tracekit.models.UnknownModel: an invalid model name.
         tracekit.models.workload_files.WorkloadError: a workload file that cannot be used.
-        ValueError: a malformed library name, or a sequence length for a model without one.
+        ValueError: a malformed library name, or a sequence length for a model without one; a decode
+            run of a model that is not a causal LM, or that needs more positions than the model has
+            (:func:`tracekit.models.check_decode`).
     """
     family, match = models.lookup(spec.model)
-    models.check_seq(family, spec.model, spec.seq)
+    seq = models.check_seq(family, spec.model, spec.seq)
+    if spec.phase == "decode":
+        models.check_decode(family, match, spec.model, seq, decode_steps(spec))
     machine = device or default_device()
     return ResolvedRun(fill_defaults(spec, family.default_batch, machine, family.default_seq), family, match,
                        spec.label(family.default_batch, machine, family.default_seq))

@@ -69,6 +69,13 @@ def peak_memory(device: str) -> tuple[float, str]:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process_max_rss"
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocation that failed for want of memory: torch's OutOfMemoryError, or a
+    message saying "out of memory" (CUDA's) or "can't allocate memory" (the CPU allocator's)."""
+    text = str(exc).lower()
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in text or "can't allocate memory" in text
+
+
 def stop_compile_workers() -> None:
     """Shut down Inductor's pool of compile-worker processes, if one started.
 

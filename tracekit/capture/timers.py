@@ -232,6 +232,18 @@ def wall_block_calls(k: int, call_ms: float) -> int:
     return max(k, math.ceil(WALL_BLOCK_MIN_S * 1e3 / call_ms)) if call_ms > 0 else k
 
 
+def token_rates(latency_ms: dict, tokens_per_step: int) -> tuple[dict, dict]:
+    """A decode run's figures per token from its latency per decode step (``latency_ms``: median, p10,
+    p90 in ms; a step makes ``tokens_per_step`` tokens, one per sequence): ms_per_token (the step's
+    median, p10, p90) and tokens_per_s (tokens_per_step / ms x 1000: its median from the median, its
+    p10 from the latency's p90 and its p90 from the p10). LLM serving's time per output token and
+    throughput, as vLLM's and gpt-fast's benchmarks report them."""
+    ms = {k: latency_ms[k] for k in ("median", "p10", "p90")}
+    rate = {k: tokens_per_step / ms[other] * 1e3 if ms[other] > 0 else math.inf
+            for k, other in (("median", "median"), ("p10", "p90"), ("p90", "p10"))}
+    return ms, rate
+
+
 def agreement(latency_median_ms: float, wall_median_ms: float) -> float:
     """Wall-clock median over latency median, less 1 (0.09: the wall clock reads 9% more)."""
     return wall_median_ms / latency_median_ms - 1

@@ -27,7 +27,8 @@ from tracekit.manifest.spec import DTYPES, PARALLEL, PHASES
 @click.option("--phase", type=click.Choice(PHASES),
               default="inference", show_default=True,
               help="What one iteration does: no-grad forward, forward with autograd, + backward (the model's "
-              "own loss where it has one, as hf: models given labels), + AdamW step.")
+              "own loss where it has one, as hf: models given labels), + AdamW step; decode (causal LMs: hf: "
+              "decoders, lm-*): one token per sequence over a static KV cache, after a prefill of --seq tokens.")
 @click.option("--compile-only", default="", help="mode=surgical: comma-separated name patterns of the "
               "submodules to compile, e.g. '*.rope,*.qkv_reshape' [default: the model's].")
 @click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up calls after the first "

@@ -8,6 +8,7 @@ from tracekit.manifest.run_json import (
                                       FILENAME,
                                       VERSION,
                                       Attribution,
+                                      Decode,
                                       Distributed,
                                       Environment,
                                       HostLoad,
@@ -25,6 +26,6 @@ from tracekit.manifest.run_json import (
 )
 from tracekit.manifest.spec import RunSpec
 
-__all__ = ["FILENAME", "VERSION", "Attribution", "Distributed", "Environment", "HostLoad", "Interleaving",
+__all__ = ["FILENAME", "VERSION", "Attribution", "Decode", "Distributed", "Environment", "HostLoad", "Interleaving",
            "LoadReading", "Manifest", "ProcessSummary", "Profile", "Provenance", "RankSummary", "Record", "Repeats",
            "RunSpec", "Source", "Timer"]

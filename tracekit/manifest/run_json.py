@@ -27,6 +27,9 @@ Versions (``manifest_version``):
   single-process runs). Since issue 37 every rank of a job times it too, each call after a barrier:
   ``distributed.ranks[i].host_ms`` is rank i's, and the job's ``host_ms`` rank 0's, like its other
   stages (a job's run.json written before has neither).
+* 6 (issue 41): ``decode``, a decode run's prompt, KV cache, prefill and per-token figures (its
+  ``latency_ms`` is the time of one decode step, which makes one token of each sequence). Older
+  files read it as None.
 
 Every version is read by the same class; the JSON layout is the same in all, only fields were
 added. ``spec`` is a :class:`~tracekit.manifest.spec.RunSpec`, the other sections typed records
@@ -229,8 +232,24 @@ class Repeats(Record):
     spread: float | None = None           # (max - min) / median of the processes' latency medians
 
 
+class Decode(Record):
+    """A decode run (phase ``decode``, :mod:`tracekit.capture.prefill`): one token of each sequence a step."""
+
+    prompt_tokens: int | None = None      # tokens prefilled into the cache before the first step
+    tokens_per_step: int | None = None    # tokens a decode step makes: one per sequence (the batch)
+    cache_tokens: int | None = None       # the static KV cache's length: prompt + the counted decode steps
+    kv_cache: str | None = None           # whose cache: transformers StaticCache, tracekit's (lm-*)
+    kv_cache_MB: float | None = None      # keys and values of every layer (as allocated; as planned until then)
+    prefill_ms: float | None = None       # the prompt's forward into the cache, timed after one untimed prefill
+    prefill_first_ms: float | None = None  # the first (cold) prefill
+    steps: int | None = None              # decode steps made in all (the timers' extra calls too)
+    wraps: int | None = None              # times the cache was full and the position went back to the prompt's end
+    ms_per_token: Timer | None = None     # latency_ms's median, p10, p90: ms per decode step
+    tokens_per_s: Timer | None = None     # tokens_per_step / ms_per_token x 1000 (p10 from the latency's p90)
+
+
 FILENAME = "run.json"
-VERSION = 5
+VERSION = 6
 
 
 @dataclass
@@ -287,6 +306,7 @@ class Manifest:
     profile: Profile | None = None         # the profiled window: iterations, trace file names
     distributed: Distributed | None = None  # tracekit trace --nproc: world_size, backend, parallel, per-rank latencies
     attribution: Attribution | None = None  # module scopes, Inductor provenance, CUDA-graph captures
+    decode: Decode | None = None           # phase decode: prompt, KV cache, prefill, per-token figures
     finished_at: str | None = None         # ISO 8601, UTC
     extra: dict = field(default_factory=dict)  # fields of a newer tracekit, kept as read
     # typed field -> (its value as read, its JSON as read): written back as read while unchanged

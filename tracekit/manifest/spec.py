@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import PurePath
 
 DTYPES = ("fp32", "bf16", "fp16")  # tracekit.models.DTYPES maps each to its torch dtype
-PHASES = ("inference", "forward", "forward-backward", "train-step")  # what each does: tracekit.capture.phases
+# What each does: tracekit.capture.phases. "decode": one token per sequence a step, over a static KV cache
+# (causal LMs only: tracekit.models.check_decode).
+PHASES = ("inference", "forward", "forward-backward", "train-step", "decode")
 
 DEFAULT_WARMUP = 5       # calls after the first; covers Inductor's and CUDA-graph recording's warm-up runs
 DEFAULT_ITERS = 50       # unprofiled timed iterations
@@ -107,6 +109,15 @@ def folder_name(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip("-.") or "model"
 
 
+def decode_steps(spec: RunSpec) -> int:
+    """The decode steps a decode run counts, which its KV cache holds after the prompt: the first call,
+    ``warmup`` more, ``iters`` timed, the profiler's warm-up step and ``profile_iters`` profiled
+    (:meth:`tracekit.capture.capture_run.Capture.sequence`). The timers' other calls (each round's
+    untimed call, the wall clock's blocks, the host's time per call) reuse positions: the step goes
+    back to the prompt's end when the cache is full (:class:`tracekit.models.kv_cache.DecodeStep`)."""
+    return 1 + spec.warmup + spec.iters + 1 + spec.profile_iters
+
+
 def validate(spec: RunSpec) -> None:
     """Check the counts of ``spec`` before anything runs or is written.
 
@@ -114,7 +125,8 @@ def validate(spec: RunSpec) -> None:
         ValueError: a batch or sequence length below 1 (0 is not "the default":
             None is), fewer than 1 timed or profiled iteration, thread or
             process or rank, negative warm-up calls, a ``parallel`` not in
-            :data:`PARALLEL`, a dtype not in :data:`DTYPES` or a phase not in :data:`PHASES`.
+            :data:`PARALLEL`, a dtype not in :data:`DTYPES` or a phase not in :data:`PHASES`, a
+            decode run of several processes (a decode step runs in one).
     """
     for name, least in (("batch", 1), ("seq", 1), ("iters", 1), ("profile_iters", 1), ("warmup", 0),
                         ("threads", 1), ("repeats", 1), ("nproc", 1)):
@@ -128,6 +140,8 @@ def validate(spec: RunSpec) -> None:
         raise ValueError(f"unknown dtype {spec.dtype!r}; valid dtypes: {', '.join(DTYPES)}")
     if spec.phase not in PHASES:
         raise ValueError(f"unknown phase {spec.phase!r}; valid phases: {', '.join(PHASES)}")
+    if spec.phase == "decode" and spec.nproc > 1:
+        raise ValueError(f"phase decode runs in one process, not on {spec.nproc} ranks (give nproc 1)")
 
 
 def resolve(spec: RunSpec, default_batch: int, default_device: str, default_seq: int | None = None) -> RunSpec:

@@ -25,9 +25,9 @@ from tracekit.models import conv, hf, lm, mlp, ops, rope, timm, torchvision, tra
 from tracekit.models.family import (DTYPES, FAMILIES, PROVIDED, SOURCE_HELP, SOURCES, Family, Unavailable, UnknownModel,
                                     missing_library, register, register_source)
 
-__all__ = ["DTYPES", "FAMILIES", "PROVIDED", "SOURCES", "Family", "Unavailable", "UnknownModel", "build", "build_from",
-           "catalog", "check_seq", "cost", "cost_from", "default_batch", "lookup", "missing_library", "register",
-           "register_source"]
+__all__ = ["DTYPES", "FAMILIES", "PROVIDED", "SOURCES", "Family", "Unavailable", "UnknownModel", "build",
+           "build_decoder", "build_from", "catalog", "check_decode", "check_seq", "cost", "cost_from", "default_batch",
+           "lookup", "missing_library", "register", "register_source"]
 
 
 def cost(name: str, batch: int, dtype: str) -> dict | None:
@@ -140,6 +140,60 @@ def build_from(family: Family, match: re.Match | None, name: str, batch: int | N
         inputs = tuple(x.to(device=device, dtype=DTYPES[dtype]) if x.is_floating_point() else x.to(device)
                        for x in inputs)
     return module.eval(), inputs
+
+
+def check_decode(family: Family, match: re.Match | None, name: str, seq: int | None, steps: int) -> int:
+    """The prompt's tokens of a decode run of ``name`` (``seq``: its ``--seq``, or the family's default)
+    whose cache holds ``steps`` decode steps after the prompt (:func:`tracekit.manifest.spec.decode_steps`).
+
+    Raises:
+        ValueError: the model is no causal LM the decode phase runs (the message names the models that
+            do and the phases this one runs), or the prompt and the steps are more tokens than the
+            model's positions (the message names the limit and how to raise it).
+    """
+    if family.decoder is None and family.missing:   # a library not installed: the run is skipped, saying so
+        return seq or 0
+    if family.decoder is None:
+        built_in = ", ".join(f.description.split(":")[0] for f in FAMILIES.values() if f.decoder is not None)
+        raise ValueError(f"model {name!r} is not a causal LM: phase decode runs hf:<type> with a causal-lm head "
+                         f"(hf:gpt2, hf:llama, hf:mistral, hf:qwen2...) and the built-in LMs {built_in}; {name} "
+                         "runs phases inference, forward, forward-backward and train-step")
+    prompt = family.decoder.prompt(match, seq)
+    limit, need = family.decoder.positions(match), prompt + steps
+    if limit is not None and need > limit:
+        more = ""
+        if name.startswith("hf:"):   # the name with positions=need, in place of the one it gives
+            more = re.sub(r"([?&])positions=\d+", rf"\g<1>positions={need}", name) if "positions=" in name \
+                else f"{name}{'&' if '?' in name else '?'}positions={need}"
+        raise ValueError(f"{name} has {limit} positions: a {prompt}-token prompt and {steps} decode steps (first call, "
+                         f"warm-up, timed and profiled) need {need}; give a shorter --seq or fewer --iters"
+                         + (f", or more positions ({more})" if more else ""))
+    return prompt
+
+
+def build_decoder(family: Family, match: re.Match | None, name: str, batch: int | None, dtype: str, device: str,
+                  seed: int, seq: int | None, steps: int) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """A decode run's step (:class:`tracekit.models.kv_cache.DecodeStep`, eval mode, on ``device`` in
+    ``dtype``; its KV cache not yet allocated) and its inputs (its buffers), the cache sized for the
+    prompt and ``steps`` decode steps (:func:`check_decode`; seeded as :func:`build`).
+
+    Raises:
+        ValueError: what :func:`check_decode` raises; an unknown dtype, a batch below 1.
+        Unavailable: the family's library is not installed.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; valid dtypes: {', '.join(DTYPES)}")
+    batch = family.default_batch if batch is None else batch
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
+    prompt = check_decode(family, match, name, check_seq(family, name, seq), steps)
+    if family.missing:
+        raise Unavailable(family.missing)
+    torch.manual_seed(seed)
+    with torch.device(device):   # built where it runs (a 1B model's random init takes seconds on a CPU)
+        step = family.decoder.build(match, batch, prompt, prompt + steps)
+    step = step.to(device=device, dtype=DTYPES[dtype])
+    return step.eval(), step.inputs
 
 
 def catalog() -> list[dict]:

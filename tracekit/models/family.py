@@ -21,6 +21,22 @@ BUILD_OPTIONS = ("dtype", "device", "seq", "phase")
 
 
 @dataclass(frozen=True)
+class Decoder:
+    """How a causal LM family runs the decode phase (issue 41).
+
+    build(match, batch, prompt_tokens, cache_tokens) -> a :class:`tracekit.models.kv_cache.DecodeStep`
+    in fp32 on torch's default device (:func:`tracekit.models.build_decoder` makes it the run's);
+    prompt(match, seq) -> the prompt's tokens (``--seq`` for ``hf:``, the name's context for ``lm-*``);
+    positions(match) -> the most tokens the model's positions hold (prompt + decode steps must fit),
+    None where the model is sized to fit.
+    """
+
+    build: Callable[..., torch.nn.Module]
+    prompt: Callable[[re.Match | None, int | None], int]
+    positions: Callable[[re.Match | None], int | None]
+
+
+@dataclass(frozen=True)
 class Family:
     """A model family: the names it accepts and how to build one.
 
@@ -49,6 +65,7 @@ class Family:
     missing: str | None = None  # why it cannot be built here (a library not installed) and how to fix it
     # check(match) -> why the sizes in a name that fits the pattern cannot be built, or None
     check: Callable[[re.Match], str | None] | None = None
+    decoder: Decoder | None = None  # a causal LM's decode phase; None: the family runs no decode
 
 
 FAMILIES: dict[str, Family] = {}
@@ -70,13 +87,14 @@ class Unavailable(RuntimeError):
 
 def register(key: str, pattern: str, example: str, default_batch: int, description: str,
              compile_targets: str = "", cost: Callable[..., dict] | None = None,
-             check: Callable[[re.Match], str | None] | None = None):
+             check: Callable[[re.Match], str | None] | None = None, decoder: Decoder | None = None):
     """Decorator: add ``builder(match, batch) -> (module, inputs)`` to the registry.
     ``check(match)``: why a name that fits ``pattern`` cannot be built (None if it can),
-    asked before anything runs or is written."""
+    asked before anything runs or is written; ``decoder``: the family's decode phase (causal LMs)."""
     def wrap(builder):
         FAMILIES[key] = Family(re.compile(pattern), example, default_batch, builder, description, compile_targets,
-                               cost, source={"kind": "built-in", "module": builder.__module__}, check=check)
+                               cost, source={"kind": "built-in", "module": builder.__module__}, check=check,
+                               decoder=decoder)
         return builder
     return wrap
 

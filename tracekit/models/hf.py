@@ -20,7 +20,13 @@ Inputs: token ids (batch, seq), seq 128 unless ``--seq`` (an encoder-decoder get
 the same ids as decoder inputs); an image model pixel values (batch, channels,
 image_size, image_size). In a training phase the inputs add labels (the ids, or
 random classes), so the model computes its own loss, which the backward uses.
-The KV cache is off (``use_cache=False``): an iteration is one full forward.
+The KV cache is off (``use_cache=False``): an iteration is one full forward. In the decode phase
+(a causal-lm head only) the model decodes after a prompt of ``--seq`` tokens over transformers'
+``StaticCache`` (:class:`tracekit.models.kv_cache.TransformersDecodeStep`); prompt and decode steps
+must fit in the config's ``max_position_embeddings`` (``positions=``). A ``sliding_window`` no shorter
+than that cache is dropped (``None``: every layer full attention, the same function while the
+window holds the whole cache), so the cache keeps its count in a tensor that compiled and captured
+steps follow (transformers' sliding static layers count in a Python int).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import torch
 from torch import nn
 
 from tracekit.capture.phases import TRAINING
-from tracekit.models.family import Family, UnknownModel, missing_library, register_source
+from tracekit.models.family import Decoder, Family, UnknownModel, missing_library, register_source
 
 DEFAULT_BATCH = 8
 DEFAULT_SEQ = 128
@@ -133,8 +139,14 @@ def resolve(name: str) -> Family:
     def builder(match, batch: int, seq: int | None, phase: str):
         return _build(config, head, image, batch, seq, phase)
 
+    def decoder(match, batch: int, prompt_tokens: int, cache_tokens: int):
+        return _decoder(config, batch, prompt_tokens, cache_tokens)
+
+    limit = getattr(config, "max_position_embeddings", None)
+    decoding = (Decoder(decoder, prompt=lambda match, seq: seq, positions=lambda match: limit)
+                if head == "causal-lm" else None)
     return Family(builder=builder, description=f"transformers {cls} ({head}), random weights",
-                  default_seq=None if image else DEFAULT_SEQ,
+                  default_seq=None if image else DEFAULT_SEQ, decoder=decoding,
                   source={"kind": "library", "library": "transformers", "version": transformers.__version__,
                           "type": kind, "class": cls, "head": head, "config": sizes, "options": options}, **common)
 
@@ -161,6 +173,21 @@ def _build(config, head: str, image: bool, batch: int, seq: int | None, phase: s
         names.append("labels")
         inputs.append(labels)
     return Keywords(model, tuple(names)), tuple(inputs)
+
+
+def _decoder(config, batch: int, prompt_tokens: int, cache_tokens: int):
+    import transformers
+
+    from tracekit.models.kv_cache import TransformersDecodeStep
+
+    config = copy.deepcopy(config)
+    window = getattr(config, "sliding_window", None)
+    if isinstance(window, int) and window >= cache_tokens:   # the module docstring says why
+        config.sliding_window = None
+        if isinstance(getattr(config, "layer_types", None), list):
+            config.layer_types = ["full_attention" if t == "sliding_attention" else t for t in config.layer_types]
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    return TransformersDecodeStep(model, batch, prompt_tokens, cache_tokens)
 
 
 register_source("hf", resolve, "gpt2",

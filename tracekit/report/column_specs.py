@@ -118,6 +118,24 @@ DETAILS = [
     ("cpu_ops_per_iter", "op calls/iter", "{:.0f}"),
 ]
 
+# Decode runs (phase decode): their figures per token, a decode step making one token of each sequence
+# (tracekit.report.decode_text.DECODE_TEXT says what each is).
+DECODE = [
+    ("workload", "workload", "{}"),
+    ("mode", "mode", "{}"),
+    ("latency_median_ms", "ms/token p50", "{:.3f}"),
+    ("latency_range", "ms/token p10-p90", "{}"),
+    ("tokens_per_s", "tokens/s", "{:,.0f}"),
+    ("tokens_per_step", "tokens/step", "{:.0f}"),
+    ("prompt_tokens", "prompt", "{:.0f}"),
+    ("prefill_ms", "prefill (ms)", "{:.2f}"),
+    ("kv_cache_MB", "KV cache (MB)", "{:.1f}"),
+    ("kernels_per_iter", "kernels/token", "{:.1f}"),
+    ("launches_per_iter", "launches/token", "{:.1f}"),
+    ("busy_per_iter_ms", "GPU busy (ms/token)", "{:.3f}"),
+    ("idle_est_ms", "idle (ms/token)", "{:.3f}"),
+]
+
 # How far each run's timing can be trusted (tracekit.capture.timers, tracekit.analysis.comparison.trust).
 TIMING = [
     ("workload", "workload", "{}"),

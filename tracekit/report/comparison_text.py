@@ -13,6 +13,7 @@ import pandas as pd
 from tracekit.analysis.attribution.gpu_ops import module_label
 from tracekit.analysis.attribution.run_diff import pattern
 from tracekit.analysis.comparison.trust import PROCESS_SPREAD_FLAG, PROFILER_OVERHEAD_FLAG
+from tracekit.report.decode_text import per
 
 TIMER_NAMES = {"cuda_events": "CUDA events", "perf_counter": "perf_counter"}
 FINDING_OPS = 3  # the ops a CPU run's finding names: those whose self time changed most
@@ -52,12 +53,12 @@ def _what(dominant: str, delta: float) -> str:
 
 def finding(row: dict) -> str:
     """One line: what dominates the speedup, and what the profiled window alone says ("" for the
-    baseline or where a side lacks the figures). ``row``: a comparison row."""
+    baseline or where a side lacks the figures; a decode run's per token). ``row``: a comparison row."""
     if not row["dominant"]:
         return ""
-    db, di = row["d_busy_per_iter_ms"], row["d_idle_est_ms"]
+    db, di, unit = row["d_busy_per_iter_ms"], row["d_idle_est_ms"], "token" if per(row) == "token" else "iteration"
     text = (f"{_what(row['dominant'], di if row['dominant'] == 'idle' else db)} dominates: "
-            f"Δ latency {row['d_latency_ms']:+.3f} ms = Δ GPU busy {db:+.3f} + Δ idle {di:+.3f} ms per iteration")
+            f"Δ latency {row['d_latency_ms']:+.3f} ms = Δ GPU busy {db:+.3f} + Δ idle {di:+.3f} ms per {unit}")
     if row["inconclusive"] and row["speedup_low"] <= 1 <= row["speedup_high"]:
         text = (f"inconclusive: the p10-p90 latency ranges overlap (speedup {row['speedup_low']:.2f}-"
                 f"{row['speedup_high']:.2f}x), so this may be noise: " + text)
@@ -67,7 +68,7 @@ def finding(row: dict) -> str:
     dp = row["dominant_profiled"]
     if dp and dp != row["dominant"]:
         text += (f"; the profiled window alone would say {dp} (Δ idle {row['d_idle_per_iter_ms']:+.3f} ms per "
-                 "profiled iteration)")
+                 f"profiled {unit})")
         over = [f"{who} {o:+.0%}" for who, o in (("this run", row["overhead"]), (row["baseline_mode"],
                                                                                 row["baseline_overhead"]))
                 if o > PROFILER_OVERHEAD_FLAG]

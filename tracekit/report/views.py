@@ -16,6 +16,7 @@ from tracekit.analysis.attribution.gpu_ops import module_label
 from tracekit.analysis.critical_path import steady_rows
 from tracekit.analysis.runs import Analysis
 from tracekit.report.column_specs import BALANCE, CPU_OPS_SHOWN, JOB_CRITICAL_PATH, JOBS, RANKS, STRAGGLERS
+from tracekit.report import decode_text
 from tracekit.report.comparison_text import speedup_text
 
 PERFETTO_HINT = ("To look inside a run, open https://ui.perfetto.dev, choose \"Open trace file\" and pick its "
@@ -81,6 +82,16 @@ def timing_view(comp: pd.DataFrame) -> pd.DataFrame:
     return timed.assign(**{f"{name}_range": [f"{lo:.3f}-{hi:.3f}" if lo == lo and hi == hi else None
                                              for lo, hi in zip(ms(f"{name}_p10_ms"), ms(f"{name}_p90_ms"))]
                            for name in ("latency", "wall")})
+
+
+def decode_view(comp: pd.DataFrame) -> pd.DataFrame:
+    """The comparison rows of decode runs (:func:`tracekit.report.decode_text.is_decode`), with
+    latency_range ("0.301-0.322": ms per token, p10-p90); empty where there are none."""
+    if comp.empty or "tokens_per_step" not in comp:
+        return comp.iloc[:0]
+    rows = comp[[decode_text.is_decode(r) for r in comp.to_dict("records")]]
+    return rows.assign(latency_range=[f"{lo:.3f}-{hi:.3f}" if lo == lo and hi == hi else None
+                                      for lo, hi in zip(rows["latency_p10_ms"], rows["latency_p90_ms"])])
 
 
 def cpu_op_view(changes: pd.DataFrame, n: int = CPU_OPS_SHOWN) -> pd.DataFrame:
@@ -158,7 +169,8 @@ def _why(row: dict, verdicts: str) -> str:
     """The second line of an answer: the split of Δ latency (and the runs' verdicts), or a CPU
     run's Δ time in CPU ops."""
     if row["dominant"]:
-        return (f"why: Δ GPU busy {row['d_busy_per_iter_ms']:+.3f} + Δ idle {row['d_idle_est_ms']:+.3f} ms/iter: "
+        return (f"why: Δ GPU busy {row['d_busy_per_iter_ms']:+.3f} + Δ idle {row['d_idle_est_ms']:+.3f} "
+                f"ms/{decode_text.per(row)}: "
                 f"{'GPU busy' if row['dominant'] == 'busy' else 'idle'} dominates"
                 + (f" ({verdicts})" if verdicts else ""))
     d_cpu = row.get("d_cpu_op_per_iter_ms")
@@ -175,7 +187,8 @@ def answers(comp: pd.DataFrame, runs: pd.DataFrame, baseline: str) -> list[tuple
     p10-p90 range and the latencies; "why: " Δ GPU busy + Δ idle per iteration, which dominates
     and the verdicts of baseline and mode, or for CPU-only runs the time in CPU ops), "" as
     the second line where there is nothing to say. A workload with no conclusive speedup,
-    only its baseline, or no baseline says so. ``runs``: ``Analysis.runs`` (the verdicts)."""
+    only its baseline, or no baseline says so. A decode workload's answer speaks in tokens/s and ms per
+    token (:func:`tracekit.report.decode_text.answer`). ``runs``: ``Analysis.runs`` (the verdicts)."""
     if comp.empty:
         return []
     verdicts = _verdicts(runs)
@@ -206,9 +219,10 @@ def answers(comp: pd.DataFrame, runs: pd.DataFrame, baseline: str) -> list[tuple
             device = (f" (ran on {r['ran_on']}, {baseline} on {r['baseline_ran_on']}: DIFFERENT DEVICE)"
                       if r["ran_on"] != r["baseline_ran_on"] else "")
             v = [verdicts[x["run"]] for x in (base, r) if x["run"] in verdicts]
-            out.append((f"{workload}: {slower}{r['mode']} {text(r)} over {baseline}{device} "
-                        f"({base['latency_median_ms']:.3f} -> {r['latency_median_ms']:.3f} ms){failed}",
-                        _why(r, " -> ".join(dict.fromkeys(v)))))
+            first = (decode_text.answer(r, base, text(r), baseline, device, failed) if decode_text.is_decode(r)
+                     else f"{slower}{r['mode']} {text(r)} over {baseline}{device} "
+                     f"({base['latency_median_ms']:.3f} -> {r['latency_median_ms']:.3f} ms){failed}")
+            out.append((f"{workload}: {first}", _why(r, " -> ".join(dict.fromkeys(v)))))
     return out
 
 

@@ -33,6 +33,10 @@ unless told otherwise):
   doubtful (timers reaching different verdicts, a busy host, other thread counts,
   processes spread, a profiled iteration shorter than the unprofiled one) is in
   its columns: :mod:`tracekit.analysis.comparison.trust`.
+* a decode run (phase ``decode``) makes ``tokens_per_step`` tokens an iteration, one per sequence:
+  its figures per iteration are per token, its speedup is its gain in tokens/s (``tokens_per_s``,
+  at the same batch), and it carries its prompt, KV cache and prefill (``prompt_tokens``,
+  ``kv_cache_MB``, ``prefill_ms``; NaN for other runs).
 * CPU-only runs have no GPU time to split: their ops do it instead
   (:mod:`tracekit.analysis.metrics.cpu_ops`: Δ self time and Δ calls per iteration,
   op by op), in :class:`tracekit.analysis.result.Result`'s ``cpu_op_changes``.
@@ -66,7 +70,7 @@ PROFILER_OVERHEAD_FLAG = trust.PROFILER_OVERHEAD_FLAG
 RUN_FIGURES = ("latency_median_ms", "latency_p10_ms", "latency_p90_ms", "latency_std_ms", "kernels_per_iter",
                "launches_per_iter", "utilization", "compile_s", "peak_memory_MB", "max_abs_diff", "wall_median_ms",
                "wall_p10_ms", "wall_p90_ms", "wall_calls_per_block", "timer_agreement", "threads", "processes",
-               "process_spread")
+               "process_spread", "tokens_per_step", "tokens_per_s", "prompt_tokens", "kv_cache_MB", "prefill_ms")
 RUN_TEXTS = ("timer_gap", "latency_timer")
 # Figures (ms per iteration) compared with the baseline's: d_<name>_ms = the run's minus the baseline's,
 # besides d_idle_<cause>_per_iter_ms for each idle cause (d_latency_median_ms is named d_latency_ms).
@@ -117,7 +121,8 @@ def compare(runs: pd.DataFrame, baseline: str = "eager", of_op: bool = False) ->
         kernels_per_iter, launches_per_iter and their ratios to the baseline;
         busy_per_iter_ms, idle_per_iter_ms, idle_<cause>_per_iter_ms (profiled),
         idle_est_ms (unprofiled estimate); utilization, compile_s,
-        peak_memory_MB, max_abs_diff; inconclusive (the p10-p90 latency ranges
+        peak_memory_MB, max_abs_diff; a decode run's tokens_per_step, tokens_per_s, prompt_tokens,
+        kv_cache_MB, prefill_ms (NaN for others); inconclusive (the p10-p90 latency ranges
         of run and baseline overlap, or speedup and wall_speedup, the baseline's
         wall-clock median over the run's, lie on either side of 1:
         :func:`tracekit.analysis.comparison.trust.inconclusive`);

@@ -259,6 +259,9 @@ class Prediction:
     integrity:            each readable trace's integrity checks (trace, rank, then the columns of
                           :func:`tracekit.analysis.metrics.integrity.checks`), as ``tracekit analyze``
                           checks them.
+    tokens_per_step:      a decode run's tokens a step (run.json's ``decode``; None for other runs): its
+                          iteration is one decode step, making one token of each sequence, so its
+                          latencies are per token and :meth:`to_dict` adds tokens/s.
     failure, failure_traceback: why the traces could not be modelled ("" where they were): the model
                           raised (its type and message; a bug in tracekit, or input it cannot model)
                           or gave no iteration a length; the figures are then None (``tracekit whatif``
@@ -297,6 +300,7 @@ class Prediction:
     confidence: str = "normal"
     failure: str = ""
     failure_traceback: str = ""
+    tokens_per_step: int | None = None
 
     @classmethod
     def of(cls, result: WhatIf, path, **job) -> "Prediction":
@@ -329,7 +333,9 @@ class Prediction:
         (None without ``cuda-graphs``); for a job also ranks,
         world_size, ranks_missing, unreadable ({path, problem, code}), host_scale_by_rank (rank as
         text -> factor, 4 decimals) and, with ``balance-ranks``, rank_excess ({rank, host_excess_us,
-        gpu_excess_us} per rank, 2 decimals). Where there is no prediction: path,
+        gpu_excess_us} per rank, 2 decimals); for a decode run (``tokens_per_step``) also per ("token":
+        its latencies are per token), tokens_per_step, predicted_tokens_per_s and measured_tokens_per_s
+        (tokens_per_step / the latency x 1000, 1 decimal). Where there is no prediction: path,
         predicted_latency_ms (None) and cannot_predict or failure (and a job's ranks_missing). Always
         unreadable and integrity (its rows as records)."""
         job = {"ranks": self.ranks, "world_size": self.world_size, "ranks_missing": self.ranks_missing}
@@ -351,6 +357,11 @@ class Prediction:
                "notes": self.notes, "missing": self.missing,
                "interval_sources": {k: [_known(x, 4) for x in v] for k, v in self.interval_sources.items()},
                "replay_costs": self.replay_costs, **inputs}
+        if self.tokens_per_step:
+            rate = lambda ms: _known(self.tokens_per_step / ms * 1e3, 1) if ms else None  # noqa: E731
+            out.update(per="token", tokens_per_step=self.tokens_per_step,
+                       predicted_tokens_per_s=rate(self.predicted_latency_ms),
+                       measured_tokens_per_s=rate(self.measured_latency_ms))
         if self.is_job:
             out.update(job, host_scale_by_rank={str(r): round(f, 4) for r, f in self.host_scale_by_rank.items()})
             if len(self.rank_excess):
@@ -400,7 +411,9 @@ def predict_run(path, edits: list[Edit], annotation: str | None = None) -> Predi
     from tracekit.analysis.metrics.integrity import checked
 
     found = run_inputs(path)
-    job = {"world_size": found.world_size, "ranks_missing": found.missing, "unreadable": found.unreadable,
+    decode = found.manifest.decode if found.manifest is not None else None
+    job = {"tokens_per_step": decode.tokens_per_step if decode else None, "world_size": found.world_size,
+           "ranks_missing": found.missing, "unreadable": found.unreadable,
            "integrity": pd.concat([checked(t).assign(trace=str(t.path), rank=r) for r, t in found.ranks],
                                   ignore_index=True)[["trace", "rank", "check", "status", "count", "total", "what"]]}
     retimes_launches = any(e.kind in ("cuda-graphs", "host-faster") for e in edits)

@@ -20,14 +20,15 @@ from tracekit import __version__
 from tracekit.analysis.result import Result
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.column_specs import (CPU_OPS, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, HEADLINE, IDLE,
+from tracekit.report.column_specs import (CPU_OPS, CRITICAL_PATH, CRITICAL_PATH_TEXT, DECODE, DETAILS, HEADLINE, IDLE,
                                           MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP, TIMING)
+from tracekit.report.decode_text import DECODE_TEXT
 from tracekit.report.draw import headline
 from tracekit.report.run_lines import (critical_path_lines, critical_path_notes, evidence, integrity_lines, notes,
                                        timer_gap_lines)
 from tracekit.report.views import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view,
-                                   critical_path_runs, finding_rows, gpu_runs, job_tables, module_rows, overhead_view,
-                                   timing_view, trace_links)
+                                   critical_path_runs, decode_view, finding_rows, gpu_runs, job_tables, module_rows,
+                                   overhead_view, timing_view, trace_links)
 
 WRAP_CHARS = 60  # a text column with a longer cell wraps (CSS white-space: normal) instead of widening the table
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tracekit.report", "templates"),
@@ -78,6 +79,8 @@ def index_html(t: Result, source: str, plots: dict[str, list[Path]], out: Path, 
         "profiled": _table(gpu_comp, PROFILED, "Inside the profiled window: GPU busy and idle by cause "
                            "(ms per iteration)") if len(gpu_comp) else None,
         "details": _table(comp, DETAILS, "Work, compile time, memory, accuracy") if len(comp) else None,
+        "decode": _table(decode_view(comp), DECODE, "Decode: per token") if len(decode_view(comp)) else None,
+        "decode_text": DECODE_TEXT,
         "timing": _table(timing_view(comp), TIMING, "How far the timing can be trusted")
         if len(timing_view(comp)) else None,
         "cpu_ops": _table(cpu_op_view(t.cpu_op_changes), CPU_OPS, "CPU runs: what changed, op by op (profiled "

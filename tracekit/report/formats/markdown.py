@@ -13,14 +13,15 @@ from pathlib import Path
 from tracekit.analysis.result import Result
 from tracekit.io import write_atomic
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.column_specs import (CPU_OPS, CPU_OPS_SHOWN, CRITICAL_PATH, CRITICAL_PATH_TEXT, DETAILS, IDLE,
-                                          MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP, TIMING)
+from tracekit.report.column_specs import (CPU_OPS, CPU_OPS_SHOWN, CRITICAL_PATH, CRITICAL_PATH_TEXT, DECODE, DETAILS,
+                                          IDLE, MODULE_DIFF, OVERHEAD, PROFILED, SPEEDUP, TIMING)
+from tracekit.report.decode_text import DECODE_TEXT
 from tracekit.report.draw import headline, markdown_table
 from tracekit.report.run_lines import (critical_path_lines, critical_path_notes, evidence, integrity_lines, notes,
                                        timer_gap_lines)
 from tracekit.report.views import (MODULES_HINT, PERFETTO_HINT, SOURCES, comparison_view, cpu_op_view,
-                                   critical_path_runs, finding_rows, gpu_runs, job_tables, module_rows, overhead_view,
-                                   timing_view, trace_links)
+                                   critical_path_runs, decode_view, finding_rows, gpu_runs, job_tables, module_rows,
+                                   overhead_view, timing_view, trace_links)
 
 TIMING_TEXT = ("Each run's latency is timed twice, in alternating short blocks of one process so both see the "
                "same host: per call (CUDA events on a GPU, perf_counter on the CPU) and as a synchronised wall "
@@ -54,6 +55,8 @@ def summary_markdown(t: Result, source: str, plots: dict[str, list[Path]] | None
         parts += [f"- **{w} {m}**: {f}" + (f" **Warning**: {warn}." if warn else "")
                   for w, m, f, warn in finding_rows(comp)]
         parts += [f"- **Timing**: {line}" for line in timer_gap_lines(comp)]
+        if len(decoding := decode_view(comp)):
+            parts += ["\n## Decode: per token\n", DECODE_TEXT + "\n", markdown_table(*headline(decoding, DECODE))]
         if "" in plots:
             parts.append(f"\n![GPU busy and idle per iteration, all workloads]({link(plots[''][0])})\n")
         if len(t.modules):

@@ -12,6 +12,7 @@ from rich.console import Console
 from tracekit.analysis.comparison.trust import TIMER_DISAGREEMENT
 from tracekit.manifest import Manifest
 from tracekit.report.base import Renderer, Report, register
+from tracekit.report.decode_text import status_line
 from tracekit.report.run_lines import host_problems
 
 
@@ -32,8 +33,9 @@ def timing_problems(latency_median_ms: float, wall_median_ms: float, timer: str 
 
 def run_status_lines(manifest: Manifest) -> list[str]:
     """``<label>/<mode>: ok, latency p50 0.044 ms (synchronised wall clock 0.045 ms), first call
-    0.00 s`` (with ``, median of N processes (spread S%)`` for ``--repeats``) and a ``warning:``
-    line per timing doubt; or ``<label>/<mode>: <status>: <reason>`` (its first 500 characters);
+    0.00 s`` (with ``, median of N processes (spread S%)`` for ``--repeats``), a decode run's figures
+    per token (:func:`tracekit.report.decode_text.status_line`) and a ``warning:`` line per timing doubt;
+    or ``<label>/<mode>: <status>: <reason>`` (its first 500 characters);
     then ``note: <note>`` where the run has one."""
     run = f"{manifest.label}/{manifest.mode}"
     if manifest.status == "ok":
@@ -43,6 +45,8 @@ def run_status_lines(manifest: Manifest) -> list[str]:
             if repeats and repeats.spread is not None else ""
         lines = [f"{run}: ok, latency p50 {manifest.latency('median'):.3f} ms (synchronised wall clock {wall:.3f} ms)"
                  f"{spread}, first call {manifest.compile_s:.2f} s"]
+        if decode := status_line(manifest.decode.to_dict() if manifest.decode else {}):
+            lines.append(decode)
         lines += [f"warning: {problem}" for problem in timing_problems(
             manifest.latency("median"), wall, manifest.latency_ms.timer,
             manifest.host_load.to_dict() if manifest.host_load else None)]

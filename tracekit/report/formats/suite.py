@@ -1,5 +1,5 @@
 """The suite report format: a suite's ``report.md``, what ran where, the results, speedups
-ranked, idle time by cause, achieved rates, claims checked, "what the traces show" and the
+ranked, decode runs per token, idle time by cause, achieved rates, claims checked, "what the traces show" and the
 cells without a result, from :class:`tracekit.analysis.comparison.suite_comparison.SuiteTables`."""
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from tracekit.io import write_atomic
 from tracekit.manifest import Manifest
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.column_specs import IDLE, TIMING
+from tracekit.report.decode_text import DECODE_TEXT
 from tracekit.report.draw import headline, markdown_table
 from tracekit.report.findings import suite_findings
 from tracekit.report.run_lines import timer_gap_lines
-from tracekit.report.views import timing_view
+from tracekit.report.views import decode_view, timing_view
 
 RESULTS = [
     ("run", "run", "{}"), ("status", "status", "{}"), ("latency_median_ms", "latency p50 (ms)", "{:.3f}"),
@@ -30,6 +31,15 @@ RESULTS = [
 RANKED = [("workload", "workload", "{}"), ("contender", "contender", "{}"), ("eager_ms", "eager (ms)", "{:.3f}"),
           ("latency_median_ms", "this (ms)", "{:.3f}"), ("speedup_text", "speedup (p10-p90 range)", "{}"),
           ("regression", "", "{}")]
+# Decode runs (phase decode) per token: a decode step makes one token of each sequence.
+DECODE_RESULTS = [
+    ("run", "run", "{}"), ("latency_median_ms", "ms/token p50", "{:.3f}"), ("latency_range", "ms/token p10-p90", "{}"),
+    ("tokens_per_s", "tokens/s", "{:,.0f}"), ("speedup_text", "tokens/s vs eager", "{}"),
+    ("prompt_tokens", "prompt", "{:.0f}"), ("prefill_ms", "prefill (ms)", "{:.2f}"),
+    ("kv_cache_MB", "KV cache (MB)", "{:.1f}"), ("kernels_per_iter", "kernels/token", "{:.0f}"),
+    ("launches_per_iter", "launches/token", "{:.1f}"), ("busy_per_iter_us", "GPU busy/token (ms)", "ms3"),
+    ("idle_per_iter_us", "GPU idle/token (ms, profiled)", "ms3"),
+]
 RATES = [("workload", "workload", "{}"), ("contender", "contender", "{}"),
          ("latency_median_ms", "latency (ms)", "{:.4f}"), ("achieved_TFLOPs", "TFLOP/s", "{:.3g}"),
          ("pct_peak_compute", "% of peak FLOP/s", "{:.0f}"), ("achieved_GBps", "GB/s", "{:.3g}"),
@@ -67,7 +77,7 @@ def _variant_note(suite) -> str | None:
 
 
 def suite_report(t: SuiteTables) -> str:
-    """report.md of a suite: what ran where, the results table, speedups, idle time by
+    """report.md of a suite: what ran where, the results table, speedups, decode runs per token, idle time by
     cause, achieved rates, claims checked, what the traces show, and the cells without a result."""
     suite, cmp, manifests, command, rewritten_by = t.suite, t.results, t.manifests, t.command, t.rewritten_by
     states = pd.Series([_status(manifests.get(name)) for name in t.cells], dtype=object)
@@ -84,6 +94,8 @@ def suite_report(t: SuiteTables) -> str:
         parts += ["## Speedup over eager, ranked\n", "A speedup whose p10-p90 latency range overlaps eager's, or "
                   "that the two timers contradict (one faster, the other slower), is inconclusive.\n",
                   _table(t.ranked, RANKED), ""]
+    if len(decoding := decode_view(cmp)):
+        parts += ["## Decode: per token\n", DECODE_TEXT + "\n", _table(decoding, DECODE_RESULTS), ""]
     if len(timed := timing_view(cmp)):
         parts += ["## How far the timing can be trusted\n", "Each run timed twice, in alternating short blocks of "
                   "one process: per call (CUDA events on a GPU, perf_counter on the CPU) and as a synchronised wall "

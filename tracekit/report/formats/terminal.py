@@ -15,13 +15,13 @@ from rich.console import Console
 
 from tracekit.analysis.result import Result
 from tracekit.report.base import Renderer, Report, register
-from tracekit.report.column_specs import CPU_OPS, CRITICAL_PATH, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
+from tracekit.report.column_specs import CPU_OPS, CRITICAL_PATH, DECODE, DETAILS, IDLE, PROFILED, SPEEDUP, TIMING
 from tracekit.report.draw import headline
 from tracekit.report.fit import Fit, Legend
 from tracekit.report.run_lines import (critical_path_lines, critical_path_notes, evidence, integrity_lines, notes,
                                        timer_gap_lines)
-from tracekit.report.views import (answers, comparison_view, cpu_op_view, critical_path_runs, finding_rows, gpu_runs,
-                                   job_tables, timing_view)
+from tracekit.report.views import (answers, comparison_view, cpu_op_view, critical_path_runs, decode_view,
+                                   finding_rows, gpu_runs, job_tables, timing_view)
 
 
 def _grouped(lines: list[str]) -> list[str]:
@@ -87,7 +87,7 @@ def print_problems(t: Result, console: Console, notes_too: bool = False) -> None
 
 def print_comparison(t: Result, console: Console, fit: Fit, detail: bool = False) -> None:
     """The speedup table (each mode vs the baseline, with Δ busy / Δ idle), its findings
-    and warnings, and the runs whose profiler overhead is over 10%; with ``detail``
+    and warnings, decode runs' figures per token, and the runs whose profiler overhead is over 10%; with ``detail``
     also the profiled-window split by cause and the details table."""
     comp = comparison_view(t.comparison)
     if comp.empty:
@@ -100,6 +100,8 @@ def print_comparison(t: Result, console: Console, fit: Fit, detail: bool = False
                       highlight=False)
     for line in timer_gap_lines(comp):
         console.print(f"  timing: {line}", highlight=False)
+    if len(decoding := decode_view(comp)):
+        fit.print(console, "decode: per token (a step makes one token of each sequence)", *headline(decoding, DECODE))
     if detail:
         gpu = comp[comp["busy_per_iter_ms"].notna()]
         if len(gpu):

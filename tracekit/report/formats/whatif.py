@@ -11,6 +11,7 @@ from tracekit.analysis.critical_path.path import PARTS
 from tracekit.analysis.critical_path.predict import Prediction
 from tracekit.analysis.distributed.job import rank_ranges
 from tracekit.report.base import Renderer, Report, register
+from tracekit.report.decode_text import prediction_line
 from tracekit.report.run_lines import checks_lines
 
 
@@ -81,9 +82,10 @@ def _input_lines(prediction: Prediction) -> list[str]:
 
 def prediction_text(prediction: Prediction) -> str:
     """A few lines: ``path: edits``, a job's ranks (those it lacks, what balancing takes from each),
-    the predicted iteration (ms) from the modelled one and how it was calibrated (or UNCALIBRATED, an
-    uncalibrated bound), the critical path before and after (:func:`split_text`), then a line per note
-    and per thing missing, and last each trace's integrity and those that could not be read; or ``path:
+    the predicted iteration (ms; a decode run's per token, with its tokens/s:
+    :func:`tracekit.report.decode_text.prediction_line`) from the modelled one and how it was calibrated
+    (or UNCALIBRATED, an uncalibrated bound), the critical path before and after (:func:`split_text`), then
+    a line per note and per thing missing, and last each trace's integrity and those that could not be read; or ``path:
     cannot predict: why`` or ``path: cannot model the trace: why`` (and the ranks a job lacks, the
     traces' integrity). The figures are those of :meth:`Prediction.to_dict` (rounded as ``--json``
     prints them)."""
@@ -93,10 +95,16 @@ def prediction_text(prediction: Prediction) -> str:
                 f"cannot model the trace: {prediction.failure}")
         return "\n".join([f"{record['path']}: {head}", *_job_lines(record), *_input_lines(prediction)])
     lines = [f"{record['path']}: {', '.join(record['edits'])}", *_job_lines(record)]
-    lines.append(f"  predicted iteration {record['predicted_latency_ms']:.3f} ms{_interval_text(record)}, from "
-                 f"{record['modelled_latency_ms']:.3f} ms modelled ({_calibration_text(record)})")
-    lines.append(f"  critical path before: {split_text(record['critical_path_before'])}")
-    lines.append(f"  critical path after:  {split_text(record['critical_path_after'])}")
+    if tokens := record.get("tokens_per_step"):   # a decode run: an iteration is a decode step
+        predicted = prediction_line(record["predicted_latency_ms"], record["predicted_tokens_per_s"], tokens)
+        lines.append(f"  {predicted}{_interval_text(record)}, from {record['modelled_latency_ms']:.3f} ms per token "
+                     f"modelled ({_calibration_text(record)})")
+    else:
+        lines.append(f"  predicted iteration {record['predicted_latency_ms']:.3f} ms{_interval_text(record)}, from "
+                     f"{record['modelled_latency_ms']:.3f} ms modelled ({_calibration_text(record)})")
+    step = " (per token)" if tokens else ""
+    lines.append(f"  critical path before{step}: {split_text(record['critical_path_before'])}")
+    lines.append(f"  critical path after{step}:  {split_text(record['critical_path_after'])}")
     lines += [f"  note: {n}" for n in record["notes"]] + [f"  missing: {m}" for m in record["missing"]]
     return "\n".join(lines + _input_lines(prediction))
 
