@@ -113,7 +113,10 @@ def test_whatif_of_an_eager_decode_run_predicts_ms_per_token(decode_study):
     r = CliRunner().invoke(main, ["whatif", str(run), "--cuda-graphs"])
     lines = r.output.splitlines()
     rate = out["predicted_tokens_per_s"]
-    assert lines[1].startswith(f"  predicted {out['predicted_latency_ms']:.3f} ms per token ({rate:,.0f} tokens/s at "
+    low, high = out["predicted_low_ms"], out["predicted_high_ms"]
+    assert low <= out["predicted_latency_ms"] <= high
+    assert lines[1].startswith(f"  predicted {out['predicted_latency_ms']:.3f} ms per token ({low:.3f}-{high:.3f} ms; "
+                               f"{rate:,.0f} tokens/s at "
                                f"8 sequences a step), from {out['modelled_latency_ms']:.3f} ms per token modelled "
                                "(calibrated to the unprofiled 0.080 ms")
     assert lines[2].startswith("  critical path before (per token): ")

@@ -67,8 +67,11 @@ def status_line(decode: dict) -> str:
     return "decode: " + "; ".join(parts) if parts else ""
 
 
-def prediction_line(predicted_ms: float, tokens_per_s: float, tokens_per_step: int) -> str:
-    """The what-if's figure for a decode run: ``predicted 0.310 ms per token (3,226 tokens/s at 1 sequence a
-    step)`` (:meth:`tracekit.analysis.critical_path.predict.Prediction.to_dict`'s figures)."""
-    return (f"predicted {predicted_ms:.3f} ms per token ({tokens_per_s:,.0f} tokens/s at {tokens_per_step} "
+def prediction_line(predicted_ms: float, tokens_per_s: float, tokens_per_step: int,
+                    interval_ms: tuple[float, float] | None = None) -> str:
+    """The what-if's figure for a decode run: ``predicted 0.310 ms per token (0.300-0.320 ms; 3,226 tokens/s at
+    1 sequence a step)`` (:meth:`tracekit.analysis.critical_path.predict.Prediction.to_dict`'s figures; the
+    interval, low and high ms per token, where there is one)."""
+    span = f"{interval_ms[0]:.3f}-{interval_ms[1]:.3f} ms; " if interval_ms else ""
+    return (f"predicted {predicted_ms:.3f} ms per token ({span}{tokens_per_s:,.0f} tokens/s at {tokens_per_step} "
             f"sequence{'s' if tokens_per_step != 1 else ''} a step)")

@@ -96,8 +96,8 @@ def print_comparison(t: Result, console: Console, fit: Fit, detail: bool = False
     fit.print(console, f"speedup over {t.baseline}, and why (latency unprofiled; Δ per iteration)",
               *headline(comp, SPEEDUP))
     for workload, mode, finding, warning in finding_rows(comp):
-        console.print(f"  {workload} {mode}: {finding}" + (f" [bold red]warning:[/bold red] {warning}" if warning else ""),
-                      highlight=False)
+        warned = f" [bold red]warning:[/bold red] {warning}" if warning else ""
+        console.print(f"  {workload} {mode}: {finding}" + warned, highlight=False)
     for line in timer_gap_lines(comp):
         console.print(f"  timing: {line}", highlight=False)
     if len(decoding := decode_view(comp)):

@@ -51,7 +51,12 @@ def _interval_text(record: dict) -> str:
     "" where it has none; then ", LOW CONFIDENCE (note below)" where the capture may run other kernels."""
     low, high = record.get("predicted_low_ms"), record.get("predicted_high_ms")
     shown = f" ({low:.3f}-{high:.3f} ms)" if low is not None and high is not None else ""
-    return shown + (", LOW CONFIDENCE (note below)" if record.get("confidence") == "low" else "")
+    return shown + _low_confidence(record)
+
+
+def _low_confidence(record: dict) -> str:
+    """", LOW CONFIDENCE (note below)" where the capture may run other kernels, else ""."""
+    return ", LOW CONFIDENCE (note below)" if record.get("confidence") == "low" else ""
 
 
 def _job_lines(record: dict) -> list[str]:
@@ -96,9 +101,11 @@ def prediction_text(prediction: Prediction) -> str:
         return "\n".join([f"{record['path']}: {head}", *_job_lines(record), *_input_lines(prediction)])
     lines = [f"{record['path']}: {', '.join(record['edits'])}", *_job_lines(record)]
     if tokens := record.get("tokens_per_step"):   # a decode run: an iteration is a decode step
-        predicted = prediction_line(record["predicted_latency_ms"], record["predicted_tokens_per_s"], tokens)
-        lines.append(f"  {predicted}{_interval_text(record)}, from {record['modelled_latency_ms']:.3f} ms per token "
-                     f"modelled ({_calibration_text(record)})")
+        low, high = record.get("predicted_low_ms"), record.get("predicted_high_ms")
+        predicted = prediction_line(record["predicted_latency_ms"], record["predicted_tokens_per_s"], tokens,
+                                    (low, high) if low is not None and high is not None else None)
+        lines.append(f"  {predicted}{_low_confidence(record)}, from {record['modelled_latency_ms']:.3f} ms per "
+                     f"token modelled ({_calibration_text(record)})")
     else:
         lines.append(f"  predicted iteration {record['predicted_latency_ms']:.3f} ms{_interval_text(record)}, from "
                      f"{record['modelled_latency_ms']:.3f} ms modelled ({_calibration_text(record)})")
