@@ -91,3 +91,22 @@ def test_a_suite_cell_with_repeats_runs_its_processes_and_reports_their_spread(t
     assert not any(p.done is False for p in bench.plan(suite, tmp_path / "traces"))  # done: not redone
     report = (tmp_path / "reports" / "r" / "report.md").read_text()
     assert "## How far the timing can be trusted" in report and "| mlp b4 fp32 cpu | eager |" in report
+
+
+@pytest.mark.slow
+def test_a_job_made_in_two_processes_keeps_the_median_process_ranks(tmp_path):
+    """`--repeats 2 --nproc 2`: each process launches the job's 2 ranks; the run keeps the median
+    process's rank traces, its launcher.log and its ranks' host times, with the pooled latency."""
+    from tracekit.capture import runner
+
+    spec = RunSpec("mlp", phase="train-step", nproc=2, repeats=2, warmup=0, iters=3, profile_iters=1)
+    m = runner.run(spec, tmp_path, log=lambda line: None)
+    assert m.status == "ok", m.reason
+    folder = tmp_path / m.label / "eager"
+    assert sorted(p.name.split(".")[0].rsplit("_", 1)[-1] for p in folder.glob("*.pt.trace.json.gz")) == \
+        ["rank0", "rank1"]
+    assert (folder / "launcher.log").is_file() and m.distributed.world_size == 2
+    assert m.repeats.n == 2 and m.latency_ms.n == 2 * spec.iters
+    assert [r.host_ms.n > 0 for r in m.distributed.ranks] == [True, True]
+    medians = [p.latency_median_ms for p in m.repeats.processes]
+    assert m.latency_ms.median == pytest.approx(sum(medians) / 2)   # the median of two: their mean

@@ -20,6 +20,8 @@ that process), each a whole run with its own compile, timing and profiled window
   trace is the run's trace, its other fields the run's) and ``spread`` =
   (max - min) / median of the processes' latency medians;
 * ``host_load``: the first process's start and the last one's end;
+* a job (``nproc`` > 1): each process launches the job's ranks (:mod:`tracekit.capture.launcher`);
+  the median process's ranks (``distributed``), traces and ``launcher.log`` are the run's;
 * a decode run's ``decode``: the median process's, its ms per token and tokens/s from the pooled
   ``latency_ms`` (:func:`tracekit.capture.timers.token_rates`).
 
@@ -41,7 +43,7 @@ from typing import Callable
 import numpy as np
 from msgspec.structs import replace as struct_replace
 
-from tracekit.capture import timers
+from tracekit.capture import launcher, timers
 from tracekit.capture.capture_run import Capture
 from tracekit.capture.child import ChildJob
 from tracekit.capture.environment import child_env
@@ -125,9 +127,9 @@ def run(resolved: ResolvedRun, out: Path | str, log: Callable[[str], None]) -> M
         manifest, pick = combine(spec, processes)
         for old in trace_files(directory):
             old.unlink()
-        if folders[pick].is_dir():
-            for trace in trace_files(folders[pick]):
-                shutil.move(trace, directory / trace.name)
+        if folders[pick].is_dir():   # its traces, and a job's launcher.log
+            for kept in [*trace_files(folders[pick]), *folders[pick].glob("launcher.log")]:
+                shutil.move(kept, directory / kept.name)
     manifest.label = directory.parent.name
     manifest.write(directory)
     return manifest
@@ -142,4 +144,5 @@ def process(job: ChildJob) -> Manifest:
         models.UnknownModel, backends.UnknownMode, ValueError: what
         :meth:`tracekit.capture.capture_run.Capture.run` raises (nothing written).
     """
-    return Capture.of(resolve(job.spec), Path(job.out)).run()
+    return Capture.of(resolve(job.spec), Path(job.out),
+                      elsewhere=launcher.launch if job.spec.nproc > 1 else None).run()
