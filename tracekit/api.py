@@ -35,12 +35,12 @@ from tracekit.manifest.spec import DEFAULT_ITERS, DEFAULT_PROFILE_ITERS, DEFAULT
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tracekit.analysis.critical_path.predict import Prediction
+    from tracekit.analysis.critical_path.prediction import Prediction
     from tracekit.analysis.options import AnalysisOptions
     from tracekit.analysis.result import Result
 
 __all__ = ["Prediction", "Result", "analyze", "annotate", "diff", "profile", "whatif"]
-_RECORDS = {"Result": "tracekit.analysis.result", "Prediction": "tracekit.analysis.critical_path.predict"}
+_RECORDS = {"Result": "tracekit.analysis.result", "Prediction": "tracekit.analysis.critical_path.prediction"}
 
 
 def __getattr__(name: str):

@@ -12,7 +12,8 @@ from tracebuilder import TraceBuilder, add_gpu_sync, add_host_call, add_sync_cal
 import tracekit
 from tracekit.analysis.critical_path import analyze, reasons
 from tracekit.analysis.critical_path.edits import Edit, Replay
-from tracekit.analysis.critical_path.predict import _per_iteration, predict
+from tracekit.analysis.critical_path.predict import predict
+from tracekit.analysis.critical_path.prediction import per_iteration
 from tracekit.cli import main
 from tracekit.report.path_text import path_note
 from tracekit.trace import load
@@ -181,9 +182,9 @@ def test_cuda_graphs_replay_each_ranks_own_kernels(tmp_path):
 def test_the_per_iteration_means_leave_out_each_ranks_first_iteration(tmp_path):
     result = analyze(_ranks(_job(extra_host=(0, 200), steps=3), tmp_path))
     split = result.split.assign(latency_us=[1.0, 2.0, 2.0, 5.0, 4.0, 4.0])
-    assert _per_iteration(split)["latency_us"] == 3.0          # (2 + 2 + 4 + 4) / 4: rows of rank 0 and 1
+    assert per_iteration(split)["latency_us"] == 3.0          # (2 + 2 + 4 + 4) / 4: rows of rank 0 and 1
     one = analyze(_ranks(_job(steps=2), tmp_path))
-    assert _per_iteration(one.split.assign(latency_us=[1.0, 2.0, 3.0, 4.0]))["latency_us"] == 2.5
+    assert per_iteration(one.split.assign(latency_us=[1.0, 2.0, 3.0, 4.0]))["latency_us"] == 2.5
 
 
 def _job_folder(tmp_path, builders, latency_ms, host_ms, samples=None):
@@ -294,7 +295,7 @@ def test_on_the_real_job_compute_waits_for_the_collectives_it_follows(fixtures):
     after_comm = (g.edge_kind == WAIT) & (g.klass[g.src] == COMM) & (g.klass[g.dst] != COMM)
     assert after_comm.sum() == 5 and set(g.name[g.dst[after_comm]]) >= {"Memcpy DtoD (Device -> Device)"}
     assert (g.ts[g.dst[after_comm]] - g.end[g.src[after_comm]]).max() <= 15
-    before = _per_iteration(job.before.split)
+    before = per_iteration(job.before.split)
     assert before["cpu_us"] / before["latency_us"] > 0.95
     after = job.after.split.groupby("rank")[["rank_wait_us", "comm_us"]].sum()
     assert (after > 0).all().all() and job.predicted_ms < job.modelled_ms

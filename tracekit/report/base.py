@@ -11,7 +11,7 @@ finished tables, never traces, and calls no analysis:
 * :class:`tracekit.analysis.comparison.suite_comparison.SuiteTables`: a suite's report.md;
 * :class:`tracekit.analysis.counters.CountersResult`: hardware counters;
 * :class:`tracekit.analysis.attribution.run_diff.RunDiff` and ``DiffSet``: ``tracekit diff``;
-* :class:`tracekit.analysis.critical_path.predict.Prediction`: ``tracekit whatif``;
+* :class:`tracekit.analysis.critical_path.prediction.Prediction`: ``tracekit whatif``;
 * :class:`tracekit.manifest.Manifest`: a run's status as ``tracekit trace`` prints it.
 
 :func:`write_reports` runs the ``write`` of every registered format that

@@ -70,7 +70,7 @@ def status_line(decode: dict) -> str:
 def prediction_line(predicted_ms: float, tokens_per_s: float, tokens_per_step: int,
                     interval_ms: tuple[float, float] | None = None) -> str:
     """The what-if's figure for a decode run: ``predicted 0.310 ms per token (0.300-0.320 ms; 3,226 tokens/s at
-    1 sequence a step)`` (:meth:`tracekit.analysis.critical_path.predict.Prediction.to_dict`'s figures; the
+    1 sequence a step)`` (:meth:`tracekit.analysis.critical_path.prediction.Prediction.to_dict`'s figures; the
     interval, low and high ms per token, where there is one)."""
     span = f"{interval_ms[0]:.3f}-{interval_ms[1]:.3f} ms; " if interval_ms else ""
     return (f"predicted {predicted_ms:.3f} ms per token ({span}{tokens_per_s:,.0f} tokens/s at {tokens_per_step} "

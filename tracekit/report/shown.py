@@ -3,7 +3,7 @@
 :func:`tracekit.analyze` and :func:`tracekit.profile` return a :class:`ShownResult`,
 :func:`tracekit.whatif` a :class:`ShownPrediction`: the records of
 :mod:`tracekit.analysis` (:class:`~tracekit.analysis.result.Result`,
-:class:`~tracekit.analysis.critical_path.predict.Prediction`), every field and method
+:class:`~tracekit.analysis.critical_path.prediction.Prediction`), every field and method
 theirs, with ``print()`` (and the repr) giving a short text and a notebook a table; a
 result's tables hold the texts the reports show (:func:`tracekit.report.worded.worded`:
 the comparison's finding and warning...). The records themselves write no sentence; the
@@ -16,7 +16,7 @@ from dataclasses import fields
 
 import pandas as pd
 
-from tracekit.analysis.critical_path.predict import Prediction
+from tracekit.analysis.critical_path.prediction import Prediction
 from tracekit.analysis.result import Result
 from tracekit.report.column_specs import SPEEDUP
 from tracekit.report.draw import headline
@@ -51,7 +51,7 @@ class ShownResult(WordedResult):
 
 
 class ShownPrediction(WordedPrediction):
-    """A :class:`~tracekit.analysis.critical_path.predict.Prediction` with its notes in words
+    """A :class:`~tracekit.analysis.critical_path.prediction.Prediction` with its notes in words
     (:func:`tracekit.report.worded.worded`), whose repr is what ``tracekit whatif`` prints
     (:func:`tracekit.report.formats.whatif.prediction_text`)."""
 

@@ -20,7 +20,7 @@ tables get here the columns that say them in words, where every report format
   its inputs' integrity checks' ``detail``;
 * a :class:`~tracekit.analysis.comparison.suite_comparison.SuiteTables`' results and ranking:
   ``speedup_text``, ``timing_warning``, ``regression``; its claims as report.md shows them;
-* a :class:`~tracekit.analysis.critical_path.predict.Prediction`'s ``notes``, ``missing`` and
+* a :class:`~tracekit.analysis.critical_path.prediction.Prediction`'s ``notes``, ``missing`` and
   ``cannot_predict`` (:mod:`tracekit.report.path_text`; its ``to_dict()``, ``tracekit whatif
   --json``, then holds them in words), and its integrity checks' ``detail``.
 
@@ -36,7 +36,7 @@ import pandas as pd
 
 from tracekit.analysis.attribution.run_diff import DiffSet, RunDiff
 from tracekit.analysis.comparison.suite_comparison import SuiteTables
-from tracekit.analysis.critical_path.predict import Prediction
+from tracekit.analysis.critical_path.prediction import Prediction
 from tracekit.analysis.result import Result
 from tracekit.report import comparison_text as said
 from tracekit.report.job_text import worded_jobs
@@ -60,7 +60,7 @@ class WordedResult(Result):
 
 
 class WordedPrediction(Prediction):
-    """A :class:`~tracekit.analysis.critical_path.predict.Prediction` whose notes, missing and
+    """A :class:`~tracekit.analysis.critical_path.prediction.Prediction` whose notes, missing and
     cannot_predict are words (:func:`worded`)."""
 
 

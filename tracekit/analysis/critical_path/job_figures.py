@@ -21,7 +21,8 @@ from tracekit.analysis.critical_path import CannotAnalyze, cannot_reason
 from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.edits import Edit
 from tracekit.analysis.critical_path.path import PARTS
-from tracekit.analysis.critical_path.predict import _per_iteration, from_run
+from tracekit.analysis.critical_path.predict import from_run
+from tracekit.analysis.critical_path.prediction import per_iteration
 from tracekit.manifest import Manifest
 
 NAN = float("nan")
@@ -66,7 +67,7 @@ def job_figures(paths: list[Path], manifest: Manifest | None, annotation: str | 
         raise CannotAnalyze({"code": why.FEW_RANKS, "ranks": len(ranks)})
     result = from_run(sorted(ranks, key=lambda rt: rt[0]), manifest, [Edit("balance-ranks")], annotation)
     cal = result.calibration
-    mean = _per_iteration(result.before.split)
+    mean = per_iteration(result.before.split)
     total = mean.get("latency_us") or NAN
     row = {"cp_calibrated": cal.calibrated, "cp_step_ms": result.modelled_ms,
            "balance_predicted_ms": result.predicted_ms,

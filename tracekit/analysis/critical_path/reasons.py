@@ -11,7 +11,7 @@ Why there is no critical path (:func:`tracekit.analysis.critical_path.can_analyz
 * ``NO_PATH`` and ``NO_JOB_PATH`` (``why``: one of those, or an exception's message).
 
 What limits a path or a prediction (``CriticalPath.problems``, the notes of
-:class:`~tracekit.analysis.critical_path.predict.Prediction`): ``UNCALIBRATED`` (the profiled
+:class:`~tracekit.analysis.critical_path.prediction.Prediction`): ``UNCALIBRATED`` (the profiled
 window as traced), ``NO_MARKERS`` (the whole trace one iteration), ``SKIPPED_EDGES`` (``edges``
 left out), ``KEPT_MODEL`` (``longer_ms``: a removal re-timed longer, the model before kept),
 ``REPLAY_COSTS`` (the replay costs ``cuda-graphs`` used:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from tracekit.analysis.critical_path.path import PARTS
-from tracekit.analysis.critical_path.predict import Prediction
+from tracekit.analysis.critical_path.prediction import Prediction
 from tracekit.analysis.distributed.job import rank_ranges
 from tracekit.report.base import Renderer, Report, register
 from tracekit.report.decode_text import prediction_line
