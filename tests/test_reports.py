@@ -64,14 +64,12 @@ def test_the_committed_suites_keep_a_run_json_only_beside_an_example_trace(tmp_p
     assert sorted(loose - traced) == WITHOUT_TRACE
 
 
-# run.json files left in reports/ with no trace beside them: the measured cudagraphs runs that two H200
-# example eager runs are checked against (tests/analysis/test_critical_path.py), and the folders of two
-# reports that are not a suite's traces/ (repeats' eager run, the distributed job's two modes).
+# run.json files left in reports/ with no trace beside them: the folders of two reports that are not a
+# suite's traces/ (repeats' eager run, the distributed job's two modes). (The H200 example runs that
+# tests/analysis/test_critical_path.py checks are test data: tests/data/h200/predict-h200.)
 WITHOUT_TRACE = ["reports/h100/distributed/distributed-h100/vit16x6x384-train-step-ddp-np2/default",
                  "reports/h100/distributed/distributed-h100/vit16x6x384-train-step-ddp-np2/eager",
-                 "reports/h100/repeats/vit16x6x384-b1/eager",
-                 "reports/h200/predict-h200/traces/conv-b1-forward-backward/cudagraphs",
-                 "reports/h200/predict-h200/traces/torchvision-resnet18-b64/cudagraphs"]
+                 "reports/h100/repeats/vit16x6x384-b1/eager"]
 
 
 def test_the_tracked_files_outside_tests_weigh_under_8_mb():

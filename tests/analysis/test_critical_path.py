@@ -341,7 +341,7 @@ def test_analyze_with_the_critical_path_in_every_report(tmp_path):
 
 @pytest.mark.parametrize("workload", ["conv-b1", "torchvision-resnet18-b64", "conv-b1-forward-backward"])
 def test_the_committed_h200_runs_predict_their_cuda_graphs_within_ten_percent(workload):
-    """The H200 runs of workloads/predict-h200.toml kept in the repository (reports/h200/): the
+    """The H200 runs of workloads/predict-h200.toml kept in the repository (tests/data/h200/predict-h200): the
     prediction from the eager run folder alone against the measured cudagraphs run."""
     from pathlib import Path
 
@@ -349,7 +349,7 @@ def test_the_committed_h200_runs_predict_their_cuda_graphs_within_ten_percent(wo
     from tracekit.analysis.critical_path.run_inputs import run_inputs
     from tracekit.manifest import Manifest
 
-    cells = Path(__file__).resolve().parents[2] / "reports" / "h200" / "predict-h200" / "traces" / workload
+    cells = Path(__file__).resolve().parents[2] / "tests" / "data" / "h200" / "predict-h200" / workload
     found = run_inputs(cells / "eager")
     predicted = from_run(found.ranks, found.manifest, [Edit("cuda-graphs")]).predicted_ms
     measured = Manifest.read(cells / "cudagraphs").latency("median")
@@ -365,7 +365,7 @@ def test_the_ops_and_modules_on_a_gpu_bound_path_are_named(tmp_path):
 
     from tracekit.api import analyze as api_analyze
 
-    cell = Path(__file__).resolve().parents[2] / "reports" / "h200" / "predict-h200" / "traces" / \
+    cell = Path(__file__).resolve().parents[2] / "tests" / "data" / "h200" / "predict-h200" / \
         "torchvision-resnet18-b64" / "eager"
     shutil.copytree(cell, tmp_path / "r18" / "eager")
     result = api_analyze(tmp_path, critical_path=True)

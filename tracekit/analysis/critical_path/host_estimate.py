@@ -10,7 +10,7 @@ traced iteration (the steady iterations' median marker length, as
 ``PROFILER_US_PER_EVENT`` is the median, over the committed eager runs whose unprofiled host time per
 iteration is known, of (traced iteration - that host time) / events per iteration: where run.json has
 ``host_ms`` (the host's time per call measured unprofiled, GPU idle), conv-b1 4.23 µs,
-conv-b1-forward-backward 4.09, torchvision-resnet18-b64 6.25 (reports/h200/predict-h200/traces, H200),
+conv-b1-forward-backward 4.09, torchvision-resnet18-b64 6.25 (tests/data/h200/predict-h200, H200),
 mlp-train-step 5.34 (tests/data/h100, H100); where the run is launch-bound (its unprofiled latency is
 its host's time: a CUDA graph replays it 3x faster), vit16x6x384-b1 0.76 (tests/data/h100/vit-study)
 and 2.11 (reports/h100/compile-modes): 4.16. The cost differs from one machine and run to the next
