@@ -129,7 +129,7 @@ def test_print_shows_a_short_summary(study):
     assert lines[2].startswith("    why: Δ GPU busy ") and lines[3].startswith("  .runs 2x")
 
 
-CONV_B1 = Path(__file__).resolve().parents[1] / "reports" / "h200" / "predict-h200" / "traces" / "conv-b1" / "eager"
+CONV_B1 = Path(__file__).resolve().parent / "data" / "h200" / "predict-h200" / "conv-b1" / "eager"
 
 
 def test_whatif_predicts_a_run_from_python_as_tracekit_whatif_does():

@@ -279,7 +279,7 @@ def test_whatif_prints_the_prediction_or_its_json(tmp_path):
 
     import tracekit
 
-    run = Path(__file__).resolve().parents[1] / "reports" / "h200" / "predict-h200" / "traces" / "conv-b1" / "eager"
+    run = Path(__file__).resolve().parent / "data" / "h200" / "predict-h200" / "conv-b1" / "eager"
     r = CliRunner().invoke(main, ["whatif", str(run), "--cuda-graphs"])
     assert r.exit_code == 0 and r.output.splitlines() == [
         f"{run}: cuda-graphs",
