@@ -1,7 +1,8 @@
 #!/bin/bash
 # Issue 38's checks of jobs on a lent machine of 2 or 4 GPUs, in one call of the `device` tool:
 #   bash benchmarks/dist_probe.sh NPROC MINUTES HARD_SECONDS [tests]
-# With "tests", first the gpu-marked tests of CUDA graphs (about 2 minutes; their output in
+# With "tests", first the gpu-marked tests of CUDA graphs and of the no-overlap twins (about 3
+# minutes; their output in
 # $OUT/gpu-tests.txt): a job's (tests/test_distributed.py, 2 GPUs: a DDP training step captured with
 # its all-reduces, faster than eager, the replicas' weights equal after the replays; an FSDP2 step
 # captured; cudagraphs-compile under DDP), a single GPU's (tests/backends/test_backends.py) and the
@@ -21,7 +22,7 @@ $PY -c "import msgspec, click, rich, jinja2, pytest" 2>/dev/null || {
   export PYTHONPATH=/tmp/site:$PWD; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $OUT/gpu.txt 2>&1
 if [ "$TESTS" = tests ]; then
-  PYTHONUNBUFFERED=1 timeout -s INT 240 $PY -m pytest -q -p no:cacheprovider -rs -m gpu \
+  PYTHONUNBUFFERED=1 timeout -s INT 330 $PY -m pytest -q -p no:cacheprovider -rs -m gpu \
     tests/test_distributed.py tests/backends/test_backends.py tests/capture tests/test_api.py 2>&1 |
     tee $OUT/gpu-tests.txt
 fi
