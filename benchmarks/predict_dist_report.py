@@ -28,16 +28,14 @@ Writes OUT_DIR/predictions.csv and OUT_DIR/predictions.md.
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import math
-import statistics
 from pathlib import Path
 
 import pandas as pd
 
 import tracekit
 from tracekit.manifest import Manifest
+from tracekit.trace.reader import load, trace_files
 
 TARGET = 0.15   # the issue's: within 15% of the measured run
 TWINS = {"vit": "vit16x6x384", "gpt2": "hf:gpt2?layers=4"}   # workloads/predict_dist.py's VIT and GPT2
@@ -82,13 +80,9 @@ def _measured(folder: Path) -> dict:
 
 def launch_call_us(folder: Path) -> float:
     """The median duration (µs) of the ``cudaLaunchKernel`` calls in the run's rank traces; NaN without any."""
-    durations = []
-    for path in folder.glob("*.pt.trace.json*"):
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt") as f:
-            events = json.load(f).get("traceEvents", [])
-        durations += [e["dur"] for e in events if e.get("cat") == "cuda_runtime" and e.get("name") == "cudaLaunchKernel"]
-    return statistics.median(durations) if durations else math.nan
+    calls = [t.host_calls for t in map(load, trace_files(folder))]
+    durations = pd.concat([c.loc[c["name"] == "cudaLaunchKernel", "dur"] for c in calls]) if calls else pd.Series()
+    return float(durations.median()) if len(durations) else math.nan
 
 
 def rows(traces: Path) -> pd.DataFrame:
