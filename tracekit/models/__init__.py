@@ -118,17 +118,27 @@ def build(name: str, batch: int | None = None, dtype: str = "fp32", device: str 
     return build_from(*lookup(name), name, batch, dtype, device, seed, seq, phase)
 
 
+def _batch(family: Family, batch: int | None, dtype: str) -> int:
+    """The batch of a build (the family's default where None), its ``dtype`` checked.
+
+    Raises:
+        ValueError: an unknown dtype, a batch below 1.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; valid dtypes: {', '.join(DTYPES)}")
+    batch = family.default_batch if batch is None else batch
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
+    return batch
+
+
 def build_from(family: Family, match: re.Match | None, name: str, batch: int | None = None, dtype: str = "fp32",
                device: str = "cpu", seed: int = 0, seq: int | None = None, phase: str = "inference",
                ) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     """:func:`build` of a name already looked up (:func:`lookup`'s family and match): no second
     lookup (an ``hf:`` name's config, a workload file's hash). Raises what :func:`build` raises
     but UnknownModel."""
-    if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; valid dtypes: {', '.join(DTYPES)}")
-    batch = family.default_batch if batch is None else batch
-    if batch < 1:
-        raise ValueError(f"batch must be at least 1, got {batch}")
+    batch = _batch(family, batch, dtype)
     seq = check_seq(family, name, seq)
     if family.missing:
         raise Unavailable(family.missing)
@@ -181,11 +191,7 @@ def build_decoder(family: Family, match: re.Match | None, name: str, batch: int 
         ValueError: what :func:`check_decode` raises; an unknown dtype, a batch below 1.
         Unavailable: the family's library is not installed.
     """
-    if dtype not in DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}; valid dtypes: {', '.join(DTYPES)}")
-    batch = family.default_batch if batch is None else batch
-    if batch < 1:
-        raise ValueError(f"batch must be at least 1, got {batch}")
+    batch = _batch(family, batch, dtype)
     prompt = check_decode(family, match, name, check_seq(family, name, seq), steps)
     if family.missing:
         raise Unavailable(family.missing)
