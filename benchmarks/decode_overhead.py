@@ -25,7 +25,8 @@ of the same round, less 1). The ``ProfilerStep#N`` markers and module scopes exi
 profiled window, whose overhead is the profiler's (reported by every analysis); they are not here.
 
 Prints and writes JSON: per model its sizes, the arms' ms per step (median, p10, p90 over rounds), and
-overhead_tracekit, overhead_events (fractions), with the machine (torch, device name).
+overhead_tracekit, overhead_events (fractions) with their 95% bootstrap intervals (``*_ci95``), with the
+machine (torch, device name).
 """
 
 from __future__ import annotations
@@ -117,7 +118,19 @@ def measure(name: str, batch: int, seq: int | None, dtype: str, device: str, ste
     ratio = lambda arm: float(np.median(np.array(times[arm]) / np.array(times["bare"])) - 1)  # noqa: E731
     return {"model": name, "batch": batch, "prompt_tokens": step.prompt_tokens, "cache_tokens": step.cache_tokens,
             "dtype": dtype, "device": device, "steps_per_block": steps, "rounds": rounds, "ms_per_step": stats,
-            "overhead_tracekit": ratio("tracekit"), "overhead_events": ratio("tracekit+events")}
+            "overhead_tracekit": ratio("tracekit"), "overhead_events": ratio("tracekit+events"),
+            "overhead_tracekit_ci95": bootstrap_ci(times["tracekit"], times["bare"]),
+            "overhead_events_ci95": bootstrap_ci(times["tracekit+events"], times["bare"])}
+
+
+def bootstrap_ci(arm: list[float], bare: list[float], draws: int = 4000) -> list[float]:
+    """95% interval of the median per-round overhead (arm / bare - 1, fractions), by the percentile
+    bootstrap over rounds (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13): the
+    rounds resampled with replacement ``draws`` times, a fixed seed so that a report can be remade."""
+    ratios = np.array(arm) / np.array(bare) - 1
+    rng = np.random.default_rng(0)
+    medians = np.median(rng.choice(ratios, size=(draws, len(ratios)), replace=True), axis=1)
+    return [float(np.percentile(medians, 2.5)), float(np.percentile(medians, 97.5))]
 
 
 def main() -> None:
@@ -138,8 +151,10 @@ def main() -> None:
         results.append(r)
         s = r["ms_per_step"]
         print(f"{name} b{args.batch} {args.dtype} {args.device}: bare {s['bare']['median']:.4f} ms/step, tracekit "
-              f"{s['tracekit']['median']:.4f} ({r['overhead_tracekit']:+.2%}), with the timer's events "
-              f"{s['tracekit+events']['median']:.4f} ({r['overhead_events']:+.2%})", flush=True)
+              f"{s['tracekit']['median']:.4f} ({r['overhead_tracekit']:+.2%}, 95% CI "
+              f"{r['overhead_tracekit_ci95'][0]:+.2%} to {r['overhead_tracekit_ci95'][1]:+.2%}), with the timer's "
+              f"events {s['tracekit+events']['median']:.4f} ({r['overhead_events']:+.2%}, 95% CI "
+              f"{r['overhead_events_ci95'][0]:+.2%} to {r['overhead_events_ci95'][1]:+.2%})", flush=True)
     machine = describe(args.device)
     out = {"torch": torch.__version__, "device_name": machine.get("device_name"), "results": results}
     text = json.dumps(out, indent=1)
