@@ -223,6 +223,14 @@ def test_without_overlap_a_step_runs_the_same_collectives(tmp_path, parallel, pe
     calls = analyze(tmp_path).table("collectives")
     counts = calls.groupby(["rank", "iteration", "collective"]).size()
     assert counts.to_dict() == {(r, i, c): n for r in (0, 1) for i in (1, 2) for c, n in per_iteration.items()}
+    # a no-overlap run times its overlapped twin in the same processes (tracekit.capture.twins); the
+    # profiled window above, after it, is the no-overlap program's own again (the same collectives)
+    if parallel.endswith("no-overlap"):
+        assert manifest.twin.kind == "overlap" and manifest.twin.names[0].startswith(parallel.split("-")[0] + ":")
+        assert manifest.twin.latency_ms.n == manifest.twin.source_latency_ms.n == spec.iters
+        assert manifest.twin.latency_ms.over_ranks == "the slowest rank of each call"
+    else:
+        assert manifest.twin is None
 
 
 @pytest.mark.slow
@@ -318,6 +326,7 @@ def test_without_overlap_no_collective_runs_under_computation(tmp_path, parallel
         manifest = runner.run(replace(spec, parallel=variant), out, log=lambda m: None)
         assert manifest.status == "ok", manifest.reason
         overlap[variant] = analyze(out).table("communication")["comm_overlap_us"].sum()
+        assert (manifest.twin is not None) == variant.endswith("no-overlap")   # its overlapped twin, timed alongside
     assert overlap[parallel] > 10 * max(overlap[f"{parallel}-no-overlap"], 1.0), overlap
 
 

@@ -12,7 +12,7 @@ import torch
 
 from tracekit import models
 from tracekit.bench import plan
-from tracekit.capture import runner
+from tracekit.capture import runner, twins
 from tracekit.manifest.spec import RunSpec
 from tracekit.manifest.suite_toml import SuiteError, load_suite, parse_setting
 
@@ -55,6 +55,17 @@ def test_on_rank_1_the_host_straggler_sleeps_before_each_forward(monkeypatch):
     assert name == "straggler: host sleep" and us >= WORKLOAD["HOST_DELAY_MS"] * 1e3
 
 
+def test_a_stragglers_twin_is_itself_without_the_delay(monkeypatch):
+    """The switch it registers (tracekit.capture.twins) takes the delay away and gives it back."""
+    module, inputs = _build("vit_gpu_straggler", True, monkeypatch)
+    (switch,) = twins.switches(module)
+    assert switch.kind == "balanced" and switch.name == "balanced: rank 1 without its delay (straggler: extra GPU work)"
+    switch.set(True)
+    assert [n for n, _ in _ranges(module, inputs) if n.startswith("straggler")] == []
+    switch.set(False)
+    assert [n for n, _ in _ranges(module, inputs) if n.startswith("straggler")] == ["straggler: extra GPU work"]
+
+
 def test_on_rank_1_the_gpu_straggler_runs_its_extra_matmuls_first(monkeypatch):
     module, inputs = _build("vit_gpu_straggler", True, monkeypatch)
     twin, _ = models.build(WORKLOAD["VIT"], batch=1)
@@ -72,6 +83,7 @@ def test_in_a_job_rank_1_is_late_at_every_profiled_forward(tmp_path, fn, name):
     spec = RunSpec(f"{FILE}:{fn}", batch=1, phase="train-step", nproc=2, warmup=0, iters=1, profile_iters=2)
     manifest = runner.run(spec, tmp_path, log=lambda m: None)
     assert manifest.status == "ok", manifest.reason
+    assert manifest.twin.kind == "balanced" and manifest.twin.latency_ms.n == spec.iters   # timed before the window
     folder = tmp_path / manifest.label / "eager"
     for rank, expected in ((0, 0), (1, spec.profile_iters)):
         (trace,) = folder.glob(f"*_rank{rank}.*.pt.trace.json.gz")

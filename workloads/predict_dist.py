@@ -11,8 +11,11 @@ that rank 1 of a job is late at every forward; every other rank runs the model a
 
 The balanced twin of each is the model's own name (``vit16x6x384``, ``hf:gpt2?layers=4``): on
 every rank but 1 the wrapper runs the model and nothing else, so the twin's kernels are the
-straggler's without the delay. The delay is a profiler range (``straggler: host sleep``,
-``straggler: extra GPU work``), so a trace shows where it went::
+straggler's without the delay. The wrapper also registers that twin with tracekit
+(:mod:`tracekit.capture.twins`: the delay switched off), so an eager run times it in the same
+process, alternating with the straggler: what ``tracekit whatif --balance-ranks`` is checked on.
+The delay is a profiler range (``straggler: host sleep``, ``straggler: extra GPU work``), so a trace
+shows where it went::
 
     tracekit trace --model workloads/predict_dist.py:vit_gpu_straggler --phase train-step --nproc 2
 """
@@ -23,6 +26,7 @@ import torch
 from torch import nn
 
 from tracekit import models, workload
+from tracekit.capture import twins
 
 VIT = "vit16x6x384"
 GPT2 = "hf:gpt2?layers=4"          # GPT-2 small's blocks, 4 of its 12
@@ -67,9 +71,12 @@ class Straggler(nn.Module):
             self.out = torch.empty_like(self.a)
             self.matmuls = _matmuls_for(gpu_ms, self.a, self.out)
         self.range = "straggler: host sleep" if host_ms else "straggler: extra GPU work"
+        self.delayed = True
+        twins.register(self, "balanced", f"balanced: rank {SLOW_RANK} without its delay ({self.range})",
+                       lambda twin: setattr(self, "delayed", not twin))
 
     def forward(self, *inputs):
-        if _rank() == SLOW_RANK:
+        if self.delayed and _rank() == SLOW_RANK:
             with torch.profiler.record_function(self.range):
                 if self.host_ms:
                     time.sleep(self.host_ms / 1e3)

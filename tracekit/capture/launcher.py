@@ -4,9 +4,10 @@ torch.distributed.run --standalone --nproc-per-node N`` (the engine behind ``tor
 tracekit's child entry point as each rank's program (a :class:`~tracekit.capture.child.ChildJob` of
 task "rank": :func:`tracekit.capture.ranks.rank`), then gathers the ranks' results into the one
 ``run.json``: rank 0's stages (its ``host_ms`` too), ``latency_ms`` over the slowest rank of each
-timed iteration (the step time of the job), and ``distributed``: world size, backend, parallel,
-launcher, its log, and each rank's latencies, host time, peak memory, compile time and parameter
-checksum (a note where the checksums differ: replicas out of step).
+timed iteration (the step time of the job), ``twin`` the same way (:mod:`tracekit.capture.twins`),
+and ``distributed``: world size, backend, parallel, launcher, its log, and each rank's latencies,
+host time, peak memory, compile time and parameter checksum (a note where the checksums differ:
+replicas out of step).
 
 What reaches the terminal: the ranks' stage lines while they run. Everything else the launcher
 and the ranks print (torch.distributed.run's ChildFailedError and its traceback, a rank's
@@ -33,6 +34,7 @@ import msgspec
 import numpy as np
 
 from tracekit import models
+from tracekit.capture import twins
 from tracekit.capture.capture_run import Capture
 from tracekit.capture.child import ChildJob
 from tracekit.capture.environment import child_env, process_group_backend
@@ -156,5 +158,6 @@ def _gather(manifest: Manifest, ranks: list[RankResult], profile_iters: int) -> 
         RankSummary(rank=r.rank, device=r.device, latency_ms=Timer.of(latency_stats(r.samples_ms)),
                     host_ms=r.manifest.host_ms, peak_memory_MB=r.manifest.peak_memory_MB,
                     compile_s=r.manifest.compile_s, parameter_checksum=r.parameter_checksum) for r in ranks])
+    manifest.twin = twins.slowest_over_ranks([r.manifest.twin for r in ranks])
     traces = {t for r in ranks for t in r.manifest.profile.traces}
     manifest.profile = Profile(iterations=profile_iters, traces=sorted(traces))

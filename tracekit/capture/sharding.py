@@ -13,9 +13,14 @@ its host work is the same; only the computation now waits for each collective on
   the computation's own stream, so a block's all-gather runs after the previous block's compute
   and backward waits for each reduce-scatter. This reads FSDP2's private state
   (``_get_fsdp_state()._comm_ctx``); a PyTorch without it raises RuntimeError naming it.
+
+Each no-overlap variant registers its overlapped program as its twin (:mod:`tracekit.capture.twins`):
+the hook that does not wait, FSDP2's own streams back.
 """
 
 import torch
+
+from tracekit.capture import twins
 
 
 def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module:
@@ -38,7 +43,10 @@ def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module
         ddp = DistributedDataParallel(module, device_ids=[torch.device(device).index]
                                       if device.startswith("cuda") else None)
         if parallel == "ddp-no-overlap":
-            ddp.register_comm_hook(None, _waited_all_reduce)
+            state = _Waits()
+            ddp.register_comm_hook(state, _waited_all_reduce)
+            twins.register(module, "overlap", "ddp: the same hook's all-reduces not waited for (overlapped)",
+                           lambda twin: setattr(state, "wait", not twin))
         return ddp
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -52,34 +60,58 @@ def wrap(module: torch.nn.Module, parallel: str, device: str) -> torch.nn.Module
     return root
 
 
-def _waited_all_reduce(group, bucket) -> torch.futures.Future[torch.Tensor]:
+class _Waits:
+    """The no-overlap DDP hook's state: whether the computation waits for each all-reduce (its
+    twin's does not)."""
+
+    wait = True
+
+
+def _waited_all_reduce(state: _Waits, bucket) -> torch.futures.Future[torch.Tensor]:
     """A DDP communication hook: the bucket's gradients averaged over the ranks by one all-reduce
     (as PyTorch's default ``allreduce_hook``), the current stream waiting for it before backward
-    goes on."""
-    group = group if group is not None else torch.distributed.group.WORLD
+    goes on (unless ``state.wait`` is off: the twin)."""
+    group = torch.distributed.group.WORLD
     tensor = bucket.buffer().div_(torch.distributed.get_world_size(group))
     work = torch.distributed.all_reduce(tensor, group=group, async_op=True)
-    work.wait()
+    if state.wait:
+        work.wait()
     return work.get_future().then(lambda fut: fut.value()[0])
+
+
+STREAMS = ("all_gather_copy_in_stream", "all_gather_stream", "reduce_scatter_stream", "all_reduce_stream")
 
 
 def _one_stream(root: torch.nn.Module) -> None:
     """FSDP2's communication streams made the current stream once its context is set up (at the
-    first forward), for the root ``root`` and every block (they share the context)."""
+    first forward), for the root ``root`` and every block (they share the context); FSDP2's own
+    streams back in the twin."""
     try:
         context = root._get_fsdp_state()._comm_ctx
         setup = context.lazy_init
     except AttributeError:
         raise RuntimeError(f"fsdp-no-overlap needs FSDP2's communication context (_comm_ctx), which torch "
                            f"{torch.__version__} does not have") from None
+    own: dict[str, object] = {}   # FSDP2's streams, once set up
+    twin = [False]
+
+    def apply() -> None:
+        if own:
+            current = context.device_handle.current_stream()
+            for name in STREAMS:
+                setattr(context, name, own[name] if twin[0] else current)
 
     def lazy_init(*args, **kwargs) -> None:   # (device) in torch 2.13; its arguments passed on as they are
         setup(*args, **kwargs)
-        current = context.device_handle.current_stream()
-        context.all_gather_copy_in_stream = context.all_gather_stream = current
-        context.reduce_scatter_stream = context.all_reduce_stream = current
+        own.update({name: getattr(context, name) for name in STREAMS})
+        apply()
+
+    def switch(on: bool) -> None:
+        twin[0] = on
+        apply()
 
     context.lazy_init = lazy_init
+    twins.register(root, "overlap", "fsdp: FSDP2's own communication streams (overlapped)", switch)
 
 
 def blocks(module: torch.nn.Module) -> list[torch.nn.Module]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import torch
 
 from tracekit.backends import Backend, Prepared
-from tracekit.capture import outputs, timers
+from tracekit.capture import outputs, timers, twins
 from tracekit.capture.environment import describe
 from tracekit.capture.phases import TRAINING, make_step, model_loss
 from tracekit.capture.profiling import profiler
@@ -216,7 +216,8 @@ def timing(w: Workload, c: Capture) -> Iterator[None]:
     Where this process calls the step: interleaved with the synchronised wall clock
     (:func:`tracekit.capture.timers.interleaved`; the same schedule on every rank of a job), then
     the host's own time per call (:func:`tracekit.capture.timers.host_times`; on a rank each call
-    after a barrier of the process group), and a single op's work. Where the user's loop calls it:
+    after a barrier of the process group), the run's twin where it has one
+    (:func:`tracekit.capture.twins.timing`), and a single op's work. Where the user's loop calls it:
     each step from the previous ``rec.step()`` to its own, no synchronize added
     (:class:`tracekit.capture.timers.StepClock`; the latency is recorded when the loop ends, with
     its later steps)."""
@@ -234,6 +235,7 @@ def timing(w: Workload, c: Capture) -> Iterator[None]:
         m.latency_ms, m.wall_ms, m.interleaving = Timer.of(latency), Timer.of(wall), Interleaving.of(interleaving)
         m.timer_agreement = timers.agreement(m.latency_ms.median, m.wall_ms.median)
         m.host_ms = Timer.of(timers.host_times(call, w.device, barrier=c.barrier))
+        twins.timing(w, c)
         if work := c.resolved.cost():  # single ops: the minimum work of a call
             m.flop_per_iter, m.bytes_per_iter = work["flop"], work["bytes"]
             m.op = work.get("op", spec.model)

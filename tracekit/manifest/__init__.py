@@ -23,9 +23,10 @@ from tracekit.manifest.run_json import (
                                       Repeats,
                                       Source,
                                       Timer,
+                                      Twin,
 )
 from tracekit.manifest.spec import RunSpec
 
 __all__ = ["FILENAME", "VERSION", "Attribution", "Decode", "Distributed", "Environment", "HostLoad", "Interleaving",
            "LoadReading", "Manifest", "ProcessSummary", "Profile", "Provenance", "RankSummary", "Record", "Repeats",
-           "RunSpec", "Source", "Timer"]
+           "RunSpec", "Source", "Timer", "Twin"]

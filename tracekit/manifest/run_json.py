@@ -30,6 +30,9 @@ Versions (``manifest_version``):
 * 6 (issue 41): ``decode``, a decode run's prompt, KV cache, prefill and per-token figures (its
   ``latency_ms`` is the time of one decode step, which makes one token of each sequence). Older
   files read it as None.
+* 7 (issue 38): ``twin``, the run's twin timed in the same process in alternating blocks (a
+  no-overlap run's overlapped program, a straggler's balanced model:
+  :mod:`tracekit.capture.twins`). Older files read it as None.
 
 Every version is read by the same class; the JSON layout is the same in all, only fields were
 added. ``spec`` is a :class:`~tracekit.manifest.spec.RunSpec`, the other sections typed records
@@ -232,6 +235,16 @@ class Repeats(Record):
     spread: float | None = None           # (max - min) / median of the processes' latency medians
 
 
+class Twin(Record):
+    """The run's twin timed in the same process, alternating with the run (:func:`tracekit.capture.twins.time_twin`)."""
+
+    kind: str | None = None               # what the twin removes: "overlap", "balanced" ("+"-joined for both)
+    names: list[str] | None = None        # what each switch makes of the run, one line each
+    rounds: int | None = None             # blocks of each, alternating
+    latency_ms: Timer | None = None       # the twin's calls (a job: the slowest rank of each call)
+    source_latency_ms: Timer | None = None  # the run's own calls in the same rounds
+
+
 class Decode(Record):
     """A decode run (phase ``decode``, :mod:`tracekit.capture.prefill`): one token of each sequence a step."""
 
@@ -249,7 +262,7 @@ class Decode(Record):
 
 
 FILENAME = "run.json"
-VERSION = 6
+VERSION = 7
 
 
 @dataclass
@@ -307,6 +320,7 @@ class Manifest:
     distributed: Distributed | None = None  # tracekit trace --nproc: world_size, backend, parallel, per-rank latencies
     attribution: Attribution | None = None  # module scopes, Inductor provenance, CUDA-graph captures
     decode: Decode | None = None           # phase decode: prompt, KV cache, prefill, per-token figures
+    twin: Twin | None = None               # the run's twin timed in the same process (tracekit.capture.twins)
     finished_at: str | None = None         # ISO 8601, UTC
     extra: dict = field(default_factory=dict)  # fields of a newer tracekit, kept as read
     # typed field -> (its value as read, its JSON as read): written back as read while unchanged
