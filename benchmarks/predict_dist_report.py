@@ -12,12 +12,17 @@ suite's comment names them:
 * ``overlap-comm``: from ``ddp-no-overlap`` (``fsdp-no-overlap``) to ``ddp`` (``fsdp``), eager.
 
 The prediction is ``tracekit.whatif(SOURCE_FOLDER, <what-if>=True)`` (the library call behind
-``tracekit whatif``); nothing of the checked run goes into it. The error is predicted over the
-checked run's measured step (run.json ``latency_ms`` median: the slowest rank of each timed step)
-less 1; the sign of the gain is right where the predicted and the measured change from the source
-run agree (the predicted change: the prediction less the source run's calibrated model, so that a
-calibration's residual is no change), or where the measured change is inside the checked run's p10-p90
-(no sign to get right).
+``tracekit whatif``); nothing of the checked run goes into it. It is checked against the source
+run's **twin** where the source timed one (``twin`` in run.json, :mod:`tracekit.capture.twins`: the
+balanced model of a straggler, the overlapped program of a no-overlap run, timed in the same
+processes alternating with the source, so on the same host), else against the checked run (another
+process): the error is predicted over the twin's (the checked run's) measured step (``latency_ms``
+median: the slowest rank of each timed step) less 1; the error against the checked run is beside it
+(``run_error``) where both exist. The sign of the gain is right where the predicted and the measured
+change from the source run agree (the predicted change: the prediction less the source run's
+calibrated model, so that a calibration's residual is no change; the measured change from the
+source's own calls in the twin's rounds where checked on the twin), or where the measured change is
+inside the measured step's p10-p90 (no sign to get right).
 Beside each pair, the two runs' host speeds: the median time of a ``cudaLaunchKernel`` call in each
 run's traces (all ranks, µs), the checked run's over the source's (``host_ratio``): the same calls, so
 a ratio away from 1 is the machine's host running at another speed, which no prediction from the
@@ -39,6 +44,7 @@ from tracekit.trace.reader import load, trace_files
 
 TARGET = 0.15   # the issue's: within 15% of the measured run
 TWINS = {"vit": "vit16x6x384", "gpt2": "hf:gpt2?layers=4"}   # workloads/predict_dist.py's VIT and GPT2
+TWIN_KIND = {"balance_ranks": "balanced", "overlap_comm": "overlap"}   # the twin a what-if is checked on
 
 
 def _runs(traces: Path) -> list[tuple[Path, Manifest]]:
@@ -66,12 +72,14 @@ def pairs(traces: Path) -> list[dict]:
             targets.append(("cuda_graphs", _key(m, mode="cudagraphs")))
         if s.parallel.endswith("-no-overlap") and s.mode == "eager":
             targets.append(("overlap_comm", _key(m, parallel=s.parallel.removesuffix("-no-overlap"))))
-        out += [{"what_if": w, "source": folder, "checked": by_key[k][0]} for w, k in targets if k in by_key]
+        twin = m.twin.kind.split("+") if m.twin and m.twin.kind else []
+        out += [{"what_if": w, "source": folder, "checked": by_key[k][0] if k in by_key else None}
+                for w, k in targets if k in by_key or TWIN_KIND.get(w) in twin]
     return out
 
 
-def _measured(folder: Path) -> dict:
-    m = Manifest.read(folder)
+def _measured(folder: Path | None) -> dict:
+    m = Manifest.read(folder) if folder is not None else None
     if m is None or m.status != "ok":
         return {"status": "missing" if m is None else m.status}
     return {"status": "ok", "median": m.latency("median"), "p10": m.latency("p10"), "p90": m.latency("p90"),
@@ -85,32 +93,55 @@ def launch_call_us(folder: Path) -> float:
     return float(durations.median()) if len(durations) else math.nan
 
 
+def _twin(folder: Path, what_if: str) -> dict:
+    """The source run's twin timing that checks ``what_if`` (empty where it has none)."""
+    t = Manifest.read(folder).twin
+    if not t or TWIN_KIND.get(what_if) not in (t.kind or "").split("+") or not t.latency_ms:
+        return {}
+    return {"twin_ms": t.latency_ms.median, "twin_p10_ms": t.latency_ms.p10, "twin_p90_ms": t.latency_ms.p90,
+            "twin_source_ms": t.source_latency_ms.median, "twin": "; ".join(t.names or [])}
+
+
 def rows(traces: Path) -> pd.DataFrame:
     out = []
     for p in pairs(traces):
         src, chk = _measured(p["source"]), _measured(p["checked"])
+        twin = _twin(p["source"], p["what_if"]) if src["status"] == "ok" else {}
         row = {"what_if": p["what_if"].replace("_", "-"), "source": str(p["source"].relative_to(traces)),
-               "checked": str(p["checked"].relative_to(traces)), "source_status": src["status"],
-               "checked_status": chk["status"], "device": src.get("device")}
-        if src["status"] != "ok" or chk["status"] != "ok":
+               "checked": str(p["checked"].relative_to(traces)) if p["checked"] else "-",
+               "source_status": src["status"], "checked_status": chk["status"], "device": src.get("device")}
+        if src["status"] != "ok" or (chk["status"] != "ok" and not twin):
             out.append(row)
             continue
         prediction = tracekit.whatif(p["source"], **{p["what_if"]: True})
-        row.update(source_ms=src["median"], checked_ms=chk["median"], checked_p10_ms=chk["p10"],
-                   checked_p90_ms=chk["p90"], predicted_ms=prediction.predicted_latency_ms,
-                   modelled_ms=prediction.modelled_latency_ms,
+        row.update(source_ms=src["median"], checked_ms=chk.get("median", math.nan),
+                   checked_p10_ms=chk.get("p10", math.nan), checked_p90_ms=chk.get("p90", math.nan),
+                   predicted_ms=prediction.predicted_latency_ms, modelled_ms=prediction.modelled_latency_ms,
                    calibrated=prediction.calibrated, host_scale=prediction.host_scale,
                    gpu_scale=prediction.gpu_scale, notes="; ".join(prediction.notes + prediction.missing),
-                   source_launch_us=launch_call_us(p["source"]), checked_launch_us=launch_call_us(p["checked"]))
+                   source_launch_us=launch_call_us(p["source"]),
+                   checked_launch_us=launch_call_us(p["checked"]) if p["checked"] else math.nan, **twin)
         out.append(row)
     df = pd.DataFrame(out)
     if df.empty or "predicted_ms" not in df:
         return df
-    df["error"] = df["predicted_ms"] / df["checked_ms"] - 1
+    if "twin_ms" not in df:
+        df["twin_ms"] = df["twin_p10_ms"] = df["twin_p90_ms"] = df["twin_source_ms"] = math.nan
+        df["twin"] = ""
+    on_twin = df["twin_ms"].notna()
+    df["checked_on"] = on_twin.map({True: "twin", False: "run"})
+    # the measured step the prediction is held to, and the source's step it changes from (the twin's
+    # own source calls: the same host)
+    df["measured_ms"] = df["twin_ms"].where(on_twin, df["checked_ms"])
+    p10 = df["twin_p10_ms"].where(on_twin, df["checked_p10_ms"])
+    p90 = df["twin_p90_ms"].where(on_twin, df["checked_p90_ms"])
+    before = df["twin_source_ms"].where(on_twin, df["source_ms"])
+    df["error"] = df["predicted_ms"] / df["measured_ms"] - 1
+    df["run_error"] = df["predicted_ms"] / df["checked_ms"] - 1
     df["host_ratio"] = df["checked_launch_us"] / df["source_launch_us"]
-    df["measured_change_ms"] = df["checked_ms"] - df["source_ms"]
+    df["measured_change_ms"] = df["measured_ms"] - before
     df["predicted_change_ms"] = df["predicted_ms"] - df["modelled_ms"]   # the edit's own change, on the model
-    noise = (df["checked_p10_ms"] <= df["source_ms"]) & (df["source_ms"] <= df["checked_p90_ms"])
+    noise = (p10 <= before) & (before <= p90)
     df["sign_right"] = (df["measured_change_ms"] * df["predicted_change_ms"] > 0) | noise
     df["within_target"] = df["error"].abs() <= TARGET
     df["predicts_slowdown"] = df["predicted_change_ms"] > 0   # every what-if here removes work or waiting
@@ -125,32 +156,40 @@ def markdown(df: pd.DataFrame, title: str) -> str:
     done = df.dropna(subset=["predicted_ms"]) if "predicted_ms" in df else df.iloc[:0]
     lines = [f"# {title}", "",
              "Each row: a what-if predicted from the *source* run alone (`tracekit whatif SOURCE --<what-if>`), "
-             "checked against the measured *checked* run: unprofiled step time, ms (the slowest rank of each timed "
+             "checked against the source's *twin* timed in the same processes where it has one (on: twin), else "
+             "against the measured *checked* run (on: run): unprofiled step time, ms (the slowest rank of each timed "
              "step, median; p10-p90 beside it). Made by `python benchmarks/predict_dist_report.py`.", ""]
     if len(done):
         within, sign = int(done["within_target"].sum()), int(done["sign_right"].sum())
         slow = int(done["predicts_slowdown"].sum())
+        on_twin = done[done["checked_on"] == "twin"]
         lines += [f"**{within} of {len(done)} pairs within {TARGET:.0%}** (target: 90%), median |error| "
                   f"{done['error'].abs().median():.1%}; the sign of the change right on {sign} of {len(done)}; "
-                  f"{slow} what-if(s) that remove work predicting a slowdown.", ""]
-        ratio = done["host_ratio"].sub(1).abs()
-        apart, close = ratio > TARGET, ratio <= TARGET   # both False where a run has no launch call (NaN)
-        lines += [f"Of the {int((apart | close).sum())} pairs with launch calls in both runs, the two hosts ran at "
-                  f"speeds more than {TARGET:.0%} apart (a launch call's median time, checked over source: host "
-                  f"ratio) in {int(apart.sum())}, {int((apart & done['within_target']).sum())} of them within "
-                  f"{TARGET:.0%}; of the {int(close.sum())} others {int((close & done['within_target']).sum())}.",
-                  ""]
-    lines += ["| what-if | source run | source (ms) | checked run | measured (ms) | p10-p90 | predicted (ms) | error |"
-              " sign | host ratio | calibrated | notes |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  f"{slow} what-if(s) that remove work predicting a slowdown. {len(on_twin)} checked on the twin "
+                  f"({int(on_twin['within_target'].sum())} within), {len(done) - len(on_twin)} on another run.", ""]
+        both = done.dropna(subset=["run_error"])
+        both = both[both["checked_on"] == "twin"]
+        if len(both):
+            lines += [f"The {len(both)} pairs checked on the twin, checked on the other process's run instead: "
+                      f"{int((both['run_error'].abs() <= TARGET).sum())} within {TARGET:.0%} (median |error| "
+                      f"{both['run_error'].abs().median():.1%}), the hosts' speeds differing between the processes "
+                      "(host ratio: a launch call's median time, checked run over source).", ""]
+    lines += ["| what-if | source run | source (ms) | on | measured (ms) | p10-p90 | predicted (ms) | error | sign | "
+              "checked run | its step (ms) | error vs it | host ratio | calibrated | notes |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in df.to_dict("records"):
-        if "predicted_ms" not in r or r["predicted_ms"] != r["predicted_ms"]:
-            lines.append(f"| {r['what_if']} | {r['source']} | {r['source_status']} | {r['checked']} | "
-                         f"{r['checked_status']} | | | | | | | not both measured |")
+        if pd.isna(r.get("predicted_ms")):
+            why = f"no prediction: {r['notes']}" if isinstance(r.get("notes"), str) else "not both measured"
+            lines.append(f"| {r['what_if']} | {r['source']} | {r['source_status']} | | | | | | | {r['checked']} | "
+                         f"{r['checked_status']} | | | | {why} |")
             continue
-        lines.append(f"| {r['what_if']} | {r['source']} | {_f(r['source_ms'])} | {r['checked']} | "
-                     f"{_f(r['checked_ms'])} | {_f(r['checked_p10_ms'])}-{_f(r['checked_p90_ms'])} | "
-                     f"{_f(r['predicted_ms'])} | {r['error']:+.1%} | {'right' if r['sign_right'] else 'WRONG'} | "
-                     f"{_f(r['host_ratio'], '.2f')} | {'yes' if r['calibrated'] else 'no'} | {r['notes']} |")
+        p10 = r["twin_p10_ms"] if r["checked_on"] == "twin" else r["checked_p10_ms"]
+        p90 = r["twin_p90_ms"] if r["checked_on"] == "twin" else r["checked_p90_ms"]
+        lines.append(f"| {r['what_if']} | {r['source']} | {_f(r['source_ms'])} | {r['checked_on']} | "
+                     f"{_f(r['measured_ms'])} | {_f(p10)}-{_f(p90)} | {_f(r['predicted_ms'])} | {r['error']:+.1%} | "
+                     f"{'right' if r['sign_right'] else 'WRONG'} | {r['checked']} | {_f(r['checked_ms'])} | "
+                     f"{_f(r['run_error'] * 100, '+.1f')}% | {_f(r['host_ratio'], '.2f')} | "
+                     f"{'yes' if r['calibrated'] else 'no'} | {r['notes']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -229,6 +229,24 @@ def test_each_rank_is_calibrated_from_its_own_host_time(tmp_path):
     assert "balancing takes from rank 1 0.200 ms of host and 0.000 ms of GPU work per iteration" in str(p)
 
 
+def test_a_what_if_is_shown_beside_the_twin_it_makes_measured_in_the_same_process(tmp_path):
+    """run.json's twin (tracekit.capture.twins) is the balanced job: balance-ranks is shown beside it,
+    with its error; overlap-comm is not what that twin is, and gets none."""
+    folder = _job_folder(tmp_path, _job(extra_host=(0, 200)), 0.671, (0.671, 0.671))
+    manifest = json.loads((folder / "run.json").read_text())
+    manifest["twin"] = {"kind": "balanced", "names": ["balanced: rank 1 without its delay"], "rounds": 3,
+                        "latency_ms": {"median": 0.5}, "source_latency_ms": {"median": 0.68}}
+    (folder / "run.json").write_text(json.dumps(manifest))
+    p = tracekit.whatif(folder, balance_ranks=True)
+    assert p.twin == {"what": "balanced: rank 1 without its delay", "latency_ms": 0.5,
+                      "error": round(p.predicted_latency_ms / 0.5 - 1, 4)}
+    assert p.to_dict()["twin"] == p.twin
+    assert ("measured in the same process (its twin: balanced: rank 1 without its delay): 0.500 ms (the "
+            f"prediction {p.predicted_latency_ms / 0.5 - 1:+.1%})") in str(p)
+    assert tracekit.whatif(folder, overlap_comm=True).twin is None
+    assert tracekit.whatif(folder, balance_ranks=True, overlap_comm=True).twin is None
+
+
 def test_a_job_the_fit_cannot_meet_without_shrinking_kernels_is_an_uncalibrated_bound(tmp_path):
     folder = _job_folder(tmp_path, _job(extra_host=(0, 200), sync=False), 0.300, (0.020, 0.220))
     p = tracekit.whatif(folder, overlap_comm=True)

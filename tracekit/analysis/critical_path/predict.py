@@ -234,4 +234,23 @@ def predict_run(path, edits: list[Edit], annotation: str | None = None) -> Predi
     if known(result.modelled_ms) is None or result.modelled_ms <= 0:
         return Prediction(str(path), texts, ranks=ranks, failure="no iteration of the model is longer than 0 µs "
                           "(every duration 0, or no op inside an iteration)", **job)
-    return Prediction.of(result, path, **job)
+    prediction = Prediction.of(result, path, **job)
+    prediction.twin = measured_twin(found.manifest, edits, prediction.predicted_latency_ms)
+    return prediction
+
+
+TWIN_OF_EDIT = {"balance-ranks": "balanced", "overlap-comm": "overlap"}   # tracekit.capture.twins' kinds
+
+
+def measured_twin(manifest, edits: list[Edit], predicted_ms: float | None) -> dict | None:
+    """The run's twin (run.json ``twin``) where it is what ``edits`` make of the run: its kinds are
+    exactly those of the edits (each a ``balance-ranks`` or ``overlap-comm``): {"what", "latency_ms",
+    "error"} (:attr:`Prediction.twin`); else None."""
+    twin = manifest.twin if manifest is not None else None
+    kinds = {TWIN_OF_EDIT.get(e.kind) for e in edits}
+    if not twin or not twin.latency_ms or None in kinds or kinds != set((twin.kind or "").split("+")):
+        return None
+    measured = twin.latency_ms.median
+    error = predicted_ms / measured - 1 if predicted_ms and measured else None
+    return {"what": "; ".join(twin.names or []), "latency_ms": known(measured, 4),
+            "error": known(error, 4) if error is not None else None}

@@ -95,6 +95,11 @@ class Prediction:
     host_scale_by_rank:   a job's host factor per rank ({} for a single run).
     rank_excess:          ``balance-ranks``: per rank, the host and GPU work taken away (host_excess_us,
                           gpu_excess_us, µs per iteration); empty without the edit.
+    twin:                 the run's twin measured in the same process where it is what the edits make
+                          (run.json ``twin``, :mod:`tracekit.capture.twins`: ``balance-ranks`` on a
+                          straggler built with its balanced twin, ``overlap-comm`` on a no-overlap run):
+                          {"what": its names, "latency_ms": its median step, "error": predicted over it
+                          less 1}; None otherwise.
     integrity:            each readable trace's integrity checks (trace, rank, then the columns of
                           :func:`tracekit.analysis.metrics.integrity.checks`), as ``tracekit analyze``
                           checks them.
@@ -140,6 +145,7 @@ class Prediction:
     failure: str = ""
     failure_traceback: str = ""
     tokens_per_step: int | None = None
+    twin: dict | None = None
 
     @classmethod
     def of(cls, result: WhatIf, path, **job) -> "Prediction":
@@ -169,7 +175,7 @@ class Prediction:
         critical_path_before and critical_path_after (µs per iteration of latency_us and each
         ``<part>_us``: the mean over the iterations, the first left out for each rank that has three or
         more; 2 decimals), notes, missing, interval_sources (source -> [low, high] ms), replay_costs
-        (None without ``cuda-graphs``); for a job also ranks,
+        (None without ``cuda-graphs``), twin where there is one; for a job also ranks,
         world_size, ranks_missing, unreadable ({path, problem, code}), host_scale_by_rank (rank as
         text -> factor, 4 decimals) and, with ``balance-ranks``, rank_excess ({rank, host_excess_us,
         gpu_excess_us} per rank, 2 decimals); for a decode run (``tokens_per_step``) also per ("token":
@@ -195,7 +201,7 @@ class Prediction:
                "critical_path_after": per_iteration(self.critical_path_after),
                "notes": self.notes, "missing": self.missing,
                "interval_sources": {k: [known(x, 4) for x in v] for k, v in self.interval_sources.items()},
-               "replay_costs": self.replay_costs, **inputs}
+               "replay_costs": self.replay_costs, **({"twin": self.twin} if self.twin else {}), **inputs}
         if self.tokens_per_step:
             rate = lambda ms: known(self.tokens_per_step / ms * 1e3, 1) if ms else None  # noqa: E731
             out.update(per="token", tokens_per_step=self.tokens_per_step,

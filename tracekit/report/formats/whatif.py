@@ -89,7 +89,8 @@ def prediction_text(prediction: Prediction) -> str:
     """A few lines: ``path: edits``, a job's ranks (those it lacks, what balancing takes from each),
     the predicted iteration (ms; a decode run's per token, with its tokens/s:
     :func:`tracekit.report.decode_text.prediction_line`) from the modelled one and how it was calibrated
-    (or UNCALIBRATED, an uncalibrated bound), the critical path before and after (:func:`split_text`), then
+    (or UNCALIBRATED, an uncalibrated bound), the run's twin measured beside it where the edits make it
+    (:attr:`Prediction.twin`), the critical path before and after (:func:`split_text`), then
     a line per note and per thing missing, and last each trace's integrity and those that could not be read; or ``path:
     cannot predict: why`` or ``path: cannot model the trace: why`` (and the ranks a job lacks, the
     traces' integrity). The figures are those of :meth:`Prediction.to_dict` (rounded as ``--json``
@@ -109,6 +110,9 @@ def prediction_text(prediction: Prediction) -> str:
     else:
         lines.append(f"  predicted iteration {record['predicted_latency_ms']:.3f} ms{_interval_text(record)}, from "
                      f"{record['modelled_latency_ms']:.3f} ms modelled ({_calibration_text(record)})")
+    if twin := record.get("twin"):
+        error = f" (the prediction {twin['error']:+.1%})" if twin.get("error") is not None else ""
+        lines.append(f"  measured in the same process (its twin: {twin['what']}): {twin['latency_ms']:.3f} ms{error}")
     step = " (per token)" if tokens else ""
     lines.append(f"  critical path before{step}: {split_text(record['critical_path_before'])}")
     lines.append(f"  critical path after{step}:  {split_text(record['critical_path_after'])}")
