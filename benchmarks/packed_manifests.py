@@ -3,8 +3,10 @@
 A committed suite folder (``reports/<machine>/<suite>/``) keeps its cells' manifests in
 ``manifests.jsonl.gz``: gzipped JSON Lines, one line per cell,
 ``{"cell": "<workload>/<mode>", "manifest": {...}}``, sorted by cell, where ``manifest`` is the
-cell's ``run.json`` as ``tracekit`` wrote it and ``cell`` its folder under the suite's traces
-(``traces/<cell>/run.json``). Gzip at level 9 with no timestamp, so the same cells give the same
+cell's ``run.json`` as ``tracekit`` wrote it, less its ``attribution`` section (module scopes,
+Inductor's provenance, each CUDA graph's launches: what an analysis reads beside the cell's trace,
+which is not kept; it was 85% of a decode cell's manifest), and ``cell`` its folder under the
+suite's traces (``traces/<cell>/run.json``). Gzip at level 9 with no timestamp, so the same cells give the same
 bytes. Only the example cells keep a folder under ``traces/``: their trace with its ``run.json``.
 
 Usage (standard library only: it runs on the lent machine before tracekit is on the path):
@@ -53,7 +55,8 @@ def write(packed: Path, cells: dict[str, dict]) -> None:
 
 
 def add(packed: Path, runs: Path, finished: bool = False) -> int:
-    """Put every ``runs/<cell>/run.json`` into ``packed`` (replacing a cell already there).
+    """Put every ``runs/<cell>/run.json`` into ``packed`` (replacing a cell already there), without
+    its ``attribution``.
 
     ``finished``: leave out a cell whose status is in ``NOT_FINISHED``. Returns the number of
     cells added or replaced.
@@ -64,6 +67,7 @@ def add(packed: Path, runs: Path, finished: bool = False) -> int:
         manifest = json.loads(path.read_text(encoding="utf-8"))
         if finished and manifest.get("status") in NOT_FINISHED:
             continue
+        manifest.pop("attribution", None)   # read with the trace only (module docstring)
         cells[path.parent.relative_to(runs).as_posix()] = manifest
         added += 1
     if added:

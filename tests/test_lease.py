@@ -55,6 +55,13 @@ def _packed(repo: Path) -> dict[str, dict]:
         return {row["cell"]: row["manifest"] for row in map(json.loads, f)}
 
 
+def _unattributed(run_json: Path) -> dict:
+    """A cell's run.json as packed: without its attribution (benchmarks/packed_manifests.py)."""
+    manifest = json.loads(run_json.read_text())
+    assert "attribution" in manifest
+    return {k: v for k, v in manifest.items() if k != "attribution"}
+
+
 @pytest.mark.slow
 def test_a_call_packs_its_cells_and_the_next_resumes_from_the_unpacked_run_json(tmp_path):
     repo = tmp_path / "repo"
@@ -74,7 +81,7 @@ def test_a_call_packs_its_cells_and_the_next_resumes_from_the_unpacked_run_json(
     done = _packed(repo)  # the manifests of the suite's cells, packed into one file, none left per cell
     assert sorted(done) == ["matmul64/eager", "softmax256-b8/eager"] and not (repo / "reports/h100/tiny/traces").exists()
     assert {m["status"] for m in done.values()} == {"ok"}
-    assert done["matmul64/eager"] == json.loads((repo / ".gpu/full/tiny/matmul64/eager/run.json").read_text())
+    assert done["matmul64/eager"] == _unattributed(repo / ".gpu/full/tiny/matmul64/eager/run.json")
     traces = sorted((repo / ".gpu/full/tiny").rglob("*.pt.trace.json.gz"))
     assert len(traces) == 2  # gzipped again here
     # the report is written here from the unpacked cells
@@ -98,7 +105,7 @@ def test_a_call_packs_its_cells_and_the_next_resumes_from_the_unpacked_run_json(
     forced = _packed(repo)  # the forced cell's manifest replaced in the packed file, the other one kept
     assert sorted(forced) == sorted(done) and forced["softmax256-b8/eager"] == done["softmax256-b8/eager"]
     assert forced["matmul64/eager"]["started_at"] != done["matmul64/eager"]["started_at"]
-    assert forced["matmul64/eager"] == json.loads((repo / ".gpu/full/tiny/matmul64/eager/run.json").read_text())
+    assert forced["matmul64/eager"] == _unattributed(repo / ".gpu/full/tiny/matmul64/eager/run.json")
     new = list((repo / ".gpu/full/tiny/matmul64/eager").glob("*.pt.trace.json.gz"))
     assert len(new) == 1  # replaced, not added to: a folder's traces are one run
 
@@ -123,17 +130,21 @@ def _packed_manifests(*args: str) -> subprocess.CompletedProcess:
 def test_packed_manifests_keep_finished_cells_replace_them_and_unpack_as_written(tmp_path):
     runs, packed = tmp_path / "runs", tmp_path / "suite" / "manifests.jsonl.gz"
     cells = {"mlp/eager": {"spec": {"model": "mlp"}, "status": "ok", "latency_ms": {"median": 0.1}},
+             "mlp/cudagraphs": {"spec": {"model": "mlp"}, "status": "ok", "attribution": {"captures": [[1, 2]]}},
              "mlp/default": {"spec": {"model": "mlp", "mode": "default"}, "status": "interrupted"},
              "conv/eager": {"spec": {"model": "conv"}, "status": "failed", "reason": "boom µs"}}
     for cell, manifest in cells.items():
         (runs / cell).mkdir(parents=True)
         (runs / cell / "run.json").write_text(json.dumps(manifest, indent=1))
     r = _packed_manifests("add", "--finished", str(packed), str(runs))
-    assert r.returncode == 0 and r.stdout.startswith("2 cells done (2 added"), r.stderr
+    assert r.returncode == 0 and r.stdout.startswith("3 cells done (3 added"), r.stderr
     first = packed.read_bytes()
+    graphs = cells.pop("mlp/cudagraphs")   # packed without its attribution (read beside a trace only)
     with gzip.open(packed, "rt") as f:  # one line a cell, sorted by cell, the cell's name first
-        assert [json.loads(line) for line in f] == [{"cell": c, "manifest": cells[c]}
-                                                    for c in ("conv/eager", "mlp/eager")]
+        assert [json.loads(line) for line in f] == [
+            {"cell": "conv/eager", "manifest": cells["conv/eager"]},
+            {"cell": "mlp/cudagraphs", "manifest": {k: v for k, v in graphs.items() if k != "attribution"}},
+            {"cell": "mlp/eager", "manifest": cells["mlp/eager"]}]
     # the same cells give the same bytes (no timestamp in the gzip header)
     packed.unlink()
     _packed_manifests("add", "--finished", str(packed), str(runs))
@@ -142,11 +153,11 @@ def test_packed_manifests_keep_finished_cells_replace_them_and_unpack_as_written
     again = {**cells["mlp/eager"], "latency_ms": {"median": 0.2}}
     (tmp_path / "new/mlp/eager").mkdir(parents=True)
     (tmp_path / "new/mlp/eager/run.json").write_text(json.dumps(again))
-    assert _packed_manifests("add", str(packed), str(tmp_path / "new")).stdout.startswith("2 cells done (1 added")
+    assert _packed_manifests("add", str(packed), str(tmp_path / "new")).stdout.startswith("3 cells done (1 added")
     r = _packed_manifests("unpack", str(packed), str(tmp_path / "lease"))
-    assert r.stdout.startswith("2 cells unpacked")
+    assert r.stdout.startswith("3 cells unpacked")
     assert sorted(p.parent.relative_to(tmp_path / "lease").as_posix()
-                  for p in (tmp_path / "lease").rglob("run.json")) == ["conv/eager", "mlp/eager"]
+                  for p in (tmp_path / "lease").rglob("run.json")) == ["conv/eager", "mlp/cudagraphs", "mlp/eager"]
     assert json.loads((tmp_path / "lease/mlp/eager/run.json").read_text()) == again
     assert json.loads((tmp_path / "lease/conv/eager/run.json").read_text()) == cells["conv/eager"]
     assert json.loads(_packed_manifests("show", str(packed), "conv/eager").stdout) == cells["conv/eager"]
