@@ -1,12 +1,11 @@
-"""What defines a run and what it recorded: ``run.json``'s schema, in one module
-(:mod:`~tracekit.manifest.run_json`: :class:`Manifest` and its sections, typed records), and the
+"""What defines a run and what it recorded: ``run.json``'s schema (:mod:`~tracekit.manifest.run_json`:
+:class:`Manifest`; its sections, typed records: :mod:`~tracekit.manifest.sections`), and the
 :class:`~tracekit.manifest.spec.RunSpec` it records (:mod:`~tracekit.manifest.spec`: a run's
 fields and the names they take). No torch here: the capture writes manifests, every other layer
 reads them."""
 
-from tracekit.manifest.run_json import (
-                                      FILENAME,
-                                      VERSION,
+from tracekit.manifest.run_json import FILENAME, VERSION, Manifest
+from tracekit.manifest.sections import (
                                       Attribution,
                                       Decode,
                                       Distributed,
@@ -14,7 +13,6 @@ from tracekit.manifest.run_json import (
                                       HostLoad,
                                       Interleaving,
                                       LoadReading,
-                                      Manifest,
                                       ProcessSummary,
                                       Profile,
                                       Provenance,
