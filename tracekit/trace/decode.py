@@ -145,7 +145,10 @@ def decode_whole(text: bytes, base: int = 0) -> Trace:
             raw = _raw_trace_decoder.decode(text)
         except DECODE_ERRORS:
             raise StreamError(str(exc), base) from exc
-        return msgspec.structs.replace(raw, traceEvents=[lenient_event(e) for e in raw.traceEvents])
+        try:
+            return msgspec.structs.replace(raw, traceEvents=[lenient_event(e) for e in raw.traceEvents])
+        except DECODE_ERRORS as inner:   # an event's text that is not UTF-8, seen once its fields are read
+            raise StreamError(str(inner), base) from inner
     except DECODE_ERRORS as exc:
         raise StreamError(str(exc), base) from exc
 
