@@ -7,6 +7,7 @@ import torch
 from tracekit.capture import runner, twins
 from tracekit.manifest import Manifest
 from tracekit.manifest.spec import RunSpec
+from tracekit.report.formats.run_status import run_status_lines
 
 
 class Delayed(torch.nn.Module):
@@ -107,3 +108,6 @@ def test_an_eager_run_times_its_twin_others_say_why_not(tmp_path, mode):
     assert m.twin.latency_ms.n == m.twin.source_latency_ms.n == 6
     assert m.twin.source_latency_ms.median - m.twin.latency_ms.median >= 2.5   # ms: the sleep, in the run only
     assert Manifest.read(tmp_path / "runs" / m.label / mode).twin == m.twin
+    (line,) = [x for x in run_status_lines(m) if x.startswith("its twin")]   # as tracekit trace ends
+    assert line == (f"its twin, timed in the same process (without the delay): p50 {m.twin.latency_ms.median:.3f} ms, "
+                    f"this run's {m.twin.source_latency_ms.median:.3f} ms in the same rounds")

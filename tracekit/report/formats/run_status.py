@@ -1,6 +1,6 @@
 """A run as ``tracekit trace`` prints it when it ends (from its manifest, ``run.json``): its
 status and latency (the per-call timer's median, the synchronised wall clock's, the spread of
-``--repeats`` processes, the first call), a warning per timing doubt (:func:`timing_problems`),
+``--repeats`` processes, the first call; its twin's), a warning per timing doubt (:func:`timing_problems`),
 or the reason it did not run; then its note."""
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def timing_problems(latency_median_ms: float, wall_median_ms: float, timer: str 
 def run_status_lines(manifest: Manifest) -> list[str]:
     """``<label>/<mode>: ok, latency p50 0.044 ms (synchronised wall clock 0.045 ms), first call
     0.00 s`` (with ``, median of N processes (spread S%)`` for ``--repeats``), a decode run's figures
-    per token (:func:`tracekit.report.decode_text.status_line`) and a ``warning:`` line per timing doubt;
+    per token (:func:`tracekit.report.decode_text.status_line`), its twin's where it timed one
+    (:mod:`tracekit.capture.twins`) and a ``warning:`` line per timing doubt;
     or ``<label>/<mode>: <status>: <reason>`` (its first 500 characters);
     then ``note: <note>`` where the run has one."""
     run = f"{manifest.label}/{manifest.mode}"
@@ -47,6 +48,10 @@ def run_status_lines(manifest: Manifest) -> list[str]:
                  f"{spread}, first call {manifest.compile_s:.2f} s"]
         if decode := status_line(manifest.decode.to_dict() if manifest.decode else {}):
             lines.append(decode)
+        if (twin := manifest.twin) and twin.latency_ms and twin.source_latency_ms:
+            lines.append(f"its twin, timed in the same process ({'; '.join(twin.names or [])}): p50 "
+                         f"{twin.latency_ms.median:.3f} ms, this run's {twin.source_latency_ms.median:.3f} ms in the "
+                         "same rounds")
         lines += [f"warning: {problem}" for problem in timing_problems(
             manifest.latency("median"), wall, manifest.latency_ms.timer,
             manifest.host_load.to_dict() if manifest.host_load else None)]
