@@ -39,12 +39,13 @@ from pathlib import Path
 import pandas as pd
 
 import tracekit
+from tracekit.analysis.critical_path.edits import Edit
+from tracekit.analysis.critical_path.predict import measured_twin
 from tracekit.manifest import Manifest
 from tracekit.trace.reader import load, trace_files
 
 TARGET = 0.15   # the issue's: within 15% of the measured run
 TWINS = {"vit": "vit16x6x384", "gpt2": "hf:gpt2?layers=4"}   # workloads/predict_dist.py's VIT and GPT2
-TWIN_KIND = {"balance_ranks": "balanced", "overlap_comm": "overlap"}   # the twin a what-if is checked on
 
 
 def _runs(traces: Path) -> list[tuple[Path, Manifest]]:
@@ -58,7 +59,8 @@ def _key(m: Manifest, **change) -> tuple:
 
 
 def pairs(traces: Path) -> list[dict]:
-    """(what_if, source folder, checked folder) for every pair both of whose runs are in TRACES_DIR."""
+    """(what_if, source folder, checked folder or None, the source's manifest) for every pair whose
+    checked run is in TRACES_DIR or whose source timed the twin that checks it."""
     runs = _runs(traces)
     by_key = {_key(m): (folder, m) for folder, m in runs}
     out = []
@@ -72,9 +74,8 @@ def pairs(traces: Path) -> list[dict]:
             targets.append(("cuda_graphs", _key(m, mode="cudagraphs")))
         if s.parallel.endswith("-no-overlap") and s.mode == "eager":
             targets.append(("overlap_comm", _key(m, parallel=s.parallel.removesuffix("-no-overlap"))))
-        twin = m.twin.kind.split("+") if m.twin and m.twin.kind else []
-        out += [{"what_if": w, "source": folder, "checked": by_key[k][0] if k in by_key else None}
-                for w, k in targets if k in by_key or TWIN_KIND.get(w) in twin]
+        out += [{"what_if": w, "source": folder, "checked": by_key[k][0] if k in by_key else None, "manifest": m}
+                for w, k in targets if k in by_key or _twin(m, w)]
     return out
 
 
@@ -93,11 +94,12 @@ def launch_call_us(folder: Path) -> float:
     return float(durations.median()) if len(durations) else math.nan
 
 
-def _twin(folder: Path, what_if: str) -> dict:
-    """The source run's twin timing that checks ``what_if`` (empty where it has none)."""
-    t = Manifest.read(folder).twin
-    if not t or TWIN_KIND.get(what_if) not in (t.kind or "").split("+") or not t.latency_ms:
+def _twin(m: Manifest, what_if: str) -> dict:
+    """The source run's twin timing that checks ``what_if`` (empty where it has none), matched as
+    ``tracekit whatif`` matches it (:func:`~tracekit.analysis.critical_path.predict.measured_twin`)."""
+    if m.status != "ok" or measured_twin(m, [Edit(what_if.replace("_", "-"))], None) is None:
         return {}
+    t = m.twin
     return {"twin_ms": t.latency_ms.median, "twin_p10_ms": t.latency_ms.p10, "twin_p90_ms": t.latency_ms.p90,
             "twin_source_ms": t.source_latency_ms.median, "twin": "; ".join(t.names or [])}
 
@@ -106,7 +108,7 @@ def rows(traces: Path) -> pd.DataFrame:
     out = []
     for p in pairs(traces):
         src, chk = _measured(p["source"]), _measured(p["checked"])
-        twin = _twin(p["source"], p["what_if"]) if src["status"] == "ok" else {}
+        twin = _twin(p["manifest"], p["what_if"])
         row = {"what_if": p["what_if"].replace("_", "-"), "source": str(p["source"].relative_to(traces)),
                "checked": str(p["checked"].relative_to(traces)) if p["checked"] else "-",
                "source_status": src["status"], "checked_status": chk["status"], "device": src.get("device")}
@@ -118,7 +120,9 @@ def rows(traces: Path) -> pd.DataFrame:
                    checked_p10_ms=chk.get("p10", math.nan), checked_p90_ms=chk.get("p90", math.nan),
                    predicted_ms=prediction.predicted_latency_ms, modelled_ms=prediction.modelled_latency_ms,
                    calibrated=prediction.calibrated, host_scale=prediction.host_scale,
-                   gpu_scale=prediction.gpu_scale, notes="; ".join(prediction.notes + prediction.missing),
+                   gpu_scale=prediction.gpu_scale,
+                   notes="; ".join([str(w) for w in (prediction.cannot_predict, prediction.failure) if w]
+                                   + prediction.notes + prediction.missing),
                    source_launch_us=launch_call_us(p["source"]),
                    checked_launch_us=launch_call_us(p["checked"]) if p["checked"] else math.nan, **twin)
         out.append(row)

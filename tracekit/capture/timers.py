@@ -120,8 +120,8 @@ def interleaved(fn: Callable[[], object], iters: int, device: str, fixed: bool =
         if device.startswith("cuda"):
             torch.cuda.synchronize()
 
-    n = min(rounds, iters)
-    per_round = [iters // n + (i < iters % n) for i in range(n)]
+    per_round = split_rounds(iters, rounds)
+    n = len(per_round)
     samples, blocks, timer, m = [], [], "", 0
     for k in per_round:
         fn()
@@ -138,6 +138,13 @@ def interleaved(fn: Callable[[], object], iters: int, device: str, fixed: bool =
     wall = {**latency_stats(blocks), "calls_per_block": m, "calls": m * n, "timer": WALL_TIMER}
     return latency, wall, {"rounds": n, "latency_calls": per_round, "wall_calls": m,
                            "schedule": "fixed" if fixed else "sized"}
+
+
+def split_rounds(iters: int, rounds: int) -> list[int]:
+    """``iters`` calls split over ``min(rounds, iters)`` rounds, the first ones a call longer where
+    they do not divide evenly (calls per round, in order)."""
+    n = min(rounds, iters)
+    return [iters // n + (i < iters % n) for i in range(n)]
 
 
 HOST_CALLS = 20   # calls timed by host_times

@@ -87,8 +87,7 @@ def time_twin(fn: Callable[[], object], found: list[Switch], iters: int, device:
     Returns:
         (the run's times, the twin's times, ms each in call order; the timer's name).
     """
-    n = min(rounds, iters)
-    per_round = [iters // n + (i < iters % n) for i in range(n)]
+    per_round = timers.split_rounds(iters, rounds)
     own: list[float] = []
     twin: list[float] = []
     timer = ""
