@@ -325,7 +325,7 @@ def test_without_overlap_no_collective_runs_under_computation(tmp_path, parallel
         out = tmp_path / variant
         manifest = runner.run(replace(spec, parallel=variant), out, log=lambda m: None)
         assert manifest.status == "ok", manifest.reason
-        overlap[variant] = analyze(out).table("communication")["comm_overlap_us"].sum()
+        overlap[variant] = analyze(out).runs["comm_overlap_us"].sum()   # both ranks, µs
         assert (manifest.twin is not None) == variant.endswith("no-overlap")   # its overlapped twin, timed alongside
     assert overlap[parallel] > 10 * max(overlap[f"{parallel}-no-overlap"], 1.0), overlap
 
