@@ -22,7 +22,8 @@ NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 PERIOD, TRANSFER = 1000.0, 100.0
 
 
-def _job(extra_host=(0.0, 0.0), gemm_us=(300.0, 300.0), steps=3, events=False, sync=True) -> list[TraceBuilder]:
+def _job(extra_host=(0.0, 0.0), gemm_us=(300.0, 300.0), steps=3, events=False, sync=True, launches=0,
+         host_speed=(1.0, 1.0)) -> list[TraceBuilder]:
     """Two ranks of a data-parallel step, ``steps`` times back to back, step i from ``o``; on each rank:
     a prep kernel launched at o+2, ``extra_host`` µs of host time (a sleep), a gemm of ``gemm_us`` on
     stream 7 launched at o+10 after the sleep, starting 6 µs after its launch call began; an all_reduce
@@ -33,16 +34,22 @@ def _job(extra_host=(0.0, 0.0), gemm_us=(300.0, 300.0), steps=3, events=False, s
     each step lasts 16 + the last arrival's sleep and gemm + 100 + 55 µs, 56 more than its GPU work from
     the previous one's end. ``events``: with the cuda_sync events of both cross-stream waits (else none,
     as in the real fixture). ``sync`` False: no synchronize, each step's marker 40 µs + the sleep, a step
-    every PERIOD µs."""
+    every PERIOD µs. ``launches``: that many launches of a 1 µs kernel after the prep's, back to back from
+    o+6, each call 4 x ``host_speed`` µs and 2 x ``host_speed`` µs apart (a rank's host running the same
+    calls slower), everything after them on that rank later by their span."""
     out = [TraceBuilder(distributed={"rank": r, "world_size": 2, "backend": "nccl"}) for r in (0, 1)]
     o = 0.0
+    pre = [launches * 6 * host_speed[r] for r in (0, 1)]
     for i in range(steps):
-        arrive = [o + 16 + extra_host[r] + gemm_us[r] for r in (0, 1)]
+        arrive = [o + 16 + extra_host[r] + pre[r] + gemm_us[r] for r in (0, 1)]
         end = max(arrive) + TRANSFER
         for r, t in enumerate(out):
-            x = o + extra_host[r]
-            t.step(i + 1, o, end + 55 - o if sync else 40 + extra_host[r])
+            x = o + extra_host[r] + pre[r]
+            t.step(i + 1, o, end + 55 - o if sync else 40 + extra_host[r] + pre[r])
             t.kernel("prep", start=o + 8, dur=5, launch_at=o + 2)
+            for j in range(launches):
+                at = o + 6 + j * 6 * host_speed[r]
+                t.kernel("tiny", start=at + 4 * host_speed[r] + 1, dur=1, launch_at=at, launch_dur=4 * host_speed[r])
             gemm = t.kernel("gemm", start=x + 16, dur=gemm_us[r], launch_at=x + 10)
             t.cpu_op("record_param_comms", x + 18, 8, **{"Collective name": "allreduce", "Seq": i + 1,
                                                           "Process Group Name": "0", "In msg nelems": 256,
@@ -111,6 +118,22 @@ def test_balancing_removes_a_gpu_stragglers_extra_kernel_time(tmp_path):
     assert job.modelled_ms * 1e3 == pytest.approx(621)       # rank 1 arrives at 466
     assert job.predicted_ms * 1e3 == pytest.approx(471)      # its gemm as long as rank 0's
     assert job.balanced.groupby("rank")["gpu_excess_us"].sum().to_dict() == pytest.approx({1: 450.0})
+
+
+def test_balancing_keeps_a_uniformly_slower_host_and_takes_a_sleep(tmp_path):
+    """Rank 1's host runs the same 20 launches 1.5x slower: a slower host, which balancing leaves (a
+    twin without a straggler's delay keeps it too); with a 200 µs sleep beside it, the sleep is what is
+    taken, and the prediction is that twin's iteration."""
+    slow = _ranks(_job(launches=20, host_speed=(1.0, 1.5)), tmp_path / "slow")
+    job = predict(slow, [Edit("balance-ranks")])
+    assert job.modelled_ms * 1e3 == pytest.approx(471 + 20 * 6 * 1.5)      # the launches before rank 1's gemm
+    assert job.predicted_ms == pytest.approx(job.modelled_ms)
+    assert job.balanced.empty or job.balanced["host_excess_us"].sum() < 1
+    sleeps = predict(_ranks(_job(extra_host=(0, 200), launches=20, host_speed=(1.0, 1.5)), tmp_path / "sleep"),
+                     [Edit("balance-ranks")])
+    assert sleeps.modelled_ms == pytest.approx(job.modelled_ms + 0.2)
+    assert sleeps.predicted_ms == pytest.approx(job.modelled_ms, rel=0.02)        # the twin's, within 2%
+    assert sleeps.balanced.groupby("rank")["host_excess_us"].sum().to_dict() == pytest.approx({1: 600}, rel=0.05)
 
 
 def test_a_balanced_job_gains_nothing_from_balancing(tmp_path):
