@@ -44,6 +44,7 @@ import pandas as pd
 from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.graph import Graph
 from tracekit.analysis.critical_path.host_estimate import HostEstimate, steady_windows
+from tracekit.analysis.critical_path.idle import idle_per_iteration_ms
 from tracekit.analysis.critical_path.path import periods
 from tracekit.analysis.critical_path.retime import Scale, retime, visit_order, weights
 
@@ -99,17 +100,21 @@ def _bisect(f, lo: float, hi: float, target: float) -> float:
     return (lo + hi) / 2
 
 
-def host_scale_of(markers: dict, host_ms: float | None) -> float | None:
+def host_scale_of(markers: dict, host_ms: float | None, idle_ms: float = 0.0) -> float | None:
     """The host's factor from its own unprofiled time per call (``host_ms``, ms) over the traced
     iterations' median marker length (the first and last left out when there are 3 or more: they
     hold the window's synchronizations; the outermost only, where instances nest:
-    :func:`~tracekit.analysis.critical_path.host_estimate.steady_windows`), within the search
-    bounds; None without either."""
+    :func:`~tracekit.analysis.critical_path.host_estimate.steady_windows`), both less the idle host
+    time per iteration (``idle_ms``: :func:`~tracekit.analysis.critical_path.idle.idle_per_iteration_ms`,
+    which the profiler does not slow and the factor does not scale) where that leaves both positive,
+    within the search bounds; None without either."""
     windows = [steady_windows(m) for m in markers.values() if len(m)]
     lengths = [m["end"].to_numpy(float) - m["ts"].to_numpy(float) for m in windows]
     if not host_ms or not math.isfinite(host_ms) or not lengths:
         return None
     traced = float(np.median(np.concatenate(lengths))) / 1e3
+    if 0 < idle_ms < min(host_ms, traced):
+        host_ms, traced = host_ms - idle_ms, traced - idle_ms
     return min(max(host_ms / traced, HOST_SCALE_MIN), HOST_SCALE_MAX) if traced > 0 else None
 
 
@@ -142,7 +147,7 @@ def calibrate(g: Graph, step, markers: dict, measured_ms: float | None, host_ms:
         h = _bisect(model, HOST_SCALE_FLOOR, HOST_SCALE_MIN, measured_ms)
         return Calibration(h, 1.0, traced, model(h), measured_ms, True, {
             "code": why.HOST_STRETCHED, "host_scale": h, "least_usual": HOST_SCALE_MIN})
-    h, host = own_host(markers, host_ms, estimate)
+    h, host = own_host(markers, host_ms, estimate, idle_per_iteration_ms(g, step))
     if model(0.0, GPU_SCALE_MIN) > measured_ms:
         value = model(h, GPU_SCALE_MIN)
         return Calibration(h, GPU_SCALE_MIN, traced, value, measured_ms, True, {
@@ -157,13 +162,14 @@ def calibrate(g: Graph, step, markers: dict, measured_ms: float | None, host_ms:
                                                                       **host}, host["host_source"])
 
 
-def own_host(markers: dict, host_ms: float | None, estimate: HostEstimate | None) -> tuple[float, dict]:
+def own_host(markers: dict, host_ms: float | None, estimate: HostEstimate | None,
+             idle_ms: float = 0.0) -> tuple[float, dict]:
     """A GPU-bound run's host factor and the note's figures of where it came from: ``host_ms``
     measured (:func:`host_scale_of`), else the ``estimate`` from the trace (its host time over its
     traced iteration, between ``HOST_SCALE_FLOOR`` and ``HOST_SCALE_MAX``: the profiler's cost per
     event may slow a host more than usual), else ``HOST_SCALE_MIN``: (factor, {host_scale,
-    host_ms, host_source, events, per_event_us})."""
-    own = host_scale_of(markers, host_ms)
+    host_ms, host_source, events, per_event_us}); ``idle_ms``: as :func:`host_scale_of` takes it."""
+    own = host_scale_of(markers, host_ms, idle_ms)
     if own is not None:
         return own, {"host_scale": own, "host_ms": host_ms, "host_source": "measured"}
     if estimate is not None and estimate.traced_ms > 0:
@@ -209,7 +215,8 @@ def calibrate_job(g: Graph, step, markers: dict, measured_ms: float | None,
     traced = model(dict.fromkeys(ranks, 1.0))
     if measured_ms is None or not math.isfinite(measured_ms) or measured_ms <= 0 or not math.isfinite(traced):
         return Calibration(dict.fromkeys(ranks, 1.0), 1.0, traced, traced, math.nan, False, {"code": why.NO_LATENCY})
-    own = {r: host_scale_of({r: markers.get(r, pd.DataFrame())}, host_ms.get(r)) for r in ranks}
+    own = {r: host_scale_of({r: markers.get(r, pd.DataFrame())}, host_ms.get(r), idle_per_iteration_ms(g, step, r))
+           for r in ranks}
     lacking = [r for r in ranks if own[r] is None]
     h = dict.fromkeys(ranks, 1.0) if lacking else own
     lo, hi = HOST_SCALE_MIN / min(h.values()), HOST_SCALE_MAX / max(h.values())

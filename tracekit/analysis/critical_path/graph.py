@@ -52,6 +52,7 @@ import pandas as pd
 from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.collective_edges import collective_edges, rank_collectives
 from tracekit.analysis.critical_path.gpu_edges import GpuEdges, median_finite
+from tracekit.analysis.critical_path.idle import idle_us
 from tracekit.analysis.critical_path.kinds import COMM, CPU, GPU, HANDOFF, HOST, SYNC
 from tracekit.analysis.critical_path.syncs import SyncEdges
 from tracekit.analysis.metrics.idle import SYNC_CALLS
@@ -71,7 +72,8 @@ class Graph:
     the node of its launch call, -1 when the trace lacks it), ``row`` (the row in its
     table), ``base`` (the node's own duration when nothing holds its end: ``dur``, less
     for a sync call that waited). Edges (``src``, ``dst``, ``lag`` µs, ``edge_kind``,
-    ``at_start``: an end edge from the source's start) as arrays. ``launch_lag_us``,
+    ``at_start``: an end edge from the source's start; ``idle``: µs of a ``cpu`` lag in which the
+    thread ran no op, :mod:`~tracekit.analysis.critical_path.idle`) as arrays. ``launch_lag_us``,
     ``stream_gap_us`` (NaN where no op queued behind another), ``sync_lag_us``: the typical lags.
     ``missing``: what the trace lacks for a complete graph, a reason each
     (:mod:`~tracekit.analysis.critical_path.reasons`; ``rank``: its rank's, on a job). ``collective``:
@@ -101,6 +103,7 @@ class Graph:
     sync_lag_us: float = 0.0
     missing: list[dict] = field(default_factory=list)
     collective: np.ndarray | None = None
+    idle: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -172,11 +175,12 @@ class _Builder(SyncEdges, GpuEdges):
             "row": np.r_[self.host_rows, np.arange(n_gpu)],
         }
 
-    def add(self, src, dst, lag, kind, at_start=False) -> None:
+    def add(self, src, dst, lag, kind, at_start=False, idle=0.0) -> None:
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         if len(src):
             self.edges.append((src + self.offset, dst + self.offset, np.asarray(lag, dtype=float),
-                               np.full(len(src), kind, np.int8), np.broadcast_to(at_start, len(src)).copy()))
+                               np.full(len(src), kind, np.int8), np.broadcast_to(at_start, len(src)).copy(),
+                               np.broadcast_to(np.asarray(idle, dtype=float), len(src)).copy()))
 
     # --- host edges ----------------------------------------------------------------------------
     def host_edges(self) -> None:
@@ -201,7 +205,9 @@ class _Builder(SyncEdges, GpuEdges):
                 handed[j] = True
                 first_other.append(others[0])
                 last_other.append(others[np.argmax(end[others])])
-        self.add(a, b, np.where(handed, 0.0, gap), CPU)
+        pid, tid = self.host["pid"].to_numpy(), self.host["tid"].to_numpy()
+        idle = idle_us(self.t.cpu_ops, pid[a], tid[a], end[a], ts[b])
+        self.add(a, b, np.where(handed, 0.0, gap), CPU, idle=np.where(handed, 0.0, idle))
         fo = np.array(first_other, dtype=np.int64)
         if handed.any():
             lo_ = np.array(last_other)
@@ -294,10 +300,10 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     collective = np.full(n, "", dtype=object)
     for c in calls:
         collective[c["node"].to_numpy(np.int64)] = c["collective"].to_numpy(dtype=object)
-    edges = [e for e in edges if len(e[0])]
-    cat = [np.concatenate([e[i] for e in edges]) if edges else np.zeros(0) for i in range(5)]
+    edges = [e if len(e) == 6 else (*e, np.zeros(len(e[0]))) for e in edges if len(e[0])]   # idle: host edges' only
+    cat = [np.concatenate([e[i] for e in edges]) if edges else np.zeros(0) for i in range(6)]
     return Graph(**node, base=base, src=cat[0].astype(np.int64), dst=cat[1].astype(np.int64), lag=cat[2].astype(float),
                  edge_kind=cat[3].astype(np.int8), at_start=cat[4].astype(bool),
                  launch_lag_us=median_finite(np.array(lags["launch"]), 0.0),
                  stream_gap_us=median_finite(np.array(lags["stream"]), np.nan), sync_lag_us=sync_lag, missing=missing,
-                 collective=collective)
+                 collective=collective, idle=cat[5].astype(float))

@@ -76,10 +76,12 @@ def host_lags(g: Graph) -> np.ndarray:
 def weights(g: Graph, host_scale: Scale = 1.0, gpu_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """(base, lag): node durations and edge lags (µs) with host time (host calls' durations, the
     CPU time between calls) scaled by ``host_scale`` (a factor, or one per rank) and GPU ops'
-    durations by ``gpu_scale``."""
+    durations by ``gpu_scale``; a lag's idle part (``g.idle``: op-free stretches, a sleep,
+    :mod:`tracekit.analysis.critical_path.idle`) is not scaled."""
     h = node_factors(g, host_scale)
     base = np.where(g.kind == HOST, g.base * h, g.base * gpu_scale)
-    lag = np.where(host_lags(g), g.lag * h[g.dst], g.lag)
+    idle = np.zeros(len(g.lag)) if g.idle is None else np.minimum(g.idle, g.lag)
+    lag = np.where(host_lags(g), idle + (g.lag - idle) * h[g.dst], g.lag)
     return base, lag
 
 
