@@ -42,9 +42,10 @@ from tracekit.analysis.critical_path.retime import host_lags
 
 
 def _within(g: Graph, step: np.ndarray) -> np.ndarray:
-    """The ``cpu`` and ``handoff`` edges between two host calls of one iteration (a bool per edge):
-    the CPU time before an iteration's first call is the previous iteration's, or idle."""
-    return host_lags(g) & (step[g.src] == step[g.dst])
+    """The ``cpu`` and ``handoff`` edges into a host call of an iteration (a bool per edge), the CPU
+    time before an iteration's first call included: a straggler's sleep at the top of its forward
+    comes before the iteration's first CUDA call, on the edge from the previous iteration's last."""
+    return host_lags(g) & (step[g.dst] >= 0)
 
 
 def _pieces(g: Graph, step: np.ndarray, lag: np.ndarray) -> pd.DataFrame:
