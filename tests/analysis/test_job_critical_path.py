@@ -5,6 +5,8 @@ straggler, a GPU straggler; each rank calibrated; a job lacking a rank."""
 import json
 import math
 
+import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from tracebuilder import TraceBuilder, add_gpu_sync, add_host_call, add_sync_call, write_run
@@ -36,10 +38,11 @@ def _job(extra_host=(0.0, 0.0), gemm_us=(300.0, 300.0), steps=3, events=False, s
     as in the real fixture). ``sync`` False: no synchronize, each step's marker 40 µs + the sleep, a step
     every PERIOD µs. ``launches``: that many launches of a 1 µs kernel after the prep's, back to back from
     o+6, each call 4 x ``host_speed`` µs and 2 x ``host_speed`` µs apart (a rank's host running the same
-    calls slower), everything after them on that rank later by their span."""
+    calls slower; a pair: per rank), everything after them on that rank later by their span."""
     out = [TraceBuilder(distributed={"rank": r, "world_size": 2, "backend": "nccl"}) for r in (0, 1)]
     o = 0.0
-    pre = [launches * 6 * host_speed[r] for r in (0, 1)]
+    launches = (launches, launches) if isinstance(launches, int) else launches   # per rank
+    pre = [launches[r] * 6 * host_speed[r] for r in (0, 1)]
     for i in range(steps):
         arrive = [o + 16 + extra_host[r] + pre[r] + gemm_us[r] for r in (0, 1)]
         end = max(arrive) + TRANSFER
@@ -47,7 +50,7 @@ def _job(extra_host=(0.0, 0.0), gemm_us=(300.0, 300.0), steps=3, events=False, s
             x = o + extra_host[r] + pre[r]
             t.step(i + 1, o, end + 55 - o if sync else 40 + extra_host[r] + pre[r])
             t.kernel("prep", start=o + 8, dur=5, launch_at=o + 2)
-            for j in range(launches):
+            for j in range(launches[r]):
                 at = o + 6 + j * 6 * host_speed[r]
                 t.kernel("tiny", start=at + 4 * host_speed[r] + 1, dur=1, launch_at=at, launch_dur=4 * host_speed[r])
             gemm = t.kernel("gemm", start=x + 16, dur=gemm_us[r], launch_at=x + 10)
@@ -134,6 +137,20 @@ def test_balancing_keeps_a_uniformly_slower_host_and_takes_a_sleep(tmp_path):
     assert sleeps.modelled_ms == pytest.approx(job.modelled_ms + 0.2)
     assert sleeps.predicted_ms == pytest.approx(job.modelled_ms, rel=0.02)        # the twin's, within 2%
     assert sleeps.balanced.groupby("rank")["host_excess_us"].sum().to_dict() == pytest.approx({1: 600}, rel=0.05)
+
+
+def test_balancing_takes_a_stragglers_extra_launches_whole(tmp_path):
+    """Rank 1 launches 3 more kernels than rank 0 in each step (20 against 23): the pieces are aligned by
+    what they do, the 3 extra launches and their kernels are taken, and the prediction is the job with
+    20 on both."""
+    twin = predict(_ranks(_job(launches=20), tmp_path / "twin"), [Edit("balance-ranks")])
+    job = predict(_ranks(_job(launches=(20, 23)), tmp_path / "extra"), [Edit("balance-ranks")])
+    assert job.modelled_ms * 1e3 == pytest.approx(twin.modelled_ms * 1e3 + 3 * 6)
+    assert job.predicted_ms == pytest.approx(twin.modelled_ms, abs=0.002)
+    assert not job.balanced["matched"].any() and set(job.balanced["rank"]) == {1}
+    taken = job.balanced[["host_excess_us", "gpu_excess_us"]].sum()
+    assert taken["gpu_excess_us"] == pytest.approx(3 * 3 * 1.0)          # 3 tiny kernels in each of 3 steps
+    assert 3 * 3 * 4 <= taken["host_excess_us"] <= 3 * 3 * 6             # their calls, and the CPU between them
 
 
 def test_a_balanced_job_gains_nothing_from_balancing(tmp_path):
@@ -341,3 +358,13 @@ def test_on_the_real_job_compute_waits_for_the_collectives_it_follows(fixtures):
     assert before["cpu_us"] / before["latency_us"] > 0.95
     after = job.after.split.groupby("rank")[["rank_wait_us", "comm_us"]].sum()
     assert (after > 0).all().all() and job.predicted_ms < job.modelled_ms
+
+
+def test_pieces_are_aligned_by_what_they_do():
+    from tracekit.analysis.critical_path.balance import _positions
+    names = np.array(["launch>a", "launch>b", "launch>mm", "launch>c", "sync"], dtype=object)
+    # rank 0: a b c sync; rank 1: a mm mm b c sync (two extra matmuls), as node indices into names
+    part = pd.DataFrame({"rank": [0] * 4 + [1] * 6, "node": [0, 1, 3, 4, 0, 2, 2, 1, 3, 4]})
+    assert _positions(part, names).tolist() == [0, 1, 2, 3, 0, -1, -1, 1, 2, 3]
+    same = pd.DataFrame({"rank": [0, 0, 1, 1], "node": [0, 1, 1, 0]})   # as many pieces: the k-th is the k-th
+    assert _positions(same, names).tolist() == [0, 1, 0, 1]

@@ -6,32 +6,31 @@ pipeline, a GPU with more to compute) holds every rank back at the next collecti
 takes that excess away and re-times the job's graph, collectives and all: what the job would take
 if no rank did more than the others.
 
-Per iteration and rank, its *host work* is the time of its host calls and the CPU time between
-them (the graph's host node durations and ``cpu``/``handoff`` lags between calls of the iteration,
-calibrated), its *GPU work*
-the time of its GPU ops but collectives (a collective's time is waiting and transfer, which the
-re-timing gives). Host work is compared thread by thread (a rank's threads numbered by their
-first call: the main thread, autograd's...), GPU work as a whole: a rank's excess in a thread is
-its work there less the median of the other ranks' same thread (of two ranks: the other's), where
-positive. So one rank's sleep on its main thread is not cancelled by another's slower backward
-thread, and a thread that runs on one rank only in an iteration (a watchdog's, whose CPU time
-between calls is idle time) is not compared. Ranks of one data-parallel job run the same code, so
-a thread's iterations hold the same calls and ops in the same order; then the k-th piece of work
-(the k-th call of the thread and the CPU time before it, the k-th GPU op in launch order) is
-compared across ranks, and the excess is taken from the pieces that exceed the other ranks'
-median piece, in proportion to how much they do (a sleep is taken where it is). Where the ranks'
-pieces differ in number (a straggler's extra launches), the rank's pieces of that thread are all
-shortened in proportion.
-
-A rank's host that runs the same calls uniformly slower (a slower CPU, a busier core) is not
-excess: on a thread whose pieces match the others' (at least :data:`MIN_SPEED_PIECES`), what is
-taken is the outliers' excess beyond the rank's own speed (:func:`host_excess`: a sleep, a wait, a
-slow call), so a balanced job keeps each host's speed, as the same job without its straggler's delay
-does; a slower host is ``--host-faster``'s question. GPU work and threads whose pieces differ in
-number are compared in all, as above.
+Per iteration and rank, its *host work* is the time of its host calls and the CPU time before each
+(the graph's host node durations and the ``cpu``/``handoff`` lags into the iteration's calls, the
+first call's from the previous iteration's last, where a straggler's sleep at the top of its
+forward is; calibrated), its *GPU work* the time of its GPU ops but collectives (a collective's
+time is waiting and transfer, which the re-timing gives). Host work is compared thread by thread (a
+rank's threads numbered by their first call: the main thread, autograd's...), GPU work as a whole,
+so one rank's sleep on its main thread is not cancelled by another's slower backward thread, and a
+thread that runs on one rank only in an iteration (a watchdog's, whose CPU time between calls is
+idle time) is not compared. Ranks of one data-parallel job run the same code, so a thread's
+iterations hold the same calls and ops in the same order: the k-th piece of work (the k-th call of
+the thread and the CPU time before it, the k-th GPU op in launch order) is compared across ranks.
+Where the ranks' pieces differ in number, they are aligned by what they do (the call and the kernel
+it launches: :func:`_positions`), and the pieces of a rank that the others lack (a straggler's extra
+calls and kernels) are taken whole. Of the pieces every rank has, the excess is the rank's work less
+the other ranks' median piece: on the GPU the net excess, taken from the pieces beyond the others'
+in proportion to how far; on a host thread of at least :data:`MIN_SPEED_PIECES` pieces the
+outliers' excess beyond the rank's own speed (:func:`host_excess`: a sleep, a wait, a slow call),
+so that a host that runs the same calls uniformly slower (a slower CPU, a busier core) keeps its
+speed, as the same job without its straggler's delay does (a slower host is ``--host-faster``'s
+question); with fewer pieces, the net excess as on the GPU.
 """
 
 from __future__ import annotations
+
+from difflib import SequenceMatcher
 
 import numpy as np
 import pandas as pd
@@ -101,6 +100,39 @@ def host_excess(work: np.ndarray, typical: np.ndarray) -> np.ndarray | None:
     return np.where(outlier, (work - speed * typical).clip(min=0), 0.0)
 
 
+def _piece_names(g: Graph) -> np.ndarray:
+    """What each node does, to align ranks' pieces: a launch call by the kernel it launched
+    (``cudaLaunchKernel>sm90_gemm...``), another node by its name."""
+    names = g.name.astype(str).astype(object)
+    gpu = np.flatnonzero((g.kind == GPU) & (g.launch >= 0))
+    names[g.launch[gpu]] = names[g.launch[gpu]] + ">" + g.name[gpu].astype(str)
+    return names
+
+
+def _positions(part: pd.DataFrame, names: np.ndarray) -> np.ndarray:
+    """Each piece's place in the sequence of the rank with the fewest pieces (``part``: one
+    iteration's pieces of one thread, or GPU ops, sorted by rank and time): the k-th where every
+    rank has as many; else aligned by what the pieces do (:func:`difflib.SequenceMatcher` on
+    :func:`_piece_names`, the longest common runs), -1 for a piece in no common run (an extra call or
+    kernel of a straggler)."""
+    ranks = part["rank"].to_numpy()
+    rows = pd.Series(np.arange(len(part))).groupby(ranks).apply(np.asarray)
+    if len({len(v) for v in rows}) == 1:
+        return np.concatenate([np.arange(len(v)) for v in rows])
+    ref = min(rows.index, key=lambda r: (len(rows[r]), r))
+    node = part["node"].to_numpy()
+    ref_names = names[node[rows[ref]]].tolist()
+    pos = np.full(len(part), -1, dtype=np.int64)
+    for r, idx in rows.items():
+        if r == ref:
+            pos[idx] = np.arange(len(idx))
+            continue
+        matcher = SequenceMatcher(None, ref_names, names[node[idx]].tolist(), autojunk=False)
+        for i, j, n in matcher.get_matching_blocks():
+            pos[idx[j:j + n]] = np.arange(i, i + n)
+    return pos
+
+
 def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd.DataFrame:
     """Remove each rank's excess host and GPU work per iteration (module docstring), changing
     ``base`` (node durations, µs) and ``lag`` (edge lags, µs) in place.
@@ -112,7 +144,8 @@ def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd
 
     Returns:
         Per (rank, step): host_excess_us and gpu_excess_us (the work taken away, µs) and matched
-        (True: piece by piece; False: in proportion, the ranks' iterations differing).
+        (True: every piece matched the others'; False: the ranks' pieces differed in number and were
+        aligned, the rank's extra pieces taken whole).
     """
     into = _within(g, step)
     frame = _pieces(g, step, lag)
@@ -124,33 +157,38 @@ def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd
     # rank): a rank's slower backward thread and another's sleep on its main thread do not cancel, and
     # a thread that runs on one rank only (a watchdog, a profiler's) is not compared: its CPU time
     # between calls is its idle time, not work the others lack
+    names = _piece_names(g)
     for (s, host, _), part in frame.groupby(["step", "host", "order"], sort=True):   # order -1: the GPU
         if part["rank"].nunique() < 2:
             continue
         part = part.sort_values(["rank", "ts"], kind="stable")
-        part = part.assign(k=part.groupby("rank").cumcount())
-        matched = part.groupby("rank").size().nunique() == 1
-        table = part.pivot_table(index="rank", columns="k", values="work", aggfunc="sum") if matched else None
+        part = part.assign(pos=_positions(part, names))
+        matched = bool((part["pos"] >= 0).all())
+        table = part[part["pos"] >= 0].pivot_table(index="rank", columns="pos", values="work", aggfunc="sum")
+        table = table.dropna(axis=1)   # the places every rank has
         for r, mine in part.groupby("rank"):
-            rest = part[part["rank"] != r]
-            work = mine["work"].to_numpy()
-            typical = table.drop(index=r).median().to_numpy() if matched else None
-            pieces = host_excess(work, typical) if matched and host else None
+            lacking = (mine["pos"] < 0).to_numpy()   # pieces the others lack: a straggler's extra calls, kernels
+            extra = mine[lacking]
+            # taken whole but for the CPU time before the first of a run of them: what came before it
+            first = (lacking & ~np.r_[False, lacking[:-1]])[lacking]
+            extra_keep = np.where(first, np.divide(extra["cpu_us"].to_numpy(), extra["work"].to_numpy(),
+                                                   out=np.zeros(len(extra)), where=extra["work"].to_numpy() > 0), 0.0)
+            common = mine.set_index("pos").loc[table.columns] if len(table.columns) else mine.iloc[:0]
+            work = common["work"].to_numpy()
+            typical = table.drop(index=r).median().to_numpy()
+            pieces = host_excess(work, typical) if host else None
             if pieces is not None:   # a host's outliers, beyond its speed
-                excess, over = float(pieces.sum()), pieces
+                over = pieces
             else:   # the work beyond the others' in all, from the pieces beyond theirs
-                excess = float(work.sum() - rest.groupby("rank")["work"].sum().median())
-                over = (work - typical).clip(min=0) if matched else None
-            if excess <= 0:
+                over = (work - typical).clip(min=0)
+                over *= min(1.0, max(0.0, float(work.sum() - typical.sum())) / over.sum()) if over.sum() > 0 else 0.0
+            keep = 1 - np.divide(over, work, out=np.zeros(len(work)), where=work > 0)
+            taken = float((work * (1 - keep)).sum()) + float((extra["work"].to_numpy() * (1 - extra_keep)).sum())
+            if taken <= 0:
                 continue
-            if matched and over.sum() > 0:   # from the pieces beyond the others', in proportion to how far
-                keep = 1 - np.divide(over * min(1.0, excess / over.sum()), work, out=np.zeros(len(work)),
-                                     where=work > 0)
-            else:
-                keep = np.full(len(mine), 1 - excess / float(work.sum()))
-            scale[mine["node"].to_numpy()] = keep
-            rows.append({"rank": int(r), "step": int(s), "host": bool(host),
-                         "excess_us": float((work * (1 - keep)).sum()), "matched": bool(matched)})
+            scale[common["node"].to_numpy()] = keep
+            scale[extra["node"].to_numpy()] = extra_keep
+            rows.append({"rank": int(r), "step": int(s), "host": bool(host), "excess_us": taken, "matched": matched})
     base *= scale
     lag[into] *= scale[g.dst[into]]
     return _summary(rows)
