@@ -362,7 +362,7 @@ def test_on_the_real_job_compute_waits_for_the_collectives_it_follows(fixtures):
 
 def test_pieces_are_aligned_by_what_they_do():
     from tracekit.analysis.critical_path.balance import _positions
-    names = np.array(["launch>a", "launch>b", "launch>mm", "launch>c", "sync"], dtype=object)
+    names = np.array(["launch>a", "launch>b", "launch>mm", "launch>c", "sync"], dtype=object)   # or codes
     # rank 0: a b c sync; rank 1: a mm mm b c sync (two extra matmuls), as node indices into names
     part = pd.DataFrame({"rank": [0] * 4 + [1] * 6, "node": [0, 1, 3, 4, 0, 2, 2, 1, 3, 4]})
     assert _positions(part, names).tolist() == [0, 1, 2, 3, 0, -1, -1, 1, 2, 3]

@@ -101,24 +101,31 @@ def host_excess(work: np.ndarray, typical: np.ndarray) -> np.ndarray | None:
 
 
 def _piece_names(g: Graph) -> np.ndarray:
-    """What each node does, to align ranks' pieces: a launch call by the kernel it launched
-    (``cudaLaunchKernel>sm90_gemm...``), another node by its name."""
-    names = g.name.astype(str).astype(object)
+    """What each node does, to align ranks' pieces, as an integer: a launch call by the call and the
+    kernel it launched (``cudaLaunchKernel`` of ``sm90_gemm...``), another node by its name."""
+    codes, _ = pd.factorize(pd.Series(g.name, dtype=object).astype(str))
+    codes = codes.astype(np.int64)
+    width = int(codes.max()) + 2 if len(codes) else 1
+    out = codes * width + width - 1
     gpu = np.flatnonzero((g.kind == GPU) & (g.launch >= 0))
-    names[g.launch[gpu]] = names[g.launch[gpu]] + ">" + g.name[gpu].astype(str)
-    return names
+    out[g.launch[gpu]] = codes[g.launch[gpu]] * width + codes[gpu]
+    return out
 
 
-def _positions(part: pd.DataFrame, names: np.ndarray) -> np.ndarray:
+def _positions(part: pd.DataFrame, names) -> np.ndarray:
     """Each piece's place in the sequence of the rank with the fewest pieces (``part``: one
     iteration's pieces of one thread, or GPU ops, sorted by rank and time): the k-th where every
     rank has as many; else aligned by what the pieces do (:func:`difflib.SequenceMatcher` on
     :func:`_piece_names`, the longest common runs), -1 for a piece in no common run (an extra call or
-    kernel of a straggler)."""
+    kernel of a straggler). ``names``: :func:`_piece_names` of the graph, or a callable that returns
+    it (called only where the pieces must be aligned)."""
     ranks = part["rank"].to_numpy()
-    rows = pd.Series(np.arange(len(part))).groupby(ranks).apply(np.asarray)
-    if len({len(v) for v in rows}) == 1:
-        return np.concatenate([np.arange(len(v)) for v in rows])
+    starts = np.flatnonzero(np.r_[True, ranks[1:] != ranks[:-1]])
+    counts = np.diff(np.r_[starts, len(ranks)])
+    if len(set(counts.tolist())) == 1:
+        return np.arange(len(ranks)) - np.repeat(starts, counts)
+    names = names() if callable(names) else names
+    rows = pd.Series({int(ranks[a]): np.arange(a, a + n) for a, n in zip(starts, counts)})
     ref = min(rows.index, key=lambda r: (len(rows[r]), r))
     node = part["node"].to_numpy()
     ref_names = names[node[rows[ref]]].tolist()
@@ -157,25 +164,32 @@ def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd
     # rank): a rank's slower backward thread and another's sleep on its main thread do not cancel, and
     # a thread that runs on one rank only (a watchdog, a profiler's) is not compared: its CPU time
     # between calls is its idle time, not work the others lack
-    names = _piece_names(g)
+    names: list[np.ndarray] = []   # _piece_names(g), made the first time pieces must be aligned
     for (s, host, _), part in frame.groupby(["step", "host", "order"], sort=True):   # order -1: the GPU
         if part["rank"].nunique() < 2:
             continue
         part = part.sort_values(["rank", "ts"], kind="stable")
-        part = part.assign(pos=_positions(part, names))
-        matched = bool((part["pos"] >= 0).all())
-        table = part[part["pos"] >= 0].pivot_table(index="rank", columns="pos", values="work", aggfunc="sum")
-        table = table.dropna(axis=1)   # the places every rank has
-        for r, mine in part.groupby("rank"):
-            lacking = (mine["pos"] < 0).to_numpy()   # pieces the others lack: a straggler's extra calls, kernels
-            extra = mine[lacking]
+        pos = _positions(part, lambda: names[0] if names else names.append(_piece_names(g)) or names[0])
+        rank, node = part["rank"].to_numpy(), part["node"].to_numpy()
+        work_all, cpu_all = part["work"].to_numpy(), part["cpu_us"].to_numpy()
+        ranks = np.unique(rank)
+        row = np.searchsorted(ranks, rank)
+        ok = pos >= 0
+        table = np.full((len(ranks), int(pos.max()) + 1), np.nan)
+        nodes = np.full(table.shape, -1, dtype=np.int64)
+        table[row[ok], pos[ok]], nodes[row[ok], pos[ok]] = work_all[ok], node[ok]
+        every = ~np.isnan(table).any(axis=0)   # the places every rank has
+        table, nodes = table[:, every], nodes[:, every]
+        for i, r in enumerate(ranks.tolist()):
+            mine = row == i
+            lacking = ~ok[mine]   # pieces the others lack: a straggler's extra calls and kernels
+            extra, extra_work, extra_cpu = node[mine][lacking], work_all[mine][lacking], cpu_all[mine][lacking]
             # taken whole but for the CPU time before the first of a run of them: what came before it
             first = (lacking & ~np.r_[False, lacking[:-1]])[lacking]
-            extra_keep = np.where(first, np.divide(extra["cpu_us"].to_numpy(), extra["work"].to_numpy(),
-                                                   out=np.zeros(len(extra)), where=extra["work"].to_numpy() > 0), 0.0)
-            common = mine.set_index("pos").loc[table.columns] if len(table.columns) else mine.iloc[:0]
-            work = common["work"].to_numpy()
-            typical = table.drop(index=r).median().to_numpy()
+            extra_keep = np.where(first, np.divide(extra_cpu, extra_work, out=np.zeros(len(extra)),
+                                                   where=extra_work > 0), 0.0)
+            work = table[i]
+            typical = np.median(np.delete(table, i, axis=0), axis=0)
             pieces = host_excess(work, typical) if host else None
             if pieces is not None:   # a host's outliers, beyond its speed
                 over = pieces
@@ -183,12 +197,13 @@ def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd
                 over = (work - typical).clip(min=0)
                 over *= min(1.0, max(0.0, float(work.sum() - typical.sum())) / over.sum()) if over.sum() > 0 else 0.0
             keep = 1 - np.divide(over, work, out=np.zeros(len(work)), where=work > 0)
-            taken = float((work * (1 - keep)).sum()) + float((extra["work"].to_numpy() * (1 - extra_keep)).sum())
+            taken = float((work * (1 - keep)).sum()) + float((extra_work * (1 - extra_keep)).sum())
             if taken <= 0:
                 continue
-            scale[common["node"].to_numpy()] = keep
-            scale[extra["node"].to_numpy()] = extra_keep
-            rows.append({"rank": int(r), "step": int(s), "host": bool(host), "excess_us": taken, "matched": matched})
+            scale[nodes[i]] = keep
+            scale[extra] = extra_keep
+            rows.append({"rank": int(r), "step": int(s), "host": bool(host), "excess_us": taken,
+                         "matched": bool(ok.all())})
     base *= scale
     lag[into] *= scale[g.dst[into]]
     return _summary(rows)
