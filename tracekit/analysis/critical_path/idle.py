@@ -93,12 +93,12 @@ def idle_us(cpu_ops: pd.DataFrame, pid, tid, start: np.ndarray, stop: np.ndarray
 
 
 def idle_per_iteration_ms(g, step: np.ndarray, rank: int | None = None) -> float:
-    """A graph's idle host time per iteration (ms): the idle part of the ``cpu`` lags
-    (``g.idle``) between two calls of one iteration (``step`` >= 0; not the idle time between
-    iterations), of ``rank`` where given, over the iterations; 0.0 without any."""
+    """A graph's idle host time per iteration (ms): the idle part of the ``cpu`` lags (``g.idle``,
+    inside the iterations' windows) into the calls of its iterations (``step`` >= 0; the first
+    call's from the previous iteration's last, where a sleep at the top of a forward is), of
+    ``rank`` where given, over the iterations; 0.0 without any."""
     if g.idle is None or not len(g.idle):
         return 0.0
     mine = step >= 0 if rank is None else (step >= 0) & (g.rank == rank)
     steps = np.unique(step[mine])
-    within = mine[g.dst] & (step[g.src] == step[g.dst])
-    return float(g.idle[within].sum()) / len(steps) / 1e3 if len(steps) else 0.0
+    return float(g.idle[mine[g.dst]].sum()) / len(steps) / 1e3 if len(steps) else 0.0
