@@ -44,7 +44,7 @@ import pandas as pd
 from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.graph import Graph
 from tracekit.analysis.critical_path.host_estimate import HostEstimate, steady_windows
-from tracekit.analysis.critical_path.idle import idle_per_iteration_ms
+from tracekit.analysis.critical_path.host_idle import idle_per_iteration_ms
 from tracekit.analysis.critical_path.path import periods
 from tracekit.analysis.critical_path.retime import Scale, retime, visit_order, weights
 
@@ -105,7 +105,7 @@ def host_scale_of(markers: dict, host_ms: float | None, idle_ms: float = 0.0) ->
     iterations' median marker length (the first and last left out when there are 3 or more: they
     hold the window's synchronizations; the outermost only, where instances nest:
     :func:`~tracekit.analysis.critical_path.host_estimate.steady_windows`), both less the idle host
-    time per iteration (``idle_ms``: :func:`~tracekit.analysis.critical_path.idle.idle_per_iteration_ms`,
+    time per iteration (``idle_ms``: :func:`~tracekit.analysis.critical_path.host_idle.idle_per_iteration_ms`,
     which the profiler does not slow and the factor does not scale) where that leaves both positive,
     within the search bounds; None without either."""
     windows = [steady_windows(m) for m in markers.values() if len(m)]

@@ -52,7 +52,7 @@ import pandas as pd
 from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.collective_edges import collective_edges, rank_collectives
 from tracekit.analysis.critical_path.gpu_edges import GpuEdges, median_finite
-from tracekit.analysis.critical_path.idle import idle_us
+from tracekit.analysis.critical_path.host_idle import idle_us
 from tracekit.analysis.critical_path.kinds import COMM, CPU, GPU, HANDOFF, HOST, SYNC
 from tracekit.analysis.critical_path.syncs import SyncEdges
 from tracekit.analysis.metrics.idle import SYNC_CALLS
@@ -73,7 +73,7 @@ class Graph:
     table), ``base`` (the node's own duration when nothing holds its end: ``dur``, less
     for a sync call that waited). Edges (``src``, ``dst``, ``lag`` µs, ``edge_kind``,
     ``at_start``: an end edge from the source's start; ``idle``: µs of a ``cpu`` lag in which the
-    thread ran no op, :mod:`~tracekit.analysis.critical_path.idle`) as arrays. ``launch_lag_us``,
+    thread ran no op, :mod:`~tracekit.analysis.critical_path.host_idle`) as arrays. ``launch_lag_us``,
     ``stream_gap_us`` (NaN where no op queued behind another), ``sync_lag_us``: the typical lags.
     ``missing``: what the trace lacks for a complete graph, a reason each
     (:mod:`~tracekit.analysis.critical_path.reasons`; ``rank``: its rank's, on a job). ``collective``:

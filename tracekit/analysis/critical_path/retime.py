@@ -77,7 +77,7 @@ def weights(g: Graph, host_scale: Scale = 1.0, gpu_scale: float = 1.0) -> tuple[
     """(base, lag): node durations and edge lags (µs) with host time (host calls' durations, the
     CPU time between calls) scaled by ``host_scale`` (a factor, or one per rank) and GPU ops'
     durations by ``gpu_scale``; a lag's idle part (``g.idle``: op-free stretches, a sleep,
-    :mod:`tracekit.analysis.critical_path.idle`) is not scaled."""
+    :mod:`tracekit.analysis.critical_path.host_idle`) is not scaled."""
     h = node_factors(g, host_scale)
     base = np.where(g.kind == HOST, g.base * h, g.base * gpu_scale)
     idle = np.zeros(len(g.lag)) if g.idle is None else np.minimum(g.idle, g.lag)

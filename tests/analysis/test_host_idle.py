@@ -1,4 +1,4 @@
-"""Idle host time (tracekit.analysis.critical_path.idle): the op-free stretches of an iteration, which
+"""Idle host time (tracekit.analysis.critical_path.host_idle): the op-free stretches of an iteration, which
 the calibration and --host-faster do not scale, on a hand-made trace of known answer."""
 
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 from tracebuilder import TraceBuilder
 
 from tracekit.analysis.critical_path.graph import build
-from tracekit.analysis.critical_path.idle import IDLE_MIN_US, idle_us
+from tracekit.analysis.critical_path.host_idle import IDLE_MIN_US, idle_us
 from tracekit.analysis.critical_path.kinds import CPU
 from tracekit.analysis.critical_path.retime import weights
 from tracekit.trace import load
