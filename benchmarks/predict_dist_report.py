@@ -137,15 +137,15 @@ def rows(traces: Path) -> pd.DataFrame:
     # the measured step the prediction is held to, and the source's step it changes from (the twin's
     # own source calls: the same host)
     df["measured_ms"] = df["twin_ms"].where(on_twin, df["checked_ms"])
-    p10 = df["twin_p10_ms"].where(on_twin, df["checked_p10_ms"])
-    p90 = df["twin_p90_ms"].where(on_twin, df["checked_p90_ms"])
+    df["measured_p10_ms"] = df["twin_p10_ms"].where(on_twin, df["checked_p10_ms"])
+    df["measured_p90_ms"] = df["twin_p90_ms"].where(on_twin, df["checked_p90_ms"])
     before = df["twin_source_ms"].where(on_twin, df["source_ms"])
     df["error"] = df["predicted_ms"] / df["measured_ms"] - 1
     df["run_error"] = df["predicted_ms"] / df["checked_ms"] - 1
     df["host_ratio"] = df["checked_launch_us"] / df["source_launch_us"]
     df["measured_change_ms"] = df["measured_ms"] - before
     df["predicted_change_ms"] = df["predicted_ms"] - df["modelled_ms"]   # the edit's own change, on the model
-    noise = (p10 <= before) & (before <= p90)
+    noise = (df["measured_p10_ms"] <= before) & (before <= df["measured_p90_ms"])
     df["sign_right"] = (df["measured_change_ms"] * df["predicted_change_ms"] > 0) | noise
     df["within_target"] = df["error"].abs() <= TARGET
     df["predicts_slowdown"] = df["predicted_change_ms"] > 0   # every what-if here removes work or waiting
@@ -187,10 +187,9 @@ def markdown(df: pd.DataFrame, title: str) -> str:
             lines.append(f"| {r['what_if']} | {r['source']} | {r['source_status']} | | | | | | | {r['checked']} | "
                          f"{r['checked_status']} | | | | {why} |")
             continue
-        p10 = r["twin_p10_ms"] if r["checked_on"] == "twin" else r["checked_p10_ms"]
-        p90 = r["twin_p90_ms"] if r["checked_on"] == "twin" else r["checked_p90_ms"]
         lines.append(f"| {r['what_if']} | {r['source']} | {_f(r['source_ms'])} | {r['checked_on']} | "
-                     f"{_f(r['measured_ms'])} | {_f(p10)}-{_f(p90)} | {_f(r['predicted_ms'])} | {r['error']:+.1%} | "
+                     f"{_f(r['measured_ms'])} | {_f(r['measured_p10_ms'])}-{_f(r['measured_p90_ms'])} | "
+                     f"{_f(r['predicted_ms'])} | {r['error']:+.1%} | "
                      f"{'right' if r['sign_right'] else 'WRONG'} | {r['checked']} | {_f(r['checked_ms'])} | "
                      f"{_f(r['run_error'] * 100, '+.1f')}% | {_f(r['host_ratio'], '.2f')} | "
                      f"{'yes' if r['calibrated'] else 'no'} | {r['notes']} |")

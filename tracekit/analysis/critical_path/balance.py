@@ -50,7 +50,7 @@ def _within(g: Graph, step: np.ndarray) -> np.ndarray:
 def _pieces(g: Graph, step: np.ndarray, lag: np.ndarray) -> pd.DataFrame:
     """One row per host node and non-collective GPU op in an iteration: node, rank, step, host
     (bool), thread, order (its thread's place among its rank's threads; -1 for a GPU op), ts (its
-    launch call's start for a GPU op) and its incoming CPU time within the iteration (cpu_us)."""
+    launch call's start for a GPU op) and its incoming CPU time (cpu_us: the lags of :func:`_within`)."""
     cpu_in = np.zeros(len(g))
     into = _within(g, step)
     np.add.at(cpu_in, g.dst[into], lag[into])
@@ -112,19 +112,17 @@ def _piece_names(g: Graph) -> np.ndarray:
     return out
 
 
-def _positions(part: pd.DataFrame, names) -> np.ndarray:
+def _positions(part: pd.DataFrame, names: np.ndarray) -> np.ndarray:
     """Each piece's place in the sequence of the rank with the fewest pieces (``part``: one
     iteration's pieces of one thread, or GPU ops, sorted by rank and time): the k-th where every
     rank has as many; else aligned by what the pieces do (:func:`difflib.SequenceMatcher` on
     :func:`_piece_names`, the longest common runs), -1 for a piece in no common run (an extra call or
-    kernel of a straggler). ``names``: :func:`_piece_names` of the graph, or a callable that returns
-    it (called only where the pieces must be aligned)."""
+    kernel of a straggler). ``names``: :func:`_piece_names` of the graph."""
     ranks = part["rank"].to_numpy()
     starts = np.flatnonzero(np.r_[True, ranks[1:] != ranks[:-1]])
     counts = np.diff(np.r_[starts, len(ranks)])
     if len(set(counts.tolist())) == 1:
         return np.arange(len(ranks)) - np.repeat(starts, counts)
-    names = names() if callable(names) else names
     rows = pd.Series({int(ranks[a]): np.arange(a, a + n) for a, n in zip(starts, counts)})
     ref = min(rows.index, key=lambda r: (len(rows[r]), r))
     node = part["node"].to_numpy()
@@ -164,12 +162,12 @@ def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd
     # rank): a rank's slower backward thread and another's sleep on its main thread do not cancel, and
     # a thread that runs on one rank only (a watchdog, a profiler's) is not compared: its CPU time
     # between calls is its idle time, not work the others lack
-    names: list[np.ndarray] = []   # _piece_names(g), made the first time pieces must be aligned
+    names = _piece_names(g)
     for (s, host, _), part in frame.groupby(["step", "host", "order"], sort=True):   # order -1: the GPU
         if part["rank"].nunique() < 2:
             continue
         part = part.sort_values(["rank", "ts"], kind="stable")
-        pos = _positions(part, lambda: names[0] if names else names.append(_piece_names(g)) or names[0])
+        pos = _positions(part, names)
         rank, node = part["rank"].to_numpy(), part["node"].to_numpy()
         work_all, cpu_all = part["work"].to_numpy(), part["cpu_us"].to_numpy()
         ranks = np.unique(rank)

@@ -41,12 +41,13 @@ def collective_edges(frames: list[pd.DataFrame], node: dict, base: np.ndarray) -
     transfer (the last rank's duration: it waits for no one). The edge from the last arrival keeps
     its observed lag, the others the smaller of it and the transfer; an earlier rank's own
     duration (``base``, changed in place) becomes what it took after the last arrival, at most
-    the transfer."""
+    the transfer. Returns the edges as the graph's builder holds them: (src, dst, lag, edge_kind,
+    at_start, idle: 0)."""
     from tracekit.analysis.distributed import stragglers
 
     frames = [f.assign(call=np.arange(len(f))) for f in frames if len(f)]
     if len(frames) < 2:
-        return (np.zeros(0, np.int64),) * 2 + (np.zeros(0), np.zeros(0, np.int8), np.zeros(0, bool))
+        return (np.zeros(0, np.int64),) * 2 + (np.zeros(0), np.zeros(0, np.int8), np.zeros(0, bool), np.zeros(0))
     per_call, _ = stragglers.match(pd.concat(frames, ignore_index=True))
     per_call = per_call[per_call["counted"]]
     src, dst, lag = [], [], []
@@ -67,4 +68,4 @@ def collective_edges(frames: list[pd.DataFrame], node: dict, base: np.ndarray) -
                     lag.append(observed if u == last else min(transfer, observed))
     n = len(src)
     return (np.array(src, np.int64), np.array(dst, np.int64), np.array(lag, float), np.full(n, COLLECTIVE, np.int8),
-            np.ones(n, bool))
+            np.ones(n, bool), np.zeros(n))

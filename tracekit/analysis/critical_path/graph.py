@@ -292,7 +292,8 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     own = min(median_finite(idle_dur, sync_lag), sync_lag) if len(idle_dur) else sync_lag
     for d in np.unique(s_dst[binding]).tolist():
         base[d] = min(base[d], own)
-    edges.append((s_src, s_dst, s_lag, np.full(len(s_src), SYNC, np.int8), np.zeros(len(s_src), bool)))
+    edges.append((s_src, s_dst, s_lag, np.full(len(s_src), SYNC, np.int8), np.zeros(len(s_src), bool),
+                  np.zeros(len(s_src))))
     if len(ranks) > 1:
         edges.append(collective_edges(calls, node, base))
         if not calls:
@@ -300,7 +301,7 @@ def build(ranks: list[tuple[int, EventTables]]) -> Graph:
     collective = np.full(n, "", dtype=object)
     for c in calls:
         collective[c["node"].to_numpy(np.int64)] = c["collective"].to_numpy(dtype=object)
-    edges = [e if len(e) == 6 else (*e, np.zeros(len(e[0]))) for e in edges if len(e[0])]   # idle: host edges' only
+    edges = [e for e in edges if len(e[0])]
     cat = [np.concatenate([e[i] for e in edges]) if edges else np.zeros(0) for i in range(6)]
     return Graph(**node, base=base, src=cat[0].astype(np.int64), dst=cat[1].astype(np.int64), lag=cat[2].astype(float),
                  edge_kind=cat[3].astype(np.int8), at_start=cat[4].astype(bool),

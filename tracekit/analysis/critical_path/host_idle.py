@@ -37,7 +37,8 @@ def _covered(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ts[new], reach[np.r_[np.flatnonzero(new)[1:] - 1, len(ts) - 1]]
 
 
-def _within(h0: np.ndarray, h1: np.ndarray, windows: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _in_windows(h0: np.ndarray, h1: np.ndarray,
+                windows: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The stretches [h0, h1) cut to the iteration windows (sorted disjoint (starts, ends)): each
     stretch's part in each window; all of each where there is no window (a trace without markers is
     one window)."""
@@ -80,7 +81,7 @@ def idle_us(cpu_ops: pd.DataFrame, pid, tid, start: np.ndarray, stop: np.ndarray
         gaps = gaps[np.argsort(start[gaps], kind="stable")]
         mine = op_thread == key
         starts, ends = _covered(ops["ts"].to_numpy(float)[mine], ops["end"].to_numpy(float)[mine])
-        h0s, h1s = _within(np.r_[-np.inf, ends], np.r_[starts, np.inf], windows)   # op-free, in an iteration
+        h0s, h1s = _in_windows(np.r_[-np.inf, ends], np.r_[starts, np.inf], windows)   # op-free, in an iteration
         long = h1s - h0s >= IDLE_MIN_US
         for h0, h1 in zip(h0s[long].tolist(), h1s[long].tolist()):
             lo = np.searchsorted(stop[gaps], h0, side="right")
