@@ -21,11 +21,11 @@ from tracekit.report.path_text import path_note
 from tracekit.trace import load
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
-PERIOD, TRANSFER = 1000.0, 100.0
+PERIOD, TRANSFER, STALL = 1000.0, 100.0, 30.0
 
 
 def _job(extra_host=(0.0, 0.0), gemm_us=(300.0, 300.0), steps=3, events=False, sync=True, launches=0,
-         host_speed=(1.0, 1.0)) -> list[TraceBuilder]:
+         host_speed=(1.0, 1.0), stalls=(None, None)) -> list[TraceBuilder]:
     """Two ranks of a data-parallel step, ``steps`` times back to back, step i from ``o``; on each rank:
     a prep kernel launched at o+2, ``extra_host`` µs of host time (a sleep), a gemm of ``gemm_us`` on
     stream 7 launched at o+10 after the sleep, starting 6 µs after its launch call began; an all_reduce
@@ -38,11 +38,12 @@ def _job(extra_host=(0.0, 0.0), gemm_us=(300.0, 300.0), steps=3, events=False, s
     as in the real fixture). ``sync`` False: no synchronize, each step's marker 40 µs + the sleep, a step
     every PERIOD µs. ``launches``: that many launches of a 1 µs kernel after the prep's, back to back from
     o+6, each call 4 x ``host_speed`` µs and 2 x ``host_speed`` µs apart (a rank's host running the same
-    calls slower; a pair: per rank), everything after them on that rank later by their span."""
+    calls slower; a pair: per rank), everything after them on that rank later by their span. ``stalls``:
+    per rank, the launch before which the host stalls STALL µs (None: none), as hosts now and then do."""
     out = [TraceBuilder(distributed={"rank": r, "world_size": 2, "backend": "nccl"}) for r in (0, 1)]
     o = 0.0
     launches = (launches, launches) if isinstance(launches, int) else launches   # per rank
-    pre = [launches[r] * 6 * host_speed[r] for r in (0, 1)]
+    pre = [launches[r] * 6 * host_speed[r] + (STALL if stalls[r] is not None else 0) for r in (0, 1)]
     for i in range(steps):
         arrive = [o + 16 + extra_host[r] + pre[r] + gemm_us[r] for r in (0, 1)]
         end = max(arrive) + TRANSFER
@@ -51,7 +52,7 @@ def _job(extra_host=(0.0, 0.0), gemm_us=(300.0, 300.0), steps=3, events=False, s
             t.step(i + 1, o, end + 55 - o if sync else 40 + extra_host[r] + pre[r])
             t.kernel("prep", start=o + 8, dur=5, launch_at=o + 2)
             for j in range(launches[r]):
-                at = o + 6 + j * 6 * host_speed[r]
+                at = o + 6 + j * 6 * host_speed[r] + (STALL if stalls[r] is not None and j >= stalls[r] else 0)
                 t.kernel("tiny", start=at + 4 * host_speed[r] + 1, dur=1, launch_at=at, launch_dur=4 * host_speed[r])
             gemm = t.kernel("gemm", start=x + 16, dur=gemm_us[r], launch_at=x + 10)
             t.cpu_op("record_param_comms", x + 18, 8, **{"Collective name": "allreduce", "Seq": i + 1,
@@ -151,6 +152,31 @@ def test_balancing_takes_a_stragglers_extra_launches_whole(tmp_path):
     taken = job.balanced[["host_excess_us", "gpu_excess_us"]].sum()
     assert taken["gpu_excess_us"] == pytest.approx(3 * 3 * 1.0)          # 3 tiny kernels in each of 3 steps
     assert 3 * 3 * 4 <= taken["host_excess_us"] <= 3 * 3 * 6             # their calls, and the CPU between them
+
+
+def test_balancing_compares_the_threads_that_do_the_same_work(tmp_path):
+    """Rank 1 has a side thread (a watchdog's query) whose first call comes before its main thread's: its
+    threads are not compared with rank 0's by the order of their first calls (rank 0's main thread against
+    rank 1's watchdog, every piece unmatched and taken whole: on 4 H200s, 2.5-5.4 ms an iteration from
+    every rank), but by the calls they share; the balanced job gains nothing."""
+    builders = _job(launches=20)
+    for i in range(3):   # a step every 591 µs (471 + the 20 launches' 120)
+        add_host_call(builders[1], "cudaEventQuery", at=i * 591 + 1, dur=0.5, tid=99)
+    job = predict(_ranks(builders, tmp_path), [Edit("balance-ranks")])
+    assert job.predicted_ms == pytest.approx(job.modelled_ms)
+    assert job.balanced[["host_excess_us", "gpu_excess_us"]].to_numpy().sum() < 5   # a 0.5 µs call's neighbours
+
+
+def test_a_host_that_stalls_as_often_as_the_others_keeps_its_stalls(tmp_path):
+    """Every host stalls now and then; a rank's stalls are its excess only beyond the other ranks': with
+    one 30 µs stall on each rank (at another launch) and rank 1's 200 µs sleep, balancing takes the sleep
+    alone (the twin without it keeps both stalls)."""
+    stalled = _ranks(_job(extra_host=(0, 200), launches=20, stalls=(5, 12)), tmp_path / "stalled")
+    job = predict(stalled, [Edit("balance-ranks")])
+    taken = job.balanced.groupby("rank")["host_excess_us"].sum().to_dict()
+    assert taken == pytest.approx({1: 600}, rel=0.05)
+    twin = predict(_ranks(_job(launches=20, stalls=(5, 12)), tmp_path / "twin"), [Edit("balance-ranks")])
+    assert job.predicted_ms == pytest.approx(twin.modelled_ms, rel=0.02)
 
 
 def test_a_balanced_job_gains_nothing_from_balancing(tmp_path):

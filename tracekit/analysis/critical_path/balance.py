@@ -47,10 +47,11 @@ def _within(g: Graph, step: np.ndarray) -> np.ndarray:
     return host_lags(g) & (step[g.dst] >= 0)
 
 
-def _pieces(g: Graph, step: np.ndarray, lag: np.ndarray) -> pd.DataFrame:
+def _pieces(g: Graph, step: np.ndarray, lag: np.ndarray, names: np.ndarray) -> pd.DataFrame:
     """One row per host node and non-collective GPU op in an iteration: node, rank, step, host
-    (bool), thread, order (its thread's place among its rank's threads; -1 for a GPU op), ts (its
-    launch call's start for a GPU op) and its incoming CPU time (cpu_us: the lags of :func:`_within`)."""
+    (bool), thread, order (its thread's number, the same for the threads of every rank that do the
+    same work: :func:`_thread_orders`; -1 for a GPU op), ts (its launch call's start for a GPU op) and
+    its incoming CPU time (cpu_us: the lags of :func:`_within`). ``names``: :func:`_piece_names`."""
     cpu_in = np.zeros(len(g))
     into = _within(g, step)
     np.add.at(cpu_in, g.dst[into], lag[into])
@@ -60,12 +61,43 @@ def _pieces(g: Graph, step: np.ndarray, lag: np.ndarray) -> pd.DataFrame:
     launch_ts = np.where((g.kind == GPU) & (g.launch >= 0), g.ts[np.maximum(g.launch, 0)], g.ts)
     frame = pd.DataFrame({"node": nodes, "rank": g.rank[nodes], "step": step[nodes], "host": host[nodes],
                           "thread": g.thread[nodes], "ts": launch_ts[nodes], "cpu_us": cpu_in[nodes]})
-    # a thread's order within its rank: by its first call (main thread, then autograd's...)
-    first = frame[frame["host"]].groupby(["rank", "thread"])["ts"].min().rename("first").reset_index()
-    first["order"] = first.groupby("rank")["first"].rank(method="first").astype(np.int64)
-    frame = frame.merge(first[["rank", "thread", "order"]], on=["rank", "thread"], how="left")
+    orders = _thread_orders(frame[frame["host"]], names)
+    frame = frame.merge(orders, on=["rank", "thread"], how="left")
     frame["order"] = frame["order"].fillna(0).astype(np.int64).where(frame["host"], -1)
     return frame
+
+
+def _thread_orders(host: pd.DataFrame, names: np.ndarray) -> pd.DataFrame:
+    """Number each rank's host threads so that threads doing the same work share a number (columns
+    rank, thread, order). The lowest rank's threads are numbered by their first call (main thread, then
+    autograd's...); another rank's thread takes the number of the lowest rank's thread whose calls it
+    shares most (the count of calls by name both have), greedily, best pairs first; a thread sharing
+    none gets a number of its own, so it is compared with no other. The order of first calls alone
+    differs between ranks where a side thread (NCCL's watchdog, a data loader) starts earlier on one."""
+    first = host.groupby(["rank", "thread"])["ts"].min().rename("first").reset_index()
+    first["order"] = first.groupby("rank")["first"].rank(method="first").astype(np.int64)
+    ranks = sorted(first["rank"].unique().tolist())
+    if len(ranks) < 2:
+        return first[["rank", "thread", "order"]]
+    calls = {key: pd.Series(names[grp["node"].to_numpy()]).value_counts()
+             for key, grp in host.groupby(["rank", "thread"])}
+    ref = first[first["rank"] == ranks[0]]
+    fresh = int(first["order"].max()) + 1
+    for r in ranks[1:]:
+        mine = first.index[first["rank"] == r]
+        pairs = sorted(((-float(np.minimum(*calls[(r, first.at[i, "thread"])].align(
+                        calls[(ranks[0], t)], fill_value=0)).sum()), i, o)
+                        for i in mine for t, o in zip(ref["thread"], ref["order"])))
+        taken_rows, taken_orders = set(), set()
+        for shared, i, o in pairs:
+            if shared < 0 and i not in taken_rows and o not in taken_orders:
+                first.at[i, "order"] = o
+                taken_rows.add(i)
+                taken_orders.add(o)
+        for i in mine:
+            if i not in taken_rows:
+                first.at[i, "order"], fresh = fresh, fresh + 1
+    return first[["rank", "thread", "order"]]
 
 
 MIN_SPEED_PIECES = 10   # a thread's pieces in an iteration from which its host's speed is read
@@ -153,7 +185,8 @@ def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd
         aligned, the rank's extra pieces taken whole).
     """
     into = _within(g, step)
-    frame = _pieces(g, step, lag)
+    names = _piece_names(g)
+    frame = _pieces(g, step, lag, names)
     frame = frame[frame["step"] >= 0]
     frame["work"] = base[frame["node"].to_numpy()] + frame["cpu_us"]
     scale = np.ones(len(g))
@@ -162,7 +195,6 @@ def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd
     # rank): a rank's slower backward thread and another's sleep on its main thread do not cancel, and
     # a thread that runs on one rank only (a watchdog, a profiler's) is not compared: its CPU time
     # between calls is its idle time, not work the others lack
-    names = _piece_names(g)
     for (s, host, _), part in frame.groupby(["step", "host", "order"], sort=True):   # order -1: the GPU
         if part["rank"].nunique() < 2:
             continue
@@ -178,6 +210,11 @@ def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd
         table[row[ok], pos[ok]], nodes[row[ok], pos[ok]] = work_all[ok], node[ok]
         every = ~np.isnan(table).any(axis=0)   # the places every rank has
         table, nodes = table[:, every], nodes[:, every]
+        typical = [np.median(np.delete(table, i, axis=0), axis=0) for i in range(len(ranks))]
+        outliers = [host_excess(table[i], typical[i]) if host else None for i in range(len(ranks))]
+        # a host's outliers are the rank's excess only beyond the other ranks' own: every host stalls now
+        # and then (a page fault, the GIL, a preempted thread), and a balanced job keeps its stalls
+        stalls = np.array([0.0 if o is None else float(o.sum()) for o in outliers])
         for i, r in enumerate(ranks.tolist()):
             mine = row == i
             lacking = ~ok[mine]   # pieces the others lack: a straggler's extra calls and kernels
@@ -186,14 +223,13 @@ def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd
             first = (lacking & ~np.r_[False, lacking[:-1]])[lacking]
             extra_keep = np.where(first, np.divide(extra_cpu, extra_work, out=np.zeros(len(extra)),
                                                    where=extra_work > 0), 0.0)
-            work = table[i]
-            typical = np.median(np.delete(table, i, axis=0), axis=0)
-            pieces = host_excess(work, typical) if host else None
-            if pieces is not None:   # a host's outliers, beyond its speed
-                over = pieces
+            work, pieces = table[i], outliers[i]
+            if pieces is not None:   # a host's outliers, beyond its speed and beyond the others' outliers
+                others = float(np.median(np.delete(stalls, i))) if len(ranks) > 1 else 0.0
+                over = pieces * (max(0.0, stalls[i] - others) / stalls[i] if stalls[i] > 0 else 0.0)
             else:   # the work beyond the others' in all, from the pieces beyond theirs
-                over = (work - typical).clip(min=0)
-                over *= min(1.0, max(0.0, float(work.sum() - typical.sum())) / over.sum()) if over.sum() > 0 else 0.0
+                over = (work - typical[i]).clip(min=0)
+                over *= min(1.0, max(0.0, float(work.sum() - typical[i].sum())) / over.sum()) if over.sum() > 0 else 0.0
             keep = 1 - np.divide(over, work, out=np.zeros(len(work)), where=work > 0)
             taken = float((work * (1 - keep)).sum()) + float((extra_work * (1 - extra_keep)).sum())
             if taken <= 0:
