@@ -60,6 +60,19 @@ def test_a_suite_takes_its_speedups_from_the_comparison_engine():
         engine.loc["vit/reduce-overhead", ["speedup_low", "speedup_high"]].round(2).tolist() == [1.16, 1.34]
 
 
+def test_a_jobs_runs_compare_with_the_eager_run_of_the_same_parallelism():
+    """distributed.toml's DDP and FSDP2 jobs of one model: each compared with its own eager job (an FSDP2
+    run against DDP's eager showed 0.36x), never with the other's."""
+    jobs = pd.DataFrame([_row(f"{p}/{m}", "vit", m, ms, phase="train-step", parallel=f"{p} x2")
+                         for p, m, ms in (("ddp", "eager", 27.6), ("ddp", "default", 34.3), ("fsdp", "eager", 77.4),
+                                          ("fsdp", "default", 81.6))])
+    cmp = comparison(jobs).set_index("run")
+    assert cmp.loc["fsdp/default", "speedup_vs_eager"] == pytest.approx(77.4 / 81.6)
+    assert cmp.loc["fsdp/eager", "speedup_vs_eager"] == pytest.approx(1.0)
+    assert cmp.loc["ddp/default", "speedup_vs_eager"] == pytest.approx(27.6 / 34.3)
+    assert cmp.loc["fsdp/eager", "workload"] == "vit b8 fp32 cuda train-step fsdp x2"
+
+
 def test_rates_of_a_forward_call_only():
     cmp = comparison(RUNS).set_index("run")
     assert cmp.loc["mm/eager", "achieved_TFLOPs"] == 687.2

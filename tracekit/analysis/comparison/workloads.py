@@ -79,7 +79,8 @@ def workloads(runs: pd.DataFrame, of_op: bool = False) -> pd.DataFrame:
 
 def op_workload(row) -> str:
     """A suite's workload label of one run row: "softmax4096 b8 fp16 cuda", its op (``op``),
-    batch, seq, dtype, the device type it ran on, and its phase unless inference."""
+    batch, seq, dtype, the device type it ran on, its phase unless inference and its ranks and
+    parallelism where a job (``parallel``: an FSDP2 job is not compared with DDP's eager run)."""
     parts = [str(row["op"])]
     if pd.notna(row.get("batch")):
         parts.append(f"b{int(row['batch'])}")
@@ -88,6 +89,8 @@ def op_workload(row) -> str:
     parts += [str(row.get("dtype")), str(row.get("device_type"))]
     if row.get("phase") not in (None, "inference"):
         parts.append(str(row["phase"]))
+    if isinstance(row.get("parallel"), str) and row["parallel"]:
+        parts.append(row["parallel"])
     return " ".join(parts)
 
 
