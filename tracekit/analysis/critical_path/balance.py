@@ -11,7 +11,7 @@ Per iteration and rank, its *host work* is the time of its host calls and the CP
 first call's from the previous iteration's last, where a straggler's sleep at the top of its
 forward is; calibrated), its *GPU work* the time of its GPU ops but collectives (a collective's
 time is waiting and transfer, which the re-timing gives). Host work is compared thread by thread (a
-rank's threads numbered by their first call: the main thread, autograd's...), GPU work as a whole,
+thread with the other ranks' threads that make the same calls: :func:`_thread_orders`), GPU work as a whole,
 so one rank's sleep on its main thread is not cancelled by another's slower backward thread, and a
 thread that runs on one rank only in an iteration (a watchdog's, whose CPU time between calls is
 idle time) is not compared. Ranks of one data-parallel job run the same code, so a thread's
@@ -25,7 +25,8 @@ in proportion to how far; on a host thread of at least :data:`MIN_SPEED_PIECES` 
 outliers' excess beyond the rank's own speed (:func:`host_excess`: a sleep, a wait, a slow call),
 so that a host that runs the same calls uniformly slower (a slower CPU, a busier core) keeps its
 speed, as the same job without its straggler's delay does (a slower host is ``--host-faster``'s
-question); with fewer pieces, the net excess as on the GPU.
+question), and of that only what is beyond the other ranks' median outlier time (every host stalls
+now and then: a balanced job keeps its stalls); with fewer pieces, the net excess as on the GPU.
 """
 
 from __future__ import annotations
