@@ -5,7 +5,7 @@ import json
 import math
 
 import pytest
-from tracebuilder import TraceBuilder
+from tracebuilder import TraceBuilder, write_run
 
 from tracekit.analysis.critical_path.edits import Edit
 from tracekit.analysis.critical_path.predict import predict
@@ -181,6 +181,36 @@ def test_a_trace_that_reads_the_device_makes_a_cuda_graph_prediction_low_confide
     quiet_tables = load(quiet.write(tmp_path / "q.pt.trace.json.gz"))
     assert capture_risks([(0, quiet_tables)], {0: marker_table(quiet_tables)}) == []
     assert predict(quiet_tables, [Edit("cuda-graphs")], replay=Replay(10.0, 1.0)).confidence == "normal"
+    # in a Hugging Face transformers model SDPA's fused kernels alone are a reason: its capture builds a mask
+    hf = predict(quiet_tables, [Edit("cuda-graphs")], replay=Replay(10.0, 1.0), transformers=True)
+    assert hf.confidence == "low" and hf.notes[0] == {"code": reasons.CAPTURE_MASK, "attention": 1.0}
+    assert path_note(hf.notes[0]).startswith("low confidence: its attention runs SDPA's fused kernels (1 calls an "
+                                             "iteration) in a Hugging Face transformers model")
+
+
+def test_a_transformers_runs_fused_attention_is_low_confidence_outside_decode(tmp_path):
+    """tracekit.whatif of a run folder: an ``hf:`` model whose eager iteration runs SDPA's fused kernels and reads
+    nothing is of low confidence (its capture builds a mask: on an H200 bert and electra replayed the unfused
+    math attention); the same trace of a built-in model, or of an hf: model's decode step, is not."""
+    import tracekit
+
+    def sdpa() -> TraceBuilder:
+        t = TraceBuilder()
+        for i in range(3):
+            t.step(i + 1, 100 * i, 100)
+            t.kernel("gemm", start=100 * i + 15, dur=10, launch_at=100 * i + 10)
+            t.kernel("fmha", start=100 * i + 35, dur=10, launch_at=100 * i + 30)
+            t.cpu_op("aten::_scaled_dot_product_efficient_attention", 100 * i + 29, 4)
+        return t
+
+    hf = tracekit.whatif(write_run(tmp_path / "hf", sdpa(), model="hf:bert?layers=6"), cuda_graphs=True)
+    assert hf.confidence == "low" and hf.notes[0].startswith("low confidence: its attention runs SDPA's fused kernels")
+    assert tracekit.whatif(write_run(tmp_path / "vit", sdpa()), cuda_graphs=True).confidence == "normal"
+    decode = write_run(tmp_path / "decode", sdpa(), model="hf:gpt2")
+    run = json.loads((decode / "run.json").read_text())
+    run["spec"]["phase"] = "decode"
+    (decode / "run.json").write_text(json.dumps(run))
+    assert tracekit.whatif(decode, cuda_graphs=True).confidence == "normal"
 
 
 def test_a_gpu_the_fit_scaled_has_the_traced_gpu_as_the_other_end(tmp_path):

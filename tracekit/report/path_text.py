@@ -70,6 +70,14 @@ def _capture(r: dict) -> str:
             f"{attention}")
 
 
+def _capture_mask(r: dict) -> str:
+    """Why a ``cuda-graphs`` prediction of a transformers model is of low confidence."""
+    return (f"low confidence: its attention runs SDPA's fused kernels ({r['attention']:g} calls an iteration) in a "
+            "Hugging Face transformers model, which builds its attention mask under capture (transformers 5.17: "
+            "even where eager neither passes nor reads one) and so may run the memory-efficient or unfused math "
+            "kernels replayed (on an H200: bert +74% GPU busy replayed, electra +19%), not the eager ones predicted")
+
+
 TEXTS = {
     why.NO_GPU: lambda r: "no GPU ops in the trace: there is no host-GPU critical path to find",
     why.NO_LAUNCH_CALLS: lambda r: "no launch calls (CUDA runtime or driver events) in the trace: the host side of "
@@ -102,6 +110,7 @@ TEXTS = {
                                   "joined at their collectives, and a rank's wait in one is its host's time",
     why.REPLAY_COSTS: _replay,
     why.CAPTURE_READS: _capture,
+    why.CAPTURE_MASK: _capture_mask,
     why.NO_LATENCY: lambda r: "no unprofiled latency (run.json): modelled as traced, uncalibrated",
     why.LATENCY_ABOVE: lambda r: f"the unprofiled latency ({r['measured_ms']:.3f} ms) is above the traced iteration "
                                  f"with {r['host_scale']}x its host time ({r['modelled_ms']:.3f} ms): an unreliable "

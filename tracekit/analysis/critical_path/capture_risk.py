@@ -22,7 +22,13 @@ or bakes in one value:
 So a prediction whose eager iteration reads the device is of low confidence; where its attention
 also runs SDPA's fused kernels (``_scaled_dot_product_flash_attention``, ``_efficient_attention``,
 ``_cudnn_attention``), the reason names them as what the capture may replace. SDPA's fused kernels
-alone capture as they run (no data-dependent choice), and are no reason.
+alone capture as they run (no data-dependent choice), and are no reason, but in a model that Hugging
+Face transformers builds (a run of an ``hf:`` model) they are, reads or none: transformers 5.17 (the
+GPU machines') builds the mask under capture even where eager neither passes nor reads one. On an
+H200 (reports/h200/predict-more) every hf model's replay ran other kernels than its eager run:
+bert and electra, whose eager iterations read nothing, the unfused math attention with a built mask
+(GPU busy +74% and +19% replayed, the prediction -43% and -19%), the decoders the mask's kernels
+(+14-17%).
 """
 
 from __future__ import annotations
@@ -45,14 +51,17 @@ WHERE_SHOWN = 3   # the ops the reads happen in, most frequent first
 WHERE_READ = 50   # the reads of a trace whose enclosing op is looked up (each a pass over its CPU ops)
 
 
-def capture_risks(ranks: list[tuple[int, EventTables]], markers: dict[int, pd.DataFrame]) -> list[dict]:
+def capture_risks(ranks: list[tuple[int, EventTables]], markers: dict[int, pd.DataFrame],
+                  transformers: bool = False) -> list[dict]:
     """The reasons (:mod:`~tracekit.analysis.critical_path.reasons`) a CUDA graph of these traces'
     iterations may run other kernels than the eager trace (the module docstring): ``CAPTURE_READS``
     with ``reads`` (host reads per iteration), ``ops`` (op -> reads per iteration), ``where`` (the
     ops they happen in: the innermost enclosing module range, optimizer step or annotation, else the
     op around them; the most frequent of the first ``WHERE_READ`` reads of each trace first) and
     ``attention`` (SDPA fused-kernel calls per iteration, 0 for none), from the steady iterations of
-    ``markers`` (rank -> step, ts, end); [] where the traces read nothing."""
+    ``markers`` (rank -> step, ts, end); where they read nothing, ``CAPTURE_MASK`` with ``attention``
+    if ``transformers`` (the model is a Hugging Face transformers one) and it runs SDPA's fused
+    kernels; else []."""
     reads, attention, where, iterations = Counter(), 0, Counter(), 0
     for rank, tables in ranks:
         m = steady_windows(markers.get(rank, pd.DataFrame(columns=["ts", "end"])))
@@ -68,8 +77,10 @@ def capture_risks(ranks: list[tuple[int, EventTables]], markers: dict[int, pd.Da
         reads.update(names[hit].tolist())
         attention += int((inside & np.isin(names, FUSED_ATTENTION)).sum())
         where.update(_enclosing(ops, np.flatnonzero(hit)[:WHERE_READ]))
-    if not reads or not iterations:
+    if not iterations:
         return []
+    if not reads:
+        return [{"code": why.CAPTURE_MASK, "attention": attention / iterations}] if transformers and attention else []
     return [{"code": why.CAPTURE_READS, "reads": sum(reads.values()) / iterations,
              "ops": {k: v / iterations for k, v in reads.most_common()},
              "where": [k for k, _ in where.most_common(WHERE_SHOWN)], "attention": attention / iterations}]

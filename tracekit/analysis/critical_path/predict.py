@@ -71,7 +71,7 @@ class WhatIf:
 def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit], measured_ms: float | None = None,
             attribution: Attribution | None = None, annotation: str | None = None,
             replay: Replay | None = None, host_ms: float | Mapping[int, float | None] | None = None,
-            spread: Spread | None = None) -> WhatIf:
+            spread: Spread | None = None, transformers: bool = False) -> WhatIf:
     """The iteration latency a trace's run (or a job's) would have after ``edits``.
 
     Args:
@@ -90,6 +90,8 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
             (:func:`tracekit.analysis.critical_path.calibrate.calibrate_job`).
         spread: the ranges of the measurements, for the prediction's interval
             (:mod:`~tracekit.analysis.critical_path.uncertainty`); None: no interval.
+        transformers: the model is a Hugging Face transformers one (its capture builds an attention
+            mask: :func:`~tracekit.analysis.critical_path.capture_risk.capture_risks`).
 
     Returns:
         A :class:`WhatIf`. After ``overlap-comm`` and ``balance-ranks`` alone, which only take
@@ -139,7 +141,7 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
     graphs = any(e.kind == "cuda-graphs" for e in edits)
     if graphs and replay is not None:
         notes.append({"code": why.REPLAY_COSTS, **replay.to_dict()})
-    risks = capture_risks(ranks, markers) if graphs else []
+    risks = capture_risks(ranks, markers, transformers) if graphs else []
     result = WhatIf(cal, before, after, [str(e) for e in edits], predicted, modelled, risks + notes,
                     edited.balanced, replay=replay if graphs else None, confidence="low" if risks else "normal")
     if spread is not None:
@@ -162,7 +164,8 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
 def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) -> WhatIf:
     """:func:`predict` for a run folder's traces with what its manifest (or None) knows: the
     unprofiled latency and host time (a job's: each rank's, ``distributed.ranks``), the attribution
-    record, the device's replay costs, and their ranges for the prediction's interval."""
+    record, the device's replay costs, their ranges for the prediction's interval, and whether the
+    model is a Hugging Face transformers one (``hf:``) outside a decode phase."""
     from tracekit.analysis.critical_path.replay_costs import default_replay
 
     known = manifest is not None
@@ -174,9 +177,13 @@ def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) 
         spread.measured_range = (manifest.latency("p10"), manifest.latency("p90"))
         h = manifest.host_ms
         spread.host_range = (h.p10, h.p90) if h and h.p10 is not None and h.p90 is not None else None
+    model = (manifest.model or (manifest.spec.model if manifest.spec else None)) if known else None
+    # a decode step passes its static cache's mask eagerly too: its capture keeps eager's kernels (the decode
+    # study's 27 CUDA-graph predictions within 3.3% on an H100)
+    decode = known and manifest.spec is not None and manifest.spec.phase == "decode"
     return predict(ranks, edits, manifest.latency("median") if known else None,
                    manifest.attribution if known else None, annotation, default_replay(ranks, manifest), host,
-                   spread)
+                   spread, transformers=str(model or "").startswith("hf:") and not decode)
 
 
 def predict_run(path, edits: list[Edit], annotation: str | None = None) -> Prediction:

@@ -18,7 +18,9 @@ left out), ``KEPT_MODEL`` (``longer_ms``: a removal re-timed longer, the model b
 :meth:`~tracekit.analysis.critical_path.replay_costs.Replay.to_dict`'s device, measured, measured_on
 and costs), ``CAPTURE_READS`` (a ``cuda-graphs`` prediction of low confidence: the eager iteration
 reads the device on the host, ``reads`` an iteration, ``ops``, ``where``, ``attention``:
-:func:`tracekit.analysis.critical_path.capture_risk.capture_risks`).
+:func:`tracekit.analysis.critical_path.capture_risk.capture_risks`), ``CAPTURE_MASK`` (the same, a
+Hugging Face transformers model's fused SDPA calls, ``attention`` an iteration, which its capture
+moves off them).
 
 What a trace lacks for a complete graph (``Graph.missing``; ``rank`` added on a job's graph):
 ``INFERRED_WAITS`` (``waits`` inferred without cuda_sync events, or without the ``unnamed`` wait
@@ -46,7 +48,7 @@ BLIND_RANKS = "ranks without launch calls"
 NO_ANNOTATION, FEW_RANKS = "no annotation", "few ranks"
 NO_PATH, NO_JOB_PATH = "no critical path", "no critical path of the job"
 UNCALIBRATED, NO_MARKERS, SKIPPED_EDGES, KEPT_MODEL = "uncalibrated", "no markers", "skipped edges", "kept model"
-REPLAY_COSTS, CAPTURE_READS = "replay costs", "capture reads"
+REPLAY_COSTS, CAPTURE_READS, CAPTURE_MASK = "replay costs", "capture reads", "capture mask"
 INFERRED_WAITS, GUESSED_SYNCS = "inferred waits", "guessed syncs"
 LAUNCHLESS_OPS, NO_COLLECTIVES = "launchless ops", "no collectives"
 NO_LATENCY, LATENCY_ABOVE, GPU_BEYOND, GPU_BOUND = "no latency", "latency above", "GPU beyond", "GPU-bound"
