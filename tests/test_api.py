@@ -32,7 +32,9 @@ def test_analyze_returns_the_tables_of_tracekit_analyze(fixtures):
     assert [kernels[f"vit16x6x384_{m}.pt.trace.json.gz"] for m in ("eager", "default", "reduce-overhead")] == \
         [660, 600, 610]  # the figures `tracekit analyze` prints for these traces (tests/test_cli.py)
     assert result["kernels"] is result.tables["kernels"] and len(result["streams"]) == 3  # one per trace
-    assert result["no_such_table"].empty
+    assert result["jobs"].empty                          # a table no trace here gave: empty
+    with pytest.raises(KeyError, match="no analysis makes a table named 'no_such_table'"):
+        result["no_such_table"]                          # a misspelt name: an error, not an empty result
     assert result["runs"] is result.runs and "profiler_overhead" in result.overhead
 
 

@@ -111,6 +111,9 @@ class Result:
         return Path(self.analysis.root)
 
     def __getitem__(self, name: str) -> pd.DataFrame:
+        """A frame of this result (``runs``, ``comparison``...) or a table of the analysis
+        (:meth:`tracekit.analysis.runs.Analysis.table`: empty where no trace gave it; KeyError for a
+        name no analysis makes)."""
         if name in self.FRAMES:
             return getattr(self, name)
         return self.analysis.table(name)

@@ -91,9 +91,16 @@ class Analysis:
     failures: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     def table(self, name: str) -> pd.DataFrame:
-        """One of ``tables``, or an empty DataFrame when no trace gave it."""
+        """One of ``tables``, or an empty DataFrame when no trace gave it.
+
+        Raises:
+            KeyError: no analysis makes a table of that name (:func:`table_names`): a misspelt name
+                would otherwise read as an empty result.
+        """
         import pandas as pd
 
+        if name not in self.tables and name not in table_names():
+            raise KeyError(f"no analysis makes a table named {name!r}; the tables: {', '.join(sorted(table_names()))}")
         return self.tables.get(name, pd.DataFrame())
 
     def nothing_to_report(self, path) -> NothingAnalyzed | None:
@@ -123,6 +130,18 @@ class Analysis:
                 "errors": [{"path": p, "problem": e, "code": c} for p, e, c in self.errors],
                 "skipped": [{"path": p, "why": w} for p, w in self.skipped],
                 "failures": [{"path": p, "analysis": a, "reason": r} for p, a, r, _ in self.failures]}
+
+
+def table_names() -> frozenset[str]:
+    """Every table an :class:`Analysis` can hold: each registered analysis' declared tables
+    (:data:`tracekit.analysis.registry.ANALYSES`), the jobs' (:data:`tracekit.analysis.distributed.job.JOB_TABLES`,
+    ``job_critical_path``) and the runs' ``launch_vs_fusion``."""
+    from tracekit.analysis import trace_analysis  # noqa: F401  (imports every analysis, which registers)
+    from tracekit.analysis.distributed.job import JOB_TABLES
+    from tracekit.analysis.registry import ANALYSES
+
+    return frozenset(t for a in ANALYSES.values() for t in a.tables) | {*JOB_TABLES, "job_critical_path",
+                                                                         "launch_vs_fusion"}
 
 
 def _collect(run: Run, manifest: Manifest | None, root: Path, results: list[FileResult], result: Analysis,

@@ -193,6 +193,10 @@ def job_row(job: str, ranks: pd.DataFrame, straggle: pd.DataFrame, matched: pd.D
     return row
 
 
+# The tables of jobs (:func:`analyze_jobs`), each row tagged with its job.
+JOB_TABLES = ("jobs", "job_balance", "ranks", "collective_calls", "stragglers")
+
+
 def analyze_jobs(runs: pd.DataFrame, calls: pd.DataFrame, pieces: pd.DataFrame,
                  manifests: dict[str, Manifest] | None = None, predicted: dict[str, dict] | None = None
                  ) -> dict[str, pd.DataFrame]:
@@ -212,7 +216,7 @@ def analyze_jobs(runs: pd.DataFrame, calls: pd.DataFrame, pieces: pd.DataFrame,
     """
     if "job" not in runs or runs["job"].isna().all():
         return {}
-    out: dict[str, list] = {"jobs": [], "job_balance": [], "ranks": [], "collective_calls": [], "stragglers": []}
+    out: dict[str, list] = {name: [] for name in JOB_TABLES}
     for job, rows in runs[runs["job"].notna()].groupby("job", sort=True):
         if rows["rank"].nunique() < 2:
             continue
