@@ -82,16 +82,21 @@ def _thread_orders(host: pd.DataFrame, names: np.ndarray) -> pd.DataFrame:
         return first[["rank", "thread", "order"]]
     calls = {key: pd.Series(names[grp["node"].to_numpy()]).value_counts()
              for key, grp in host.groupby(["rank", "thread"])}
+
+    def shared(a: tuple, b: tuple) -> float:
+        """The calls two threads both make, counted by name."""
+        mine, theirs = calls[a].align(calls[b], fill_value=0)
+        return float(np.minimum(mine, theirs).sum())
+
     ref = first[first["rank"] == ranks[0]]
     fresh = int(first["order"].max()) + 1
     for r in ranks[1:]:
         mine = first.index[first["rank"] == r]
-        pairs = sorted(((-float(np.minimum(*calls[(r, first.at[i, "thread"])].align(
-                        calls[(ranks[0], t)], fill_value=0)).sum()), i, o)
-                        for i in mine for t, o in zip(ref["thread"], ref["order"])))
+        pairs = sorted((-shared((r, first.at[i, "thread"]), (ranks[0], t)), i, o)
+                       for i in mine for t, o in zip(ref["thread"], ref["order"]))
         taken_rows, taken_orders = set(), set()
-        for shared, i, o in pairs:
-            if shared < 0 and i not in taken_rows and o not in taken_orders:
+        for less, i, o in pairs:   # the most shared first
+            if less < 0 and i not in taken_rows and o not in taken_orders:
                 first.at[i, "order"] = o
                 taken_rows.add(i)
                 taken_orders.add(o)
@@ -226,7 +231,7 @@ def balance(g: Graph, step: np.ndarray, base: np.ndarray, lag: np.ndarray) -> pd
                                                    where=extra_work > 0), 0.0)
             work, pieces = table[i], outliers[i]
             if pieces is not None:   # a host's outliers, beyond its speed and beyond the others' outliers
-                others = float(np.median(np.delete(stalls, i))) if len(ranks) > 1 else 0.0
+                others = float(np.median(np.delete(stalls, i)))
                 over = pieces * (max(0.0, stalls[i] - others) / stalls[i] if stalls[i] > 0 else 0.0)
             else:   # the work beyond the others' in all, from the pieces beyond theirs
                 over = (work - typical[i]).clip(min=0)
