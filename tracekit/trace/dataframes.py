@@ -25,7 +25,8 @@ DEDUP_KEYS = {
     "cpu": ["ts", "dur", "external_id"],
     "comms": ["ts", "dur", "correlation", "external_id", "name"],
 }
-_DTYPES = {"step": np.int64, "ts": np.float64, "dur": np.float64, "end": np.float64, "device": np.int64, "stream": np.int64,
+_DTYPES = {"step": np.int64, "ts": np.float64, "dur": np.float64, "end": np.float64, "device": np.int64,
+           "stream": np.int64,
            "correlation": np.int64, "external_id": np.int64, "sequence": np.int64, "wait_on_stream": np.int64,
            "wait_on_correlation": np.int64,
            **{c: np.float64 for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
@@ -167,6 +168,21 @@ def _column(parts: list, order: np.ndarray | None):
     return values if order is None else values[order]
 
 
+def _key(us: np.ndarray, rows: np.ndarray | None, thread: np.ndarray, t0: float) -> np.ndarray:
+    """:func:`depth`'s keys: thread, then integer ns since t0 (< 2**44 ns: 4.9 h), of ``us[rows]``
+    (all of ``us`` for None), made in one array (the floats turned into int64 in place, a block at a time)."""
+    ns = us.copy() if rows is None else us[rows]
+    ns -= t0
+    ns *= 1e3
+    np.rint(ns, out=ns)
+    out = ns.view(np.int64)
+    for at in range(0, len(ns), _BLOCK):
+        part = ns[at:at + _BLOCK].astype(np.int64)   # read before its bytes are overwritten
+        part += (thread[at:at + _BLOCK] if rows is None else thread[rows[at:at + _BLOCK]]).astype(np.int64) << 44
+        out[at:at + _BLOCK] = part
+    return out
+
+
 def depth(cpu: dict) -> tuple[np.ndarray, np.ndarray]:
     """Nesting depth of each CPU op within its thread: how many ops of the same
     thread are open when it starts (CPU ops of one thread nest properly); and the
@@ -194,23 +210,9 @@ def depth(cpu: dict) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(thread.astype(np.int16) if thread.max() < 2**15 else thread, kind="stable")
     t0 = cpu["ts"][0]
 
-    def key(us: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-        """Thread, then integer ns since t0 (< 2**44 ns: 4.9 h), of ``us[rows]``: made in one
-        array (the floats turned into int64 in place, a block at a time)."""
-        ns = us.copy() if rows is None else us[rows]
-        ns -= t0
-        ns *= 1e3
-        np.rint(ns, out=ns)
-        out = ns.view(np.int64)
-        for at in range(0, n, _BLOCK):
-            part = ns[at:at + _BLOCK].astype(np.int64)   # read before its bytes are overwritten
-            part += (thread[at:at + _BLOCK] if rows is None else thread[rows[at:at + _BLOCK]]).astype(np.int64) << 44
-            out[at:at + _BLOCK] = part
-        return out
-
-    end = key(cpu["end"])
+    end = _key(cpu["end"], None, thread, t0)
     end.sort()
-    s = key(cpu["ts"], order)
+    s = _key(cpu["ts"], order, thread, t0)
     del thread
     tie = np.zeros(n, dtype=bool)
     np.equal(s[1:], s[:-1], out=tie[1:])
