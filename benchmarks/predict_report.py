@@ -171,7 +171,8 @@ def markdown(df: pd.DataFrame, done: pd.DataFrame, probe: dict | None) -> str:
              f"- the sign of the gain right: **{signs} of {n}**",
              f"- the measured cudagraphs latency inside the prediction's interval: **{inside} of {n}** "
              f"({inside / n:.0%}; the target is 90%); median width {done['interval_width'].median():.1%} of the "
-             "prediction",
+             f"prediction; {int(flagged['inside_interval'].sum())} of the {len(flagged)} of low confidence (their "
+             "interval keeps eager's kernels, which the capture may change)",
              f"- low confidence (the capture may run other kernels): {len(flagged)} of {n}"
              + (f" ({', '.join(flagged['workload'])}; {int(flagged['within_target'].sum())} of them within 10%)"
                 if len(flagged) else ""),

@@ -186,6 +186,11 @@ def test_a_trace_that_reads_the_device_makes_a_cuda_graph_prediction_low_confide
     assert hf.confidence == "low" and hf.notes[0] == {"code": reasons.CAPTURE_MASK, "attention": 1.0}
     assert path_note(hf.notes[0]).startswith("low confidence: its attention runs SDPA's fused kernels (1 calls an "
                                              "iteration) in a Hugging Face transformers model")
+    # the interval leaves out the kernels the capture may change, and the terminal says so
+    from tracekit.report.formats.whatif import _interval_text
+    low = {"predicted_low_ms": 0.05, "predicted_high_ms": 0.056, "confidence": "low"}
+    assert _interval_text(low) == " (0.050-0.056 ms with eager's kernels), LOW CONFIDENCE (note below)"
+    assert _interval_text({**low, "confidence": "normal"}) == " (0.050-0.056 ms)"
 
 
 def test_a_transformers_runs_fused_attention_is_low_confidence_outside_decode(tmp_path):

@@ -48,9 +48,11 @@ def _calibration_text(record: dict) -> str:
 
 def _interval_text(record: dict) -> str:
     """" (0.050-0.056 ms)": the prediction's interval (:mod:`tracekit.analysis.critical_path.uncertainty`),
-    "" where it has none; then ", LOW CONFIDENCE (note below)" where the capture may run other kernels."""
+    "" where it has none; where the capture may run other kernels, the interval says it leaves them out
+    (" (0.050-0.056 ms with eager's kernels)") and ", LOW CONFIDENCE (note below)" follows."""
     low, high = record.get("predicted_low_ms"), record.get("predicted_high_ms")
-    shown = f" ({low:.3f}-{high:.3f} ms)" if low is not None and high is not None else ""
+    kept = " with eager's kernels" if record.get("confidence") == "low" else ""
+    shown = f" ({low:.3f}-{high:.3f} ms{kept})" if low is not None and high is not None else ""
     return shown + _low_confidence(record)
 
 
