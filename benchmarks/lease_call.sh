@@ -19,7 +19,7 @@ set -o pipefail
 SUITE=$1; MINUTES=$2; HARD=$3; shift 3; PY=${PYTHON:-python3}
 $PY -c "import msgspec, click, rich, jinja2" 2>/dev/null || {
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl &&
-  export PYTHONPATH=/tmp/site; }
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}; }
 L=${LEASE_DIR:-/tmp/tracekit-lease}; W=$(mktemp -d); mkdir -p $L/runs/$SUITE $W/pack
 R=${REPORTS:-reports/h100}
 if [ -f $R/$SUITE/manifests.jsonl.gz ]; then

@@ -216,6 +216,21 @@ def test_a_transformers_runs_fused_attention_is_low_confidence_outside_decode(tm
     run["spec"]["phase"] = "decode"
     (decode / "run.json").write_text(json.dumps(run))
     assert tracekit.whatif(decode, cuda_graphs=True).confidence == "normal"
+    # where the run checked its capture path, that check decides, not the transformers rule
+    same = write_run(tmp_path / "hf-same", sdpa(), model="hf:bert?layers=6",
+                     capture_path={"differs": False, "added": {}, "removed": {}})
+    assert tracekit.whatif(same, cuda_graphs=True).confidence == "normal"
+    other = write_run(tmp_path / "vit-other", sdpa(), capture_path={
+        "differs": True, "added": {"aten::arange": 4, "aten::where": 2}, "removed": {"aten::all": 1},
+        "calls_added": 9, "calls_removed": 1})
+    low = tracekit.whatif(other, cuda_graphs=True)
+    assert low.confidence == "low" and low.notes[0] == (
+        "low confidence: told a CUDA graph captured it (torch.cuda.is_current_stream_capturing() true), the step ran "
+        "other ops: 9 calls more (aten::arange 4, aten::where 2), 1 fewer (aten::all 1); the replay runs their "
+        "kernels, not only the eager ones predicted")
+    failed = write_run(tmp_path / "vit-failed", sdpa(), capture_path={"differs": True, "error": "RuntimeError: boom"})
+    assert tracekit.whatif(failed, cuda_graphs=True).notes[0].endswith(
+        "the step failed (RuntimeError: boom): the captured program is another one than the eager one predicted")
 
 
 def test_a_gpu_the_fit_scaled_has_the_traced_gpu_as_the_other_end(tmp_path):

@@ -92,7 +92,7 @@ def test_a_run_records_the_thread_count_it_ran_with_and_restores_it(tmp_path):
 
 
 STAGES = ("build", "reference_output", "prepare", "first_call", "warm_up", "timing", "profiled_window",
-          "nvtx_window", "later_steps", "loop_timings")   # tracekit/capture/stages.py's stages
+          "as_if_captured", "nvtx_window", "later_steps", "loop_timings")   # tracekit/capture/stages.py's stages
 
 
 def test_the_sequence_of_stages_is_written_once():

@@ -54,7 +54,8 @@ REASON_CHARS = 2000   # a failure's message is cut to this many characters in ru
 DIFFERENCES: dict[str, dict[str, str]] = {
     "bench cell": {},
     "repeats": {"repeats": "each process's figures (tracekit.capture.repeats.combine)"},
-    "job": {"distributed": "world size, backend, the launcher's log, each rank's figures (tracekit.capture.launcher)"},
+    "job": {"distributed": "world size, backend, the launcher's log, each rank's figures (tracekit.capture.launcher)",
+            "capture_path": "a rank's step runs collectives, which every rank must call alike"},
     "recorded loop": {
         **dict.fromkeys(("build_s", "parameters", "prepare_s", "backend", "loss"),
                         "the loop's model and step are the user's, built and prepared by the user's code"),
@@ -64,9 +65,10 @@ DIFFERENCES: dict[str, dict[str, str]] = {
                         "each step is timed from one rec.step() to the next: no synchronised blocks"),
         "host_ms": "it needs a synchronize before each timed call, which the loop's steps never get",
         "attribution": "no module or backend is known to record it for",
-        **dict.fromkeys(("steps", "steps_ms"), "the loop's own: the steps it ran, each timed one's time")},
+        **dict.fromkeys(("steps", "steps_ms"), "the loop's own: the steps it ran, each timed one's time"),
+        "capture_path": "its steps are the user's loop's: none to call again as if captured"},
     "counters": dict.fromkeys(("latency_ms", "wall_ms", "interleaving", "timer_agreement", "host_ms", "peak_memory_MB",
-                               "memory_source", "attribution"),
+                               "memory_source", "attribution", "capture_path"),
                               "the measured window is NVTX-ranged iterations under ncu, neither timed nor traced"),
 }
 
@@ -187,6 +189,8 @@ class Capture:
                 return
             yield from stages.timing(w, self)
             yield from stages.profiled_window(w, self)
+            if not loop and not decode and self.spec.mode == "eager" and self.world_size == 1:
+                stages.as_if_captured(w, self)
             if loop:
                 yield from stages.later_steps(self)
         finally:

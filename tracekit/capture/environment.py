@@ -9,6 +9,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from contextlib import contextmanager
 
@@ -120,6 +121,16 @@ def describe(device: str) -> dict:
     else:
         info.update(device_name=info["cpu"], cuda_driver=None)
     return info
+
+
+LIBRARIES = ("transformers", "timm", "torchvision", "onnxruntime", "torch_tensorrt")
+
+
+def libraries() -> dict[str, str]:
+    """The model and backend libraries this process has imported, name -> its ``__version__``
+    (``LIBRARIES`` order; those not imported left out): what built and ran the model."""
+    return {name: str(getattr(sys.modules[name], "__version__", "unknown")) for name in LIBRARIES
+            if name in sys.modules}
 
 
 @contextmanager

@@ -16,16 +16,17 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+import msgspec
 import torch
 
 from tracekit.backends import Backend, Prepared
-from tracekit.capture import outputs, timers, twins
-from tracekit.capture.environment import describe
+from tracekit.capture import capture_path, outputs, timers, twins
+from tracekit.capture.environment import describe, libraries
 from tracekit.capture.phases import TRAINING, make_step, model_loss
 from tracekit.capture.profiling import profiler
 from tracekit.capture.quiet import kineto_lines_dropped
 from tracekit.capture.resolved import ResolvedRun
-from tracekit.manifest import Interleaving, Profile, Timer
+from tracekit.manifest import CapturePath, Interleaving, Profile, Timer
 from tracekit.trace.reader import trace_files
 
 if TYPE_CHECKING:
@@ -171,6 +172,8 @@ def prepare(w: Workload, c: Capture) -> None:
                    f"{prepared.device_type} runs")
     w.step = prepared.step or make_step(prepared.fn, w.module, run.spec.phase)
     w.profile = prepared.profile
+    if m.environment is not None:
+        m.environment = msgspec.structs.replace(m.environment, libraries=libraries() or None)
 
 
 def first_call(w: Workload, c: Capture, reference: list[torch.Tensor] | None) -> Iterator[None]:
@@ -264,6 +267,18 @@ def profiled_window(w: Workload, c: Capture) -> Iterator[None]:
             prof.step()
             c.profiled_steps = i
     c.manifest.profile = Profile(iterations=n, traces=[p.name for p in trace_files(c.trace_dir)])
+
+
+def as_if_captured(w: Workload, c: Capture) -> None:
+    """Stage "capture path": after the profiled window, one step as it runs and one while
+    ``torch.cuda.is_current_stream_capturing()`` says True, their aten ops compared
+    (:func:`tracekit.capture.capture_path.check`); records ``capture_path``. A check that cannot be
+    made is a note, never the run's failure."""
+    c.stage("capture path (a step as if a CUDA graph captured it)")
+    try:
+        c.manifest.capture_path = CapturePath.of(capture_path.check(lambda: w.step(w.inputs), w.device))
+    except Exception as exc:  # noqa: BLE001 - the run's figures are made; this check only adds to them
+        c.manifest.add_note(f"capture path not checked: {type(exc).__name__}: {str(exc).strip()[:200]}")
 
 
 def nvtx_window(w: Workload, c: Capture, name: str) -> Iterator[None]:

@@ -7,6 +7,7 @@ reads them."""
 from tracekit.manifest.run_json import FILENAME, VERSION, Manifest
 from tracekit.manifest.sections import (
                                       Attribution,
+                                      CapturePath,
                                       Decode,
                                       Distributed,
                                       Environment,
@@ -25,6 +26,6 @@ from tracekit.manifest.sections import (
 )
 from tracekit.manifest.spec import RunSpec
 
-__all__ = ["FILENAME", "VERSION", "Attribution", "Decode", "Distributed", "Environment", "HostLoad", "Interleaving",
-           "LoadReading", "Manifest", "ProcessSummary", "Profile", "Provenance", "RankSummary", "Record", "Repeats",
-           "RunSpec", "Source", "Timer", "Twin"]
+__all__ = ["FILENAME", "VERSION", "Attribution", "CapturePath", "Decode", "Distributed", "Environment", "HostLoad",
+           "Interleaving", "LoadReading", "Manifest", "ProcessSummary", "Profile", "Provenance", "RankSummary",
+           "Record", "Repeats", "RunSpec", "Source", "Timer", "Twin"]

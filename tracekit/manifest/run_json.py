@@ -33,6 +33,9 @@ Versions (``manifest_version``):
 * 7 (issue 38): ``twin``, the run's twin timed in the same process in alternating blocks (a
   no-overlap run's overlapped program, a straggler's balanced model:
   :mod:`tracekit.capture.twins`). Older files read it as None.
+* 8 (issue 39): ``capture_path``, whether an eager run's step takes another path while a CUDA graph
+  is captured (:mod:`tracekit.capture.capture_path`), and the environment's ``libraries`` (the model
+  libraries' versions). Older files read them as None.
 
 Every version is read by the same class; the JSON layout is the same in all, only fields were
 added. ``spec`` is a :class:`~tracekit.manifest.spec.RunSpec`, the other sections typed records
@@ -59,12 +62,12 @@ from typing import Any, get_args, get_type_hints
 import msgspec
 
 from tracekit.io import write_json
-from tracekit.manifest.sections import (Attribution, Decode, Distributed, Environment, HostLoad, Interleaving,
-                                        Profile, Record, Repeats, Source, Timer, Twin)
+from tracekit.manifest.sections import (Attribution, CapturePath, Decode, Distributed, Environment, HostLoad,
+                                        Interleaving, Profile, Record, Repeats, Source, Timer, Twin)
 from tracekit.manifest.spec import RunSpec
 
 FILENAME = "run.json"
-VERSION = 7
+VERSION = 8
 
 
 @dataclass
@@ -123,6 +126,7 @@ class Manifest:
     attribution: Attribution | None = None  # module scopes, Inductor provenance, CUDA-graph captures
     decode: Decode | None = None           # phase decode: prompt, KV cache, prefill, per-token figures
     twin: Twin | None = None               # the run's twin timed in the same process (tracekit.capture.twins)
+    capture_path: CapturePath | None = None  # an eager run's step while "capturing" (tracekit.capture.capture_path)
     finished_at: str | None = None         # ISO 8601, UTC
     extra: dict = field(default_factory=dict)  # fields of a newer tracekit, kept as read
     # typed field -> (its value as read, its JSON as read): written back as read while unchanged

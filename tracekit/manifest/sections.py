@@ -1,7 +1,7 @@
 """The sections of ``run.json`` (:class:`tracekit.manifest.run_json.Manifest`), each a typed record:
 the timers, the host's load, the environment, the model's source, the profiled window, attribution,
-a job's ranks, a run's processes, its twin and a decode run's figures. What each field means is
-beside it; the versions in which each appeared: :mod:`tracekit.manifest.run_json`."""
+a job's ranks, a run's processes, its twin, an eager step's capture path and a decode run's figures.
+What each field means is beside it; the versions in which each appeared: :mod:`tracekit.manifest.run_json`."""
 
 from __future__ import annotations
 
@@ -95,6 +95,7 @@ class Environment(Record):
     sm_count: int | None = None
     capability: str | None = None
     cuda_driver: str | None | UnsetType = UNSET
+    libraries: dict | None = None         # the model libraries the run imported -> version (transformers, timm...)
 
 
 class Source(Record):
@@ -191,6 +192,18 @@ class Twin(Record):
     rounds: int | None = None             # blocks of each, alternating
     latency_ms: Timer | None = None       # the twin's calls (a job: the slowest rank of each call)
     source_latency_ms: Timer | None = None  # the run's own calls in the same rounds
+
+
+class CapturePath(Record):
+    """Whether the step takes another path while a CUDA graph is captured
+    (:func:`tracekit.capture.capture_path.check`)."""
+
+    differs: bool | None = None
+    added: dict | None = None             # aten op -> calls more per step while "capturing"
+    removed: dict | None = None           # aten op -> calls fewer
+    calls_added: int | None = None        # all the calls more per step (added: the most frequent ops only)
+    calls_removed: int | None = None
+    error: str | None = None              # the "capturing" step raised: its one line
 
 
 class Decode(Record):

@@ -78,6 +78,18 @@ def _capture_mask(r: dict) -> str:
             "kernels replayed (on an H200: bert +74% GPU busy replayed, electra +19%), not the eager ones predicted")
 
 
+def _capture_path(r: dict) -> str:
+    """Why a ``cuda-graphs`` prediction is of low confidence: the run's step took another path when told it
+    was being captured (:mod:`tracekit.capture.capture_path`)."""
+    if r.get("error"):
+        return (f"low confidence: told a CUDA graph captured it (torch.cuda.is_current_stream_capturing() true), the "
+                f"step failed ({r['error']}): the captured program is another one than the eager one predicted")
+    ops = lambda d: ", ".join(f"{k} {v:g}" for k, v in d.items()) or "none"  # noqa: E731
+    return (f"low confidence: told a CUDA graph captured it (torch.cuda.is_current_stream_capturing() true), the "
+            f"step ran other ops: {r['calls_added']:g} calls more ({ops(r['added'])}), {r['calls_removed']:g} fewer "
+            f"({ops(r['removed'])}); the replay runs their kernels, not only the eager ones predicted")
+
+
 TEXTS = {
     why.NO_GPU: lambda r: "no GPU ops in the trace: there is no host-GPU critical path to find",
     why.NO_LAUNCH_CALLS: lambda r: "no launch calls (CUDA runtime or driver events) in the trace: the host side of "
@@ -111,6 +123,7 @@ TEXTS = {
     why.REPLAY_COSTS: _replay,
     why.CAPTURE_READS: _capture,
     why.CAPTURE_MASK: _capture_mask,
+    why.CAPTURE_PATH: _capture_path,
     why.NO_LATENCY: lambda r: "no unprofiled latency (run.json): modelled as traced, uncalibrated",
     why.LATENCY_ABOVE: lambda r: f"the unprofiled latency ({r['measured_ms']:.3f} ms) is above the traced iteration "
                                  f"with {r['host_scale']}x its host time ({r['modelled_ms']:.3f} ms): an unreliable "

@@ -29,6 +29,13 @@ H200 (reports/h200/predict-more) every hf model's replay ran other kernels than 
 bert and electra, whose eager iterations read nothing, the unfused math attention with a built mask
 (GPU busy +74% and +19% replayed, the prediction -43% and -19%), the decoders the mask's kernels
 (+14-17%).
+
+Better than these signs is the program's own answer, where the run has it: an eager run checks
+whether its step takes another path while told a CUDA graph captures it
+(:mod:`tracekit.capture.capture_path`, run.json ``capture_path``). Where it checked, that answer
+replaces the transformers rule: with transformers 5.24 an encoder given no mask keeps eager's ops
+(bert, electra, roberta, distilbert: the same), while a decoder builds its causal mask with arange,
+index and bitwise_and ops instead of reading the mask it was given (Mistral, Qwen2, Llama, GPT-2).
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ WHERE_READ = 50   # the reads of a trace whose enclosing op is looked up (each a
 
 
 def capture_risks(ranks: list[tuple[int, EventTables]], markers: dict[int, pd.DataFrame],
-                  transformers: bool = False) -> list[dict]:
+                  transformers: bool = False, path: dict | None = None) -> list[dict]:
     """The reasons (:mod:`~tracekit.analysis.critical_path.reasons`) a CUDA graph of these traces'
     iterations may run other kernels than the eager trace (the module docstring): ``CAPTURE_READS``
     with ``reads`` (host reads per iteration), ``ops`` (op -> reads per iteration), ``where`` (the
@@ -61,7 +68,10 @@ def capture_risks(ranks: list[tuple[int, EventTables]], markers: dict[int, pd.Da
     ``attention`` (SDPA fused-kernel calls per iteration, 0 for none), from the steady iterations of
     ``markers`` (rank -> step, ts, end); where they read nothing, ``CAPTURE_MASK`` with ``attention``
     if ``transformers`` (the model is a Hugging Face transformers one) and it runs SDPA's fused
-    kernels; else []."""
+    kernels; else []. Where the run checked its step's capture path (``path``: run.json
+    ``capture_path``, :mod:`tracekit.capture.capture_path`), that check replaces the transformers
+    rule: ``CAPTURE_PATH`` (with its ``added``, ``removed``, ``calls_added``, ``calls_removed`` and
+    ``error``) where the path differs, after ``CAPTURE_READS`` where the iteration also reads."""
     reads, attention, where, iterations = Counter(), 0, Counter(), 0
     for rank, tables in ranks:
         m = steady_windows(markers.get(rank, pd.DataFrame(columns=["ts", "end"])))
@@ -79,11 +89,18 @@ def capture_risks(ranks: list[tuple[int, EventTables]], markers: dict[int, pd.Da
         where.update(_enclosing(ops, np.flatnonzero(hit)[:WHERE_READ]))
     if not iterations:
         return []
+    checked = []
+    if path is not None and path.get("differs"):
+        checked = [{"code": why.CAPTURE_PATH, "error": path.get("error"),
+                    **{k: path.get(k) or {} for k in ("added", "removed")},
+                    **{k: path.get(k) or 0 for k in ("calls_added", "calls_removed")}}]
     if not reads:
+        if path is not None:
+            return checked
         return [{"code": why.CAPTURE_MASK, "attention": attention / iterations}] if transformers and attention else []
     return [{"code": why.CAPTURE_READS, "reads": sum(reads.values()) / iterations,
              "ops": {k: v / iterations for k, v in reads.most_common()},
-             "where": [k for k, _ in where.most_common(WHERE_SHOWN)], "attention": attention / iterations}]
+             "where": [k for k, _ in where.most_common(WHERE_SHOWN)], "attention": attention / iterations}] + checked
 
 
 def _enclosing(ops: pd.DataFrame, rows: np.ndarray) -> list[str]:

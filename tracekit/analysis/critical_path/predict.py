@@ -71,7 +71,7 @@ class WhatIf:
 def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit], measured_ms: float | None = None,
             attribution: Attribution | None = None, annotation: str | None = None,
             replay: Replay | None = None, host_ms: float | Mapping[int, float | None] | None = None,
-            spread: Spread | None = None, transformers: bool = False) -> WhatIf:
+            spread: Spread | None = None, transformers: bool = False, capture_path: dict | None = None) -> WhatIf:
     """The iteration latency a trace's run (or a job's) would have after ``edits``.
 
     Args:
@@ -92,6 +92,8 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
             (:mod:`~tracekit.analysis.critical_path.uncertainty`); None: no interval.
         transformers: the model is a Hugging Face transformers one (its capture builds an attention
             mask: :func:`~tracekit.analysis.critical_path.capture_risk.capture_risks`).
+        capture_path: the run's check of its step's capture path (run.json ``capture_path``:
+            differs, added, removed, error), which replaces ``transformers``'s rule; None: not checked.
 
     Returns:
         A :class:`WhatIf`. After ``overlap-comm`` and ``balance-ranks`` alone, which only take
@@ -141,7 +143,7 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
     graphs = any(e.kind == "cuda-graphs" for e in edits)
     if graphs and replay is not None:
         notes.append({"code": why.REPLAY_COSTS, **replay.to_dict()})
-    risks = capture_risks(ranks, markers, transformers) if graphs else []
+    risks = capture_risks(ranks, markers, transformers, capture_path) if graphs else []
     result = WhatIf(cal, before, after, [str(e) for e in edits], predicted, modelled, risks + notes,
                     edited.balanced, replay=replay if graphs else None, confidence="low" if risks else "normal")
     if spread is not None:
@@ -164,8 +166,9 @@ def predict(ranks: list[tuple[int, EventTables]] | EventTables, edits: list[Edit
 def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) -> WhatIf:
     """:func:`predict` for a run folder's traces with what its manifest (or None) knows: the
     unprofiled latency and host time (a job's: each rank's, ``distributed.ranks``), the attribution
-    record, the device's replay costs, their ranges for the prediction's interval, and whether the
-    model is a Hugging Face transformers one (``hf:``) outside a decode phase."""
+    record, the device's replay costs, their ranges for the prediction's interval, whether the
+    model is a Hugging Face transformers one (``hf:``) outside a decode phase, and the run's check of
+    its capture path."""
     from tracekit.analysis.critical_path.replay_costs import default_replay
 
     known = manifest is not None
@@ -181,9 +184,10 @@ def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) 
     # a decode step passes its static cache's mask eagerly too: its capture keeps eager's kernels (the decode
     # study's 27 CUDA-graph predictions within 3.3% on an H100)
     decode = known and manifest.spec is not None and manifest.spec.phase == "decode"
+    checked = manifest.capture_path.to_dict() if known and manifest.capture_path is not None else None
     return predict(ranks, edits, manifest.latency("median") if known else None,
                    manifest.attribution if known else None, annotation, default_replay(ranks, manifest), host,
-                   spread, transformers=str(model or "").startswith("hf:") and not decode)
+                   spread, transformers=str(model or "").startswith("hf:") and not decode, capture_path=checked)
 
 
 def predict_run(path, edits: list[Edit], annotation: str | None = None) -> Prediction:

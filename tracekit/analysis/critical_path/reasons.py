@@ -20,7 +20,10 @@ and costs), ``CAPTURE_READS`` (a ``cuda-graphs`` prediction of low confidence: t
 reads the device on the host, ``reads`` an iteration, ``ops``, ``where``, ``attention``:
 :func:`tracekit.analysis.critical_path.capture_risk.capture_risks`), ``CAPTURE_MASK`` (the same, a
 Hugging Face transformers model's fused SDPA calls, ``attention`` an iteration, which its capture
-moves off them).
+moves off them), ``CAPTURE_PATH`` (the same, the run's own check: its step ran other aten ops, or
+failed, while told a CUDA graph captured it; ``added`` and ``removed``, op -> calls, their totals
+``calls_added`` and ``calls_removed``, and ``error``:
+:mod:`tracekit.capture.capture_path`).
 
 What a trace lacks for a complete graph (``Graph.missing``; ``rank`` added on a job's graph):
 ``INFERRED_WAITS`` (``waits`` inferred without cuda_sync events, or without the ``unnamed`` wait
@@ -49,6 +52,7 @@ NO_ANNOTATION, FEW_RANKS = "no annotation", "few ranks"
 NO_PATH, NO_JOB_PATH = "no critical path", "no critical path of the job"
 UNCALIBRATED, NO_MARKERS, SKIPPED_EDGES, KEPT_MODEL = "uncalibrated", "no markers", "skipped edges", "kept model"
 REPLAY_COSTS, CAPTURE_READS, CAPTURE_MASK = "replay costs", "capture reads", "capture mask"
+CAPTURE_PATH = "capture path"
 INFERRED_WAITS, GUESSED_SYNCS = "inferred waits", "guessed syncs"
 LAUNCHLESS_OPS, NO_COLLECTIVES = "launchless ops", "no collectives"
 NO_LATENCY, LATENCY_ABOVE, GPU_BEYOND, GPU_BOUND = "no latency", "latency above", "GPU beyond", "GPU-bound"
