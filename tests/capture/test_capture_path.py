@@ -82,3 +82,23 @@ def test_an_eager_run_records_its_capture_path_and_a_compiled_one_does_not(tmp_p
     assert on_disk["capture_path"]["differs"] is False and on_disk["manifest_version"] == 8
     script = runner.run(RunSpec("mlp", mode="jit", **counts), tmp_path, log=lambda m: None)
     assert script.status == "ok" and script.capture_path is None
+
+
+def test_a_run_whose_path_differs_traces_its_steps_as_if_captured_beside_its_trace(tmp_path):
+    """The capture path's trace: beside the run's trace, its steps marked as the run's are, and no run's trace."""
+    pytest.importorskip("transformers")
+    from tracekit.capture import runner
+    from tracekit.manifest.spec import RunSpec
+    from tracekit.trace import load
+    from tracekit.trace.discover import discover
+
+    spec = RunSpec("hf:mistral?layers=1&hidden=64&heads=4&kv_heads=2&ffn=128", device="cpu", batch=1, seq=16,
+                   warmup=0, iters=1, profile_iters=3)
+    run = runner.run(spec, tmp_path, log=lambda m: None)
+    assert run.status == "ok" and run.capture_path.differs and run.capture_path.trace.endswith(
+        ".capture-path.pt.trace.json.gz")
+    [found] = discover(tmp_path)
+    path = tmp_path / found.name / run.capture_path.trace
+    assert len(found.traces) == 1 and path.is_file() and path not in found.traces
+    ops = load(path).cpu_ops["name"].astype(str)
+    assert ops.str.startswith("ProfilerStep#").sum() == 3 and (ops == "aten::bitwise_and").sum() >= 3

@@ -271,12 +271,13 @@ def profiled_window(w: Workload, c: Capture) -> Iterator[None]:
 
 def as_if_captured(w: Workload, c: Capture) -> None:
     """Stage "capture path": after the profiled window, one step as it runs and one while
-    ``torch.cuda.is_current_stream_capturing()`` says True, their aten ops compared
-    (:func:`tracekit.capture.capture_path.check`); records ``capture_path``. A check that cannot be
-    made is a note, never the run's failure."""
+    ``torch.cuda.is_current_stream_capturing()`` says True, their aten ops compared, and where they
+    differ its steps traced so (:func:`tracekit.capture.capture_path.record`); records
+    ``capture_path``. A check that cannot be made is a note, never the run's failure."""
     c.stage("capture path (a step as if a CUDA graph captured it)")
     try:
-        c.manifest.capture_path = CapturePath.of(capture_path.check(lambda: w.step(w.inputs), w.device))
+        c.manifest.capture_path = CapturePath.of(capture_path.record(
+            lambda: w.step(w.inputs), w.device, c.trace_dir, c.worker, c.spec.profile_iters))
     except Exception as exc:  # noqa: BLE001 - the run's figures are made; this check only adds to them
         c.manifest.add_note(f"capture path not checked: {type(exc).__name__}: {str(exc).strip()[:200]}")
 

@@ -204,6 +204,7 @@ class CapturePath(Record):
     calls_added: int | None = None        # all the calls more per step (added: the most frequent ops only)
     calls_removed: int | None = None
     error: str | None = None              # the "capturing" step raised: its one line
+    trace: str | None = None              # its steps traced as if captured, beside the run's trace (file name)
 
 
 class Decode(Record):

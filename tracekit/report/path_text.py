@@ -90,6 +90,15 @@ def _capture_path(r: dict) -> str:
             f"({ops(r['removed'])}); the replay runs their kernels, not only the eager ones predicted")
 
 
+def _capture_kernels(r: dict) -> str:
+    """A prediction with the kernels of the run's capture path (or why not)."""
+    if r.get("problem"):
+        return f"the capture path's trace ({r['trace']}) not used: {r['problem']}"
+    return (f"with the kernels of the step's capture path ({r['trace']}: its steps run eagerly, told a CUDA graph "
+            f"captures them, and profiled; replayed {r['captured_ms']:.3f} ms against eager's kernels "
+            f"{r['eager_ms']:.3f} ms, as traced): {r['delta_ms']:+.3f} ms")
+
+
 TEXTS = {
     why.NO_GPU: lambda r: "no GPU ops in the trace: there is no host-GPU critical path to find",
     why.NO_LAUNCH_CALLS: lambda r: "no launch calls (CUDA runtime or driver events) in the trace: the host side of "
@@ -124,6 +133,7 @@ TEXTS = {
     why.CAPTURE_READS: _capture,
     why.CAPTURE_MASK: _capture_mask,
     why.CAPTURE_PATH: _capture_path,
+    why.CAPTURE_KERNELS: _capture_kernels,
     why.NO_LATENCY: lambda r: "no unprofiled latency (run.json): modelled as traced, uncalibrated",
     why.LATENCY_ABOVE: lambda r: f"the unprofiled latency ({r['measured_ms']:.3f} ms) is above the traced iteration "
                                  f"with {r['host_scale']}x its host time ({r['modelled_ms']:.3f} ms): an unreliable "

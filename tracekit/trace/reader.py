@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pandas is imported when the tables are made, after the work
 TRACE_SUFFIXES = (".json", ".json.gz")
 # The name of a copy with tracekit's tracks (tracekit.trace.annotate), before ".gz": not a run of its own.
 ANNOTATED = ".annotated.pt.trace.json"
+CAPTURE_PATH = ".capture-path.pt.trace.json.gz"   # an eager run's steps as if captured
 
 
 class TraceError(Exception):
@@ -113,9 +114,12 @@ class EventTables:
 def is_trace_file(path: Path) -> bool:
     """True for names Kineto and Chrome traces use: ``*.json`` or ``*.json.gz``; not for
     ``run.json`` nor for tracekit's annotated copies (``*.annotated.pt.trace.json.gz``: the
-    trace beside them is the run's)."""
+    trace beside them is the run's) nor for an eager run's steps as if captured
+    (``*.capture-path.pt.trace.json.gz``: :mod:`tracekit.capture.capture_path`, which only
+    ``tracekit whatif --cuda-graphs`` reads)."""
     name = path.name
-    return name.endswith(TRACE_SUFFIXES) and not name.endswith(("run.json", ANNOTATED, ANNOTATED + ".gz"))
+    return name.endswith(TRACE_SUFFIXES) and not name.endswith(("run.json", ANNOTATED, ANNOTATED + ".gz",
+                                                                  CAPTURE_PATH))
 
 
 def trace_files(folder: Path) -> list[Path]:

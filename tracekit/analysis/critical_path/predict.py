@@ -26,6 +26,7 @@ from tracekit.analysis.critical_path import (
 )
 from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.calibrate import Calibration, calibrate, calibrate_job
+from tracekit.analysis.critical_path.capture_kernels import with_capture_path
 from tracekit.analysis.critical_path.capture_risk import capture_risks
 from tracekit.analysis.critical_path.edits import Edit, apply, gpu_names
 from tracekit.analysis.critical_path.host_estimate import estimate
@@ -168,7 +169,8 @@ def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) 
     unprofiled latency and host time (a job's: each rank's, ``distributed.ranks``), the attribution
     record, the device's replay costs, their ranges for the prediction's interval, whether the
     model is a Hugging Face transformers one (``hf:``) outside a decode phase, and the run's check of
-    its capture path."""
+    its capture path, with the capture path's kernels where it traced them
+    (:func:`~tracekit.analysis.critical_path.capture_kernels.with_capture_path`)."""
     from tracekit.analysis.critical_path.replay_costs import default_replay
 
     known = manifest is not None
@@ -185,9 +187,10 @@ def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) 
     # study's 27 CUDA-graph predictions within 3.3% on an H100)
     decode = known and manifest.spec is not None and manifest.spec.phase == "decode"
     checked = manifest.capture_path.to_dict() if known and manifest.capture_path is not None else None
-    return predict(ranks, edits, manifest.latency("median") if known else None,
-                   manifest.attribution if known else None, annotation, default_replay(ranks, manifest), host,
-                   spread, transformers=str(model or "").startswith("hf:") and not decode, capture_path=checked)
+    result = predict(ranks, edits, manifest.latency("median") if known else None,
+                     manifest.attribution if known else None, annotation, default_replay(ranks, manifest), host,
+                     spread, transformers=str(model or "").startswith("hf:") and not decode, capture_path=checked)
+    return with_capture_path(result, ranks, manifest, edits, annotation)
 
 
 def predict_run(path, edits: list[Edit], annotation: str | None = None) -> Prediction:

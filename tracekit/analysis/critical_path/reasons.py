@@ -23,7 +23,9 @@ Hugging Face transformers model's fused SDPA calls, ``attention`` an iteration, 
 moves off them), ``CAPTURE_PATH`` (the same, the run's own check: its step ran other aten ops, or
 failed, while told a CUDA graph captured it; ``added`` and ``removed``, op -> calls, their totals
 ``calls_added`` and ``calls_removed``, and ``error``:
-:mod:`tracekit.capture.capture_path`).
+:mod:`tracekit.capture.capture_path`), ``CAPTURE_KERNELS`` (a prediction with the capture path's
+kernels: ``trace``, ``delta_ms`` it added, the ``cuda-graphs`` edit's ``eager_ms`` and ``captured_ms`` on
+each trace as traced; or ``problem``: :mod:`tracekit.analysis.critical_path.capture_kernels`).
 
 What a trace lacks for a complete graph (``Graph.missing``; ``rank`` added on a job's graph):
 ``INFERRED_WAITS`` (``waits`` inferred without cuda_sync events, or without the ``unnamed`` wait
@@ -52,7 +54,7 @@ NO_ANNOTATION, FEW_RANKS = "no annotation", "few ranks"
 NO_PATH, NO_JOB_PATH = "no critical path", "no critical path of the job"
 UNCALIBRATED, NO_MARKERS, SKIPPED_EDGES, KEPT_MODEL = "uncalibrated", "no markers", "skipped edges", "kept model"
 REPLAY_COSTS, CAPTURE_READS, CAPTURE_MASK = "replay costs", "capture reads", "capture mask"
-CAPTURE_PATH = "capture path"
+CAPTURE_PATH, CAPTURE_KERNELS = "capture path", "capture kernels"
 INFERRED_WAITS, GUESSED_SYNCS = "inferred waits", "guessed syncs"
 LAUNCHLESS_OPS, NO_COLLECTIVES = "launchless ops", "no collectives"
 NO_LATENCY, LATENCY_ABOVE, GPU_BEYOND, GPU_BOUND = "no latency", "latency above", "GPU beyond", "GPU-bound"
