@@ -1,5 +1,6 @@
-"""A cuda-graphs prediction with the kernels of the run's capture path (tracekit.analysis.critical_path.capture_kernels):
-the eager run's calibrated prediction moved by what the capture path's trace adds, both as traced."""
+"""A cuda-graphs prediction with the kernels of the run's capture path
+(tracekit.analysis.critical_path.capture_kernels): the eager run's calibrated prediction moved by what the
+capture path's trace adds, both as traced."""
 
 import json
 
