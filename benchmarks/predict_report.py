@@ -12,11 +12,12 @@ is right, the naive predictor the issue names (the eager trace's GPU busy time p
 the old "CUDA graph could save" figure (host wait per profiled iteration). Issue 39: each
 prediction's interval (predicted_low_ms-predicted_high_ms, its sources in interval_sources) and
 whether the measured cudagraphs latency falls inside it (the target: 90% of the workloads), its
-confidence (low where the eager trace says the capture may run other kernels) and the replay
-costs' GPU. Where a prediction misses, the measured cudagraphs run's own trace says why: what its
-replays ran against what the eager trace ran (GPU busy and kernels per iteration). Writes
-OUT_DIR/predictions.csv, OUT_DIR/report.md and OUT_DIR/predicted-vs-measured.png, and prints
-prediction, interval, measurement and error per workload.
+confidence (low where the eager trace says the capture may run other kernels), the eager run's
+capture path (same ops, other ops, traced: its kernels in the prediction, failed, not checked),
+the model libraries it imported and the replay costs' GPU. Where a prediction misses, the measured
+cudagraphs run's own trace says why: what its replays ran against what the eager trace ran (GPU
+busy and kernels per iteration). Writes OUT_DIR/predictions.csv, OUT_DIR/report.md and
+OUT_DIR/predicted-vs-measured.png, and prints prediction, interval, measurement and error per workload.
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ def rows(traces: Path) -> pd.DataFrame:
             continue
         row["device"] = manifest.ran_on_name
         row["eager_ms"] = manifest.latency("median")
+        libraries = manifest.environment.libraries if manifest.environment is not None else None
+        row["libraries"] = ", ".join(f"{k} {v}" for k, v in (libraries or {}).items()) or "not recorded"
+        checked = manifest.capture_path
+        row["capture_path"] = "not checked" if checked is None else "failed" if checked.error else \
+            "traced" if checked.trace else "other ops" if checked.differs else "same"
         result = from_run(ranks, manifest, [Edit("cuda-graphs")])
         cal = result.calibration
         row.update(predicted_ms=result.predicted_ms, calibrated=cal.calibrated, host_scale=cal.host_scale,
@@ -178,6 +184,8 @@ def markdown(df: pd.DataFrame, done: pd.DataFrame, probe: dict | None) -> str:
                 if len(flagged) else ""),
              f"- replay costs measured on the traces' GPU: {int(done['replay_measured'].sum())} of {n} (else the "
              "largest known)",
+             f"- the eager runs' capture path (run.json capture_path): {_counts(done['capture_path'])}"
+             "; the model libraries they imported (run.json environment.libraries): " + _counts(done["libraries"]),
              f"- the eager GPU busy time alone (the naive predictor) within 10%: {busy} of {n}",
              f"- the old \"CUDA graph could save\" (host wait per profiled iteration) against the measured saving: "
              f"{_ratio(done)}", ""]
@@ -188,8 +196,8 @@ def markdown(df: pd.DataFrame, done: pd.DataFrame, probe: dict | None) -> str:
                   f"{fit.get('per_kernel_us', math.nan):.2f} µs a kernel; the GPU's gap between replayed kernels "
                   f"median {probe['replay_gap_us']['median']:.2f} µs.", ""]
     cols = ["workload", "eager_ms", "predicted_ms", "predicted_low_ms", "predicted_high_ms", "cudagraphs_ms", "error",
-            "inside_interval", "confidence", "sign_right", "reduce_overhead_ms", "busy_only_ms", "measured_saving_ms",
-            "could_save_ms", "host_scale", "gpu_scale"]
+            "inside_interval", "confidence", "capture_path", "sign_right", "reduce_overhead_ms", "busy_only_ms",
+            "measured_saving_ms", "could_save_ms", "host_scale", "gpu_scale"]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_cell(k, v) for k, v in r.items()) + " |"
               for r in df[~df["why"].str.startswith("not measured")][cols].to_dict("records")]
@@ -203,6 +211,11 @@ def markdown(df: pd.DataFrame, done: pd.DataFrame, probe: dict | None) -> str:
     if misses.empty:
         lines.append("Nowhere.")
     return "\n".join(lines) + "\n"
+
+
+def _counts(values: pd.Series) -> str:
+    """"same 9, traced 2": each value and how many rows have it, the most first."""
+    return ", ".join(f"{k} {v}" for k, v in values.value_counts().items())
 
 
 def _ratio(done: pd.DataFrame) -> str:
