@@ -3,6 +3,7 @@
 capture path's trace adds, both as traced."""
 
 import json
+import os
 
 import pytest
 from tracebuilder import TraceBuilder, write_run
@@ -53,3 +54,13 @@ def test_a_capture_paths_trace_that_cannot_be_read_is_a_note(tmp_path):
         "the capture path's trace (host_1.capture-path.pt.trace.json.gz) not used:") for n in result.notes)
     run = json.loads((folder / "run.json").read_text())
     assert run["capture_path"]["trace"] == "host_1.capture-path.pt.trace.json.gz"
+    # a name that leaves the folder, a FIFO or a folder of that name: no capture trace, the eager prediction
+    _iterations(4).write(tmp_path / "outside.capture-path.pt.trace.json.gz")
+    for odd in ("../outside.capture-path.pt.trace.json.gz", "fifo", "folder"):
+        run["capture_path"]["trace"] = odd
+        (folder / "run.json").write_text(json.dumps(run))
+        if odd == "fifo":
+            os.mkfifo(folder / odd)
+        (folder / "folder").mkdir(exist_ok=True)
+        odd_result = tracekit.whatif(folder, cuda_graphs=True)
+        assert odd_result.confidence == "low" and not any("capture path's" in n for n in odd_result.notes), odd

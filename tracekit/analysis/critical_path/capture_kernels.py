@@ -28,10 +28,10 @@ ANSWERED = (why.CAPTURE_READS, why.CAPTURE_MASK, why.CAPTURE_PATH)   # the eager
 
 
 def capture_trace(ranks, manifest) -> Path | None:
-    """The capture path's trace of a one-trace run (run.json ``capture_path.trace``, in the folder
-    of its trace), where it is there; else None."""
+    """The capture path's trace of a one-trace run (run.json ``capture_path.trace``: a file name, in
+    the folder of its trace), where it is a file there; else None (a name with a folder in it too)."""
     checked = manifest.capture_path if manifest is not None else None
-    if checked is None or not checked.trace or len(ranks) != 1:
+    if checked is None or not checked.trace or len(ranks) != 1 or Path(checked.trace).name != checked.trace:
         return None
     path = Path(ranks[0][1].path).parent / checked.trace
     return path if path.is_file() else None
@@ -52,8 +52,9 @@ def with_capture_path(result, ranks, manifest, edits, annotation: str | None = N
         eager = predict(ranks, edits, None, annotation=annotation, replay=result.replay).predicted_ms
         captured = predict([(ranks[0][0], load(path))], edits, None, annotation=annotation,
                            replay=result.replay).predicted_ms
-    except (TraceError, ValueError) as exc:
-        result.notes.append({"code": why.CAPTURE_KERNELS, "trace": path.name, "problem": str(exc)[:300]})
+    except Exception as exc:  # noqa: BLE001 - a damaged or odd capture trace costs its kernels, not the prediction
+        text = str(exc) if isinstance(exc, TraceError) else f"{type(exc).__name__}: {exc}"
+        result.notes.append({"code": why.CAPTURE_KERNELS, "trace": path.name, "problem": text[:300]})
         return result
     delta = captured - eager
     result.predicted_ms += delta
