@@ -42,6 +42,9 @@ def test_the_capture_paths_kernels_move_the_prediction_and_settle_its_confidence
     assert moved.confidence == "normal" and moved.notes[0].startswith(
         "with the kernels of the step's capture path (host_1.capture-path.pt.trace.json.gz")
     assert not any(n.startswith("low confidence") for n in moved.notes)
+    # tracekit analyze's "CUDA graphs could save" rests on the same prediction
+    [row] = tracekit.analyze(folder).runs.to_dict("records")
+    assert row["cuda_graphs_predicted_ms"] == pytest.approx(moved.predicted_latency_ms, abs=1e-4)
 
 
 def test_a_capture_paths_trace_that_cannot_be_read_is_a_note(tmp_path):

@@ -44,6 +44,9 @@ class RunFacts:
         run (:mod:`tracekit.analysis.attribution.gpu_ops`).
     rank_host_ms: a job's host time per call of each rank (rank -> median ms, run.json
         ``distributed.ranks[i].host_ms``): a rank's trace is calibrated with its own.
+    capture_trace: the file name of the eager step's capture path traced beside the run's trace
+        (run.json ``capture_path.trace``: :mod:`tracekit.capture.capture_path`), whose kernels the
+        ``cuda-graphs`` prediction replays.
     """
 
     iterations: int | None = None
@@ -51,6 +54,7 @@ class RunFacts:
     host_ms: float | None = None
     attribution: Attribution | None = None
     rank_host_ms: dict[int, float] | None = None
+    capture_trace: str | None = None
 
     @classmethod
     def of(cls, manifest: Manifest | None) -> RunFacts:
@@ -63,7 +67,8 @@ class RunFacts:
                    attribution=manifest.attribution,
                    rank_host_ms={r.rank: r.host_ms.median for r in manifest.distributed.ranks or []
                                  if r.host_ms is not None and r.host_ms.median is not None}
-                   if manifest.distributed else None)
+                   if manifest.distributed else None,
+                   capture_trace=manifest.capture_path.trace if manifest.capture_path else None)
 
 
 @dataclass(frozen=True)

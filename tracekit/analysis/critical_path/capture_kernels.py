@@ -27,25 +27,26 @@ from tracekit.trace.reader import TraceError, load
 ANSWERED = (why.CAPTURE_READS, why.CAPTURE_MASK, why.CAPTURE_PATH)   # the eager trace's doubts a capture path settles
 
 
-def capture_trace(ranks, manifest) -> Path | None:
-    """The capture path's trace of a one-trace run (run.json ``capture_path.trace``: a file name, in
-    the folder of its trace), where it is a file there; else None (a name with a folder in it too)."""
-    checked = manifest.capture_path if manifest is not None else None
-    if checked is None or not checked.trace or len(ranks) != 1 or Path(checked.trace).name != checked.trace:
+def capture_trace(ranks, name: str | None) -> Path | None:
+    """The capture path's trace of a one-trace run: ``name`` (run.json ``capture_path.trace``, a
+    file name) in the folder of its trace, where it is a file there; else None (for a name with a
+    folder in it too)."""
+    if not name or len(ranks) != 1 or Path(name).name != name or ranks[0][1].path is None:
         return None
-    path = Path(ranks[0][1].path).parent / checked.trace
+    path = Path(ranks[0][1].path).parent / name
     return path if path.is_file() else None
 
 
-def with_capture_path(result, ranks, manifest, edits, annotation: str | None = None):
+def with_capture_kernels(result, ranks, name: str | None, edits, annotation: str | None = None):
     """``result`` (a :class:`~tracekit.analysis.critical_path.predict.WhatIf` of ``ranks``, a run's
     calibrated ``cuda-graphs`` prediction) moved by what the run's capture path changes (the module
-    docstring), in place and returned; unchanged where the edits make no CUDA graph or the run has
-    no capture path's trace. A trace that cannot be read or modelled is a note
-    (``CAPTURE_KERNELS`` with ``problem``), the prediction kept."""
+    docstring; ``name``: run.json ``capture_path.trace``, :func:`capture_trace`), in place and
+    returned; unchanged where the edits make no CUDA graph or the run has no capture path's trace.
+    A trace that cannot be read or modelled is a note (``CAPTURE_KERNELS`` with ``problem``), the
+    prediction kept."""
     from tracekit.analysis.critical_path.predict import predict
 
-    path = capture_trace(ranks, manifest)
+    path = capture_trace(ranks, name)
     if path is None or not any(e.kind == "cuda-graphs" for e in edits):
         return result
     try:

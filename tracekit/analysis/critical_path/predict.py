@@ -26,7 +26,7 @@ from tracekit.analysis.critical_path import (
 )
 from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.calibrate import Calibration, calibrate, calibrate_job
-from tracekit.analysis.critical_path.capture_kernels import with_capture_path
+from tracekit.analysis.critical_path.capture_kernels import with_capture_kernels
 from tracekit.analysis.critical_path.capture_risk import capture_risks
 from tracekit.analysis.critical_path.edits import Edit, apply, gpu_names
 from tracekit.analysis.critical_path.host_estimate import estimate
@@ -170,7 +170,7 @@ def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) 
     record, the device's replay costs, their ranges for the prediction's interval, whether the
     model is a Hugging Face transformers one (``hf:``) outside a decode phase, and the run's check of
     its capture path, with the capture path's kernels where it traced them
-    (:func:`~tracekit.analysis.critical_path.capture_kernels.with_capture_path`)."""
+    (:func:`~tracekit.analysis.critical_path.capture_kernels.with_capture_kernels`)."""
     from tracekit.analysis.critical_path.replay_costs import default_replay
 
     known = manifest is not None
@@ -190,7 +190,7 @@ def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) 
     result = predict(ranks, edits, manifest.latency("median") if known else None,
                      manifest.attribution if known else None, annotation, default_replay(ranks, manifest), host,
                      spread, transformers=str(model or "").startswith("hf:") and not decode, capture_path=checked)
-    return with_capture_path(result, ranks, manifest, edits, annotation)
+    return with_capture_kernels(result, ranks, checked.get("trace") if checked else None, edits, annotation)
 
 
 def predict_run(path, edits: list[Edit], annotation: str | None = None) -> Prediction:

@@ -24,6 +24,7 @@ from tracekit.analysis.critical_path import (
     top,
 )
 from tracekit.analysis.critical_path import reasons as why
+from tracekit.analysis.critical_path.capture_kernels import with_capture_kernels
 from tracekit.analysis.critical_path.edits import Edit
 from tracekit.analysis.critical_path.replay_costs import default_replay
 from tracekit.analysis.critical_path.path import PARTS, marker_table
@@ -51,7 +52,8 @@ def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
             (module and op of each GPU op), to name what is on the path; None: unnamed.
 
     Returns:
-        Row: cuda_graphs_predicted_ms (the calibrated ``cuda-graphs`` what-if, ms; NaN without an
+        Row: cuda_graphs_predicted_ms (the calibrated ``cuda-graphs`` what-if, ms, with the kernels of
+        the run's capture path where it traced them, as ``tracekit whatif``; NaN without an
         unprofiled latency to calibrate to, with fewer than two launches, or an ``annotation``
         the trace lacks), cuda_graphs_saving_ms (the unprofiled latency less it, ms per
         iteration), cp_calibrated, cp_host_scale, cp_gpu_scale; with ``critical_path``:
@@ -74,8 +76,10 @@ def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
             row["critical_path_note"] = ({"code": why.NO_PATH, "why": cannot},) if cannot else ()
         return row, out
     if calibratable:
-        result = predict(tables, [Edit("cuda-graphs")], latency_ms, annotation=annotation,
-                         replay=default_replay([(0, tables)]), host_ms=_host_ms(tables, run))
+        graphs = [Edit("cuda-graphs")]
+        result = predict(tables, graphs, latency_ms, annotation=annotation, replay=default_replay([(0, tables)]),
+                         host_ms=_host_ms(tables, run))
+        result = with_capture_kernels(result, [(0, tables)], run.capture_trace, graphs, annotation)
         cal, path = result.calibration, result.before
         row.update(cp_calibrated=True, cp_host_scale=cal.host_scale, cp_gpu_scale=cal.gpu_scale,
                    cuda_graphs_predicted_ms=result.predicted_ms, cuda_graphs_saving_ms=latency_ms - result.predicted_ms)
