@@ -15,7 +15,9 @@ from tracekit.errors import ExitCode
 @main.command()
 @click.argument("path", type=click.Path(path_type=str))
 @click.option("--cuda-graphs", is_flag=True, help="Each iteration replayed as one CUDA graph: one launch, "
-              "the host free, each kernel after the previous one with the replay's gap.")
+              "the host free, each kernel after the previous one with the replay's gap; where the run traced "
+              "its step's capture path (an eager tracekit run whose step runs other ops when told it is "
+              "captured), with that path's kernels.")
 @click.option("--faster", "faster", multiple=True, metavar="PATTERN=FACTOR",
               help="GPU ops of a kernel class, kernel, op or module matching PATTERN take 1/FACTOR of their "
                    "time, e.g. 'blocks.*.mlp=2', 'gemm=1.5', 'aten::softmax=3' (repeatable).")
