@@ -19,6 +19,7 @@ them.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from tracekit.analysis.critical_path import reasons as why
 from tracekit.analysis.critical_path.uncertainty import Interval
@@ -37,22 +38,18 @@ def capture_trace(ranks, name: str | None) -> Path | None:
     return path if path.is_file() else None
 
 
-def with_capture_kernels(result, ranks, name: str | None, edits, annotation: str | None = None):
+def with_capture_kernels(result, ranks, name: str | None, edits, as_traced: Callable[[list], float]):
     """``result`` (a :class:`~tracekit.analysis.critical_path.predict.WhatIf` of ``ranks``, a run's
     calibrated ``cuda-graphs`` prediction) moved by what the run's capture path changes (the module
-    docstring; ``name``: run.json ``capture_path.trace``, :func:`capture_trace`), in place and
-    returned; unchanged where the edits make no CUDA graph or the run has no capture path's trace.
-    A trace that cannot be read or modelled is a note (``CAPTURE_KERNELS`` with ``problem``), the
-    prediction kept."""
-    from tracekit.analysis.critical_path.predict import predict
-
+    docstring; ``name``: run.json ``capture_path.trace``, :func:`capture_trace`; ``as_traced``: the
+    edits' prediction of a run's (rank, tables) as traced, ms), in place and returned; unchanged where
+    the edits make no CUDA graph or the run has no capture path's trace. A trace that cannot be read
+    or modelled is a note (``CAPTURE_KERNELS`` with ``problem``), the prediction kept."""
     path = capture_trace(ranks, name)
     if path is None or not any(e.kind == "cuda-graphs" for e in edits):
         return result
     try:
-        eager = predict(ranks, edits, None, annotation=annotation, replay=result.replay).predicted_ms
-        captured = predict([(ranks[0][0], load(path))], edits, None, annotation=annotation,
-                           replay=result.replay).predicted_ms
+        eager, captured = as_traced(ranks), as_traced([(ranks[0][0], load(path))])
     except Exception as exc:  # noqa: BLE001 - a damaged or odd capture trace costs its kernels, not the prediction
         text = str(exc) if isinstance(exc, TraceError) else f"{type(exc).__name__}: {exc}"
         result.notes.append({"code": why.CAPTURE_KERNELS, "trace": path.name, "problem": text[:300]})

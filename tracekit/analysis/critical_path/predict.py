@@ -170,7 +170,7 @@ def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) 
     record, the device's replay costs, their ranges for the prediction's interval, whether the
     model is a Hugging Face transformers one (``hf:``) outside a decode phase, and the run's check of
     its capture path, with the capture path's kernels where it traced them
-    (:func:`~tracekit.analysis.critical_path.capture_kernels.with_capture_kernels`)."""
+    (:func:`with_capture_path`)."""
     from tracekit.analysis.critical_path.replay_costs import default_replay
 
     known = manifest is not None
@@ -190,7 +190,15 @@ def from_run(ranks, manifest, edits: list[Edit], annotation: str | None = None) 
     result = predict(ranks, edits, manifest.latency("median") if known else None,
                      manifest.attribution if known else None, annotation, default_replay(ranks, manifest), host,
                      spread, transformers=str(model or "").startswith("hf:") and not decode, capture_path=checked)
-    return with_capture_kernels(result, ranks, checked.get("trace") if checked else None, edits, annotation)
+    return with_capture_path(result, ranks, checked.get("trace") if checked else None, edits, annotation)
+
+
+def with_capture_path(result: WhatIf, ranks, name: str | None, edits: list[Edit], annotation: str | None) -> WhatIf:
+    """``result`` with the kernels of the run's capture path traced as ``name`` beside its trace
+    (:func:`~tracekit.analysis.critical_path.capture_kernels.with_capture_kernels`, both traces
+    predicted as traced with ``result``'s replay costs)."""
+    return with_capture_kernels(result, ranks, name, edits, lambda r: predict(
+        r, edits, None, annotation=annotation, replay=result.replay).predicted_ms)
 
 
 def predict_run(path, edits: list[Edit], annotation: str | None = None) -> Prediction:

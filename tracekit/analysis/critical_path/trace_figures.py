@@ -24,11 +24,10 @@ from tracekit.analysis.critical_path import (
     top,
 )
 from tracekit.analysis.critical_path import reasons as why
-from tracekit.analysis.critical_path.capture_kernels import with_capture_kernels
 from tracekit.analysis.critical_path.edits import Edit
 from tracekit.analysis.critical_path.replay_costs import default_replay
 from tracekit.analysis.critical_path.path import PARTS, marker_table
-from tracekit.analysis.critical_path.predict import predict
+from tracekit.analysis.critical_path.predict import predict, with_capture_path
 from tracekit.analysis.options import AnalysisOptions, RunFacts
 from tracekit.analysis.registry import Inputs, Output, register
 from tracekit.trace.reader import EventTables
@@ -79,7 +78,7 @@ def trace_figures(tables: EventTables, options: AnalysisOptions, run: RunFacts,
         graphs = [Edit("cuda-graphs")]
         result = predict(tables, graphs, latency_ms, annotation=annotation, replay=default_replay([(0, tables)]),
                          host_ms=_host_ms(tables, run))
-        result = with_capture_kernels(result, [(0, tables)], run.capture_trace, graphs, annotation)
+        result = with_capture_path(result, [(0, tables)], run.capture_trace, graphs, annotation)
         cal, path = result.calibration, result.before
         row.update(cp_calibrated=True, cp_host_scale=cal.host_scale, cp_gpu_scale=cal.gpu_scale,
                    cuda_graphs_predicted_ms=result.predicted_ms, cuda_graphs_saving_ms=latency_ms - result.predicted_ms)
